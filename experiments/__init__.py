@@ -1,0 +1,1 @@
+"""absl-flags binaries and batch scripts of foltr_jax."""

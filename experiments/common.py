@@ -1,0 +1,232 @@
+"""Flags, data loading and result files shared by the experiment binaries.
+
+Library code never reads flags: these helpers turn flags into frozen config
+dataclasses and datasets, and the binaries pass those down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import platform
+import resource
+import sys
+import tempfile
+
+from absl import flags
+
+import foltr_jax
+from foltr_jax import data, federation
+
+FLAGS = flags.FLAGS
+
+
+def define_data_flags():
+    flags.DEFINE_string(
+        "train_path", "", "LETOR training file; empty: the synthetic default dataset."
+    )
+    flags.DEFINE_string("test_path", "", "LETOR test file (required with --train_path).")
+    flags.DEFINE_string(
+        "fold_dir", "", "A FoldN folder with train.txt and test.txt (instead of the paths)."
+    )
+    flags.DEFINE_bool(
+        "normalise", True, "Query-level min-max feature normalisation (the papers' setting)."
+    )
+    flags.DEFINE_string(
+        "cache_dir",
+        "",
+        "Where parsed datasets are cached; empty: $FOLTR_JAX_CACHE or ~/.cache/foltr_jax.",
+    )
+    flags.DEFINE_integer("synthetic_queries", 200, "Training queries of the synthetic dataset.")
+    flags.DEFINE_integer("synthetic_features", 32, "Features of the synthetic dataset.")
+    flags.DEFINE_float(
+        "synthetic_docs_per_query", 40.0, "Mean documents per query of the synthetic dataset."
+    )
+    flags.DEFINE_integer("synthetic_seed", 0, "Seed of the synthetic dataset.")
+
+
+def define_federation_flags():
+    defaults = federation.FederationConfig()
+    flags.DEFINE_integer("n_clients", defaults.n_clients, "Clients per round |C|.")
+    flags.DEFINE_integer(
+        "local_updates", defaults.local_updates, "Local interactions per client per round B."
+    )
+    flags.DEFINE_integer("rounds", defaults.rounds, "Global updates T.")
+    flags.DEFINE_float("learning_rate", defaults.learning_rate, "PDGD learning rate η.")
+    flags.DEFINE_string(
+        "ranker", defaults.ranker, "linear | neural (one hidden layer of 64 sigmoid units)."
+    )
+    flags.DEFINE_string(
+        "click_model",
+        defaults.click_model,
+        "perfect | navigational | informational | poison (CCM/SDBN) or pbm:<eta>.",
+    )
+    flags.DEFINE_integer(
+        "n_grades",
+        defaults.n_grades,
+        "Relevance grades of the click tables (3 or 5); 0 infers from the labels.",
+    )
+    flags.DEFINE_integer(
+        "n_runs", defaults.n_runs, "Independent repetitions, run together in one program."
+    )
+    flags.DEFINE_integer(
+        "seed", defaults.seed, "Seed of the simulation (rankings, clicks, queries, initial models)."
+    )
+    flags.DEFINE_integer(
+        "chunk_rounds",
+        defaults.chunk_rounds,
+        "Rounds per compiled chunk (progress is reported between chunks).",
+    )
+    flags.DEFINE_string(
+        "lane_map", defaults.lane_map, "How clients are mapped: vmap or map (lax.map)."
+    )
+    flags.DEFINE_integer(
+        "lane_batch", defaults.lane_batch, "With --lane_map=map: clients vmapped together per step."
+    )
+    flags.DEFINE_bool("centralised", False, "Run the centralised PDGD baseline instead of FPDGD.")
+    flags.DEFINE_string(
+        "centralised_form",
+        "same_budget",
+        "same_updates | same_budget | batch: which reading of the FPDGD paper's baseline (§4).",
+    )
+
+
+class UserError(Exception):
+    """A problem with the user's input: printed as one line, no traceback."""
+
+
+def fail(program: str, message: str) -> None:
+    print(f"{program}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def federation_config() -> federation.FederationConfig:
+    config = federation.FederationConfig(
+        n_clients=FLAGS.n_clients,
+        local_updates=FLAGS.local_updates,
+        rounds=FLAGS.rounds,
+        learning_rate=FLAGS.learning_rate,
+        ranker=FLAGS.ranker,
+        click_model=FLAGS.click_model,
+        n_grades=FLAGS.n_grades,
+        n_runs=FLAGS.n_runs,
+        seed=FLAGS.seed,
+        chunk_rounds=FLAGS.chunk_rounds,
+        lane_map=FLAGS.lane_map,
+        lane_batch=FLAGS.lane_batch,
+    )
+    try:
+        config.validate()
+        if FLAGS.centralised:
+            try:
+                config = federation.centralised(config, FLAGS.centralised_form)
+            except ValueError as error:
+                raise federation.ConfigError("centralised_form", str(error)) from None
+    except federation.ConfigError as error:
+        raise UserError(f"--{error.field}: {error.message}") from None
+    return config
+
+
+def load_datasets():
+    """(train, test, description) from the data flags."""
+    cache = dict(normalise=FLAGS.normalise, cache_dir=FLAGS.cache_dir or None)
+    try:
+        if FLAGS.fold_dir:
+            fold = data.load_fold(FLAGS.fold_dir, **cache)
+            return fold["train"], fold["test"], {"fold_dir": os.path.abspath(FLAGS.fold_dir)}
+        if FLAGS.train_path or FLAGS.test_path:
+            if not (FLAGS.train_path and FLAGS.test_path):
+                raise UserError("--train_path and --test_path go together (or use --fold_dir)")
+            train = data.read_letor(FLAGS.train_path, **cache)
+            test = data.read_letor(FLAGS.test_path, n_features=train.n_features, **cache)
+            return (
+                train,
+                test,
+                {
+                    "train_path": os.path.abspath(FLAGS.train_path),
+                    "test_path": os.path.abspath(FLAGS.test_path),
+                },
+            )
+    except (data.LetorFormatError, data.DatasetError) as error:
+        raise UserError(str(error)) from None
+    for name in ("synthetic_queries", "synthetic_features"):
+        if getattr(FLAGS, name) < 1:
+            raise UserError(f"--{name} must be at least 1, got {getattr(FLAGS, name)}")
+    if not FLAGS.synthetic_docs_per_query >= 2:
+        raise UserError(
+            f"--synthetic_docs_per_query must be at least 2, got {FLAGS.synthetic_docs_per_query}"
+        )
+    train, test = data.synthetic_train_test(
+        FLAGS.synthetic_seed,
+        n_train_queries=FLAGS.synthetic_queries,
+        n_test_queries=max(FLAGS.synthetic_queries // 2, 1),
+        n_features=FLAGS.synthetic_features,
+        mean_docs_per_query=FLAGS.synthetic_docs_per_query,
+    )
+    return (
+        train,
+        test,
+        {
+            "synthetic": {
+                "seed": FLAGS.synthetic_seed,
+                "queries": FLAGS.synthetic_queries,
+                "features": FLAGS.synthetic_features,
+                "docs_per_query": FLAGS.synthetic_docs_per_query,
+            }
+        },
+    )
+
+
+def dataset_summary(dataset: data.RankingDataset) -> dict:
+    return {
+        "queries": int(dataset.n_queries),
+        "documents": int(dataset.n_docs),
+        "features": int(dataset.n_features),
+        "max_query_length": int(dataset.max_query_length),
+    }
+
+
+def versions() -> dict:
+    import jax
+
+    return {
+        "foltr_jax": foltr_jax.__version__,
+        "jax": jax.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def write_json_atomic(path: pathlib.Path, payload: dict) -> None:
+    """Writes JSON through a temporary file and a rename: never a half-written file."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            json.dump(payload, stream, indent=1)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+class ProgressLog:
+    """Prints 'round t/T, elapsed, time left' lines between compiled chunks."""
+
+    def __init__(self, label: str, stream=sys.stderr):
+        self.label, self.stream = label, stream
+
+    def __call__(self, done: int, total: int, seconds: float) -> None:
+        left = seconds / done * (total - done)
+        print(
+            f"[{self.label}] round {done}/{total} ({100 * done / total:.0f}%), "
+            f"{seconds:.1f} s elapsed, ~{left:.1f} s left",
+            file=self.stream,
+            flush=True,
+        )

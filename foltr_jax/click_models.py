@@ -1,0 +1,105 @@
+"""Click models as pure functions ``(key, model, labels_in_displayed_order) -> clicks``.
+
+CCM/SDBN (thesis Tables 2.1-2.2; FPDGD paper Table 1; poisoning paper Table 1):
+the user scans top to bottom, clicks a document with P(click | rel) and, after a
+click, stops with P(stop | click, rel).  PBM (thesis §4.5.1; public code): the
+document at rank i (1-based) is clicked with P(click | rel) · (1 / i)^η, no stopping.
+
+Both are one parameterisation: a :class:`ClickModel` holds per-grade arrays and
+an exponent η, so every client in a vmapped step may carry its own model.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# P(click | rel), P(stop | click, rel) per grade, for 5-grade and 3-grade labels.
+_CCM_TABLES = {
+    5: {
+        "perfect": ((0.0, 0.2, 0.4, 0.8, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
+        "navigational": ((0.05, 0.3, 0.5, 0.7, 0.95), (0.2, 0.3, 0.5, 0.7, 0.9)),
+        "informational": ((0.4, 0.6, 0.7, 0.8, 0.9), (0.1, 0.2, 0.3, 0.4, 0.5)),
+        "poison": ((1.0, 0.8, 0.4, 0.2, 0.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
+    },
+    3: {
+        "perfect": ((0.0, 0.5, 1.0), (0.0, 0.0, 0.0)),
+        "navigational": ((0.05, 0.5, 0.95), (0.2, 0.5, 0.9)),
+        "informational": ((0.4, 0.7, 0.9), (0.1, 0.3, 0.5)),
+        "poison": ((1.0, 0.5, 0.0), (0.0, 0.0, 0.0)),
+    },
+}
+CCM_NAMES = ("perfect", "navigational", "informational", "poison")
+
+
+class ClickModel(NamedTuple):
+    """Click model parameters (a pytree of arrays, so it can be stacked per client)."""
+
+    click_prob: jax.Array  # [n_grades] P(click | rel)
+    stop_prob: jax.Array  # [n_grades] P(stop | click, rel)
+    eta: jax.Array  # [] examination exponent: P(examine rank i) = (1/i)^eta
+
+
+def ccm(name: str, n_grades: int) -> ClickModel:
+    """CCM/SDBN instantiation ``name`` for labels with ``n_grades`` grades (3 or 5)."""
+    if n_grades not in _CCM_TABLES:
+        raise ValueError(f"CCM tables exist for 3- and 5-grade labels, not {n_grades}")
+    if name not in _CCM_TABLES[n_grades]:
+        raise ValueError(f"unknown click model {name!r}; choose one of {CCM_NAMES}")
+    click, stop = _CCM_TABLES[n_grades][name]
+    return ClickModel(
+        jnp.asarray(click, jnp.float32), jnp.asarray(stop, jnp.float32), jnp.float32(0.0)
+    )
+
+
+def pbm(eta: float, n_grades: int, relevance: str = "perfect") -> ClickModel:
+    """Position-based model: P(click) = P(click | rel) · (1/rank)^eta, never stops.
+
+    P(click | rel) is taken from the CCM instantiation ``relevance`` (the thesis
+    does not tabulate it; 'perfect' by default).
+    """
+    click, _, _ = ccm(relevance, n_grades)
+    return ClickModel(click, jnp.zeros_like(click), jnp.float32(eta))
+
+
+def by_name(name: str, n_grades: int) -> ClickModel:
+    """'perfect' | 'navigational' | 'informational' | 'poison' | 'pbm:<eta>'."""
+    if name.startswith("pbm:"):
+        try:
+            eta = float(name[4:])
+        except ValueError:
+            raise ValueError(f"bad PBM click model {name!r}; expected e.g. 'pbm:1.0'") from None
+        return pbm(eta, n_grades)
+    return ccm(name, n_grades)
+
+
+def simulate_clicks(
+    key: jax.Array, model: ClickModel, labels: jax.Array, shown: jax.Array
+) -> jax.Array:
+    """Clicks on a displayed list.
+
+    Args:
+        key: PRNG key for this interaction.
+        model: click model parameters.
+        labels: int [k] relevance labels in displayed order (clipped to the table).
+        shown: bool [k] which positions hold a displayed document.
+    Returns:
+        bool [k] clicks.
+    """
+    k = labels.shape[0]
+    grades = jnp.clip(labels, 0, model.click_prob.shape[0] - 1)
+    u_click, u_stop = jax.random.uniform(key, (2, k))
+    examine = (1.0 / jnp.arange(1, k + 1, dtype=jnp.float32)) ** model.eta
+    clicked = shown & (u_click < model.click_prob[grades] * examine)
+    stops_here = clicked & (u_stop < model.stop_prob[grades])
+    # The user examines position i only if no stop happened above it.
+    stopped_above = jnp.cumsum(stops_here) - stops_here > 0
+    return clicked & ~stopped_above
+
+
+def n_grades_for(max_label: int) -> int:
+    """The click-table size for a dataset whose largest label is ``max_label``."""
+    return 3 if int(np.asarray(max_label)) <= 2 else 5

@@ -1,0 +1,439 @@
+"""Federated PDGD (FPDGD paper §3.2, Algorithm 2) and centralised PDGD on one data path.
+
+Shapes: a *lane* is one client of one repetition.  A round maps every lane's
+client update (B sequential PDGD interactions, ``lax.scan``) over the stacked
+lane axis ``[n_runs * n_clients]``, then each run's server aggregates its clients:
+θ ← Σ_c n_c/n θ_c with n_c the client's number of local interactions (FedAvg).
+Rounds run under ``lax.scan`` in jit-compiled chunks (one compilation per chunk
+length), so progress can be reported between chunks without changing results:
+every key is derived from (seed, run, round, client, interaction) by ``fold_in``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from foltr_jax import click_models, metrics, pdgd, plackett_luce, rankers
+from foltr_jax.data import RankingDataset
+
+AGGREGATIONS = ("fedavg", "sum_of_updates")
+CENTRALISED_FORMS = ("same_updates", "same_budget", "batch")
+LANE_MAPS = ("map", "vmap")
+
+
+@dataclasses.dataclass(frozen=True)
+class FederationConfig:
+    """Settings of one FPDGD experiment (defaults: FPDGD paper §4, MSLR-WEB10K)."""
+
+    n_clients: int = 1000
+    local_updates: int = 2  # B, interactions per client per round
+    rounds: int = 200  # T, global updates
+    learning_rate: float = 0.1
+    ranker: str = "linear"
+    click_model: str = "informational"
+    n_grades: int = 0  # 3 or 5; 0 infers it from the training labels
+    n_runs: int = 1
+    seed: int = 0
+    top_k: int = 10
+    aggregation: str = "fedavg"  # 'sum_of_updates' accumulates client updates
+    lane_map: str = "map"  # how lanes are mapped: lax.map or vmap
+    lane_batch: int = 1  # lanes vmapped together inside lax.map
+    chunk_rounds: int = 50  # rounds per compiled scan chunk
+
+    def validate(self) -> FederationConfig:
+        """Raises ConfigError naming the setting when a value is out of range."""
+        positive = (
+            "n_clients",
+            "local_updates",
+            "rounds",
+            "n_runs",
+            "top_k",
+            "lane_batch",
+            "chunk_rounds",
+        )
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
+        if not self.learning_rate > 0:
+            raise ConfigError("learning_rate", f"must be positive, got {self.learning_rate}")
+        choices = {
+            "ranker": rankers.RANKERS,
+            "aggregation": AGGREGATIONS,
+            "lane_map": LANE_MAPS,
+            "n_grades": (0, 3, 5),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
+        try:
+            click_models.by_name(self.click_model, self.n_grades or 5)
+        except ValueError as error:
+            raise ConfigError("click_model", str(error)) from None
+        return self
+
+
+class ConfigError(ValueError):
+    """A setting out of range; ``field`` is the FederationConfig field (and flag) name."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field} {message}")
+        self.field = field
+        self.message = message
+
+
+def centralised(config: FederationConfig, form: str) -> FederationConfig:
+    """The centralised PDGD baseline matching an FPDGD config (FPDGD paper §4).
+
+    same_updates: one interaction per update, as many updates as FPDGD rounds.
+    same_budget: one update per interaction, FPDGD's whole interaction budget
+        (n_clients · B interactions between two evaluations).
+    batch: gradients of n_clients · B interactions accumulated (summed) into one
+        update per round.
+    """
+    budget = config.n_clients * config.local_updates
+    if form == "same_updates":
+        return dataclasses.replace(config, n_clients=1, local_updates=1)
+    if form == "same_budget":
+        return dataclasses.replace(config, n_clients=1, local_updates=budget)
+    if form == "batch":
+        return dataclasses.replace(
+            config, n_clients=budget, local_updates=1, aggregation="sum_of_updates"
+        )
+    raise ValueError(f"centralised form must be one of {CENTRALISED_FORMS}, got {form!r}")
+
+
+class DeviceData(NamedTuple):
+    """A dataset as flat device arrays; ``features``/``labels`` carry ``window``
+    zero rows of padding at the end so every query's window slice is in range."""
+
+    features: jax.Array  # float32 [n_docs + window, n_features]
+    labels: jax.Array  # int32 [n_docs + window]
+    query_offsets: jax.Array  # int32 [n_queries]
+    query_lengths: jax.Array  # int32 [n_queries]
+    ideal_dcg: jax.Array  # float32 [n_queries], DCG@k of the ideal list
+    doc_query: jax.Array  # int32 [n_docs], query index of each document
+
+
+def to_device(dataset: RankingDataset, window: int, k: int) -> DeviceData:
+    pad = ((0, window), (0, 0))
+    return DeviceData(
+        features=jnp.asarray(np.pad(dataset.features, pad), jnp.float32),
+        labels=jnp.asarray(np.pad(dataset.labels, (0, window)), jnp.int32),
+        query_offsets=jnp.asarray(dataset.query_offsets, jnp.int32),
+        query_lengths=jnp.asarray(dataset.query_lengths, jnp.int32),
+        ideal_dcg=jnp.asarray(
+            metrics.ideal_dcg(dataset.labels, dataset.query_offsets, dataset.query_lengths, k)
+        ),
+        doc_query=jnp.asarray(
+            np.repeat(np.arange(dataset.n_queries), dataset.query_lengths), jnp.int32
+        ),
+    )
+
+
+class InteractionOutcome(NamedTuple):
+    ndcg: jax.Array  # nDCG@k of the displayed list
+    max_rr: jax.Array  # MaxRR of the clicks
+
+
+def sample_query(key, data: DeviceData):
+    """A query drawn uniformly from the client's queries: (index, first row, length)."""
+    query = jax.random.randint(key, (), 0, data.query_offsets.shape[0])
+    return query, data.query_offsets[query], data.query_lengths[query]
+
+
+def pdgd_interaction(
+    params,
+    key,
+    scores,
+    query,
+    data: DeviceData,
+    ranker,
+    click_model,
+    *,
+    k: int,
+    learning_rate: float,
+):
+    """One PDGD interaction (Algorithm 1, lines 5-12) on a sampled query.
+
+    ``scores`` are f(d) under ``params`` for the query's candidate window
+    (float [W], rows start..start+W of the training set; the caller scores them so
+    that it can batch the scoring of all clients however is fastest).
+    """
+    window = scores.shape[0]
+    key_rank, key_click = jax.random.split(key)
+    start, length = data.query_offsets[query], data.query_lengths[query]
+    labels = jax.lax.dynamic_slice_in_dim(data.labels, start, window)
+    mask = jnp.arange(window) < length
+    ranking = plackett_luce.sample_top_k(key_rank, scores, mask, k)
+    shown = jnp.arange(k) < jnp.minimum(length, k)
+    shown_labels = labels[ranking]
+    clicks = click_models.simulate_clicks(key_click, click_model, shown_labels, shown)
+    coefficients = pdgd.interaction_coefficients(scores, mask, ranking, shown, clicks)
+    shown_features = data.features[start + ranking]
+    _, pullback = jax.vjp(lambda p: ranker.apply(p, shown_features), params)
+    (gradient,) = pullback(coefficients.astype(scores.dtype))
+    params = jax.tree_util.tree_map(lambda p, g: p + learning_rate * g, params, gradient)
+    outcome = InteractionOutcome(
+        metrics.ndcg_of_list(shown_labels, shown, data.ideal_dcg[query]),
+        metrics.max_reciprocal_rank(clicks),
+    )
+    return params, outcome
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """The static part of an experiment (hashable: one compilation per Spec)."""
+
+    config: FederationConfig
+    ranker: object
+    window: int  # candidate slice width: the longest training query, at least top_k
+    shared_first_scores: bool  # score the training set once per round for first steps
+
+
+class Arrays(NamedTuple):
+    """The array part of an experiment."""
+
+    train: DeviceData
+    test: DeviceData
+    click_model: click_models.ClickModel
+
+
+def build(config: FederationConfig, train: RankingDataset, test: RankingDataset):
+    """Validates ``config`` and puts the data on the device: returns (Spec, Arrays)."""
+    config.validate()
+    if train.n_features != test.n_features:
+        raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
+    n_grades = config.n_grades or click_models.n_grades_for(max(train.max_label, test.max_label))
+    window = max(int(train.max_query_length), config.top_k)
+    lanes = config.n_runs * config.n_clients
+    spec = Spec(
+        config,
+        rankers.make_ranker(config.ranker, train.n_features),
+        window,
+        shared_first_scores=lanes * window >= train.n_docs,
+    )
+    arrays = Arrays(
+        to_device(train, window, config.top_k),
+        to_device(test, window, config.top_k),
+        click_models.by_name(config.click_model, n_grades),
+    )
+    return spec, arrays
+
+
+def score_windows(spec: Spec, arrays: Arrays, lane_params, starts):
+    """Scores each lane's candidate window under its own model, float [lanes, W].
+
+    XLA:CPU turns a vmapped ``dynamic_slice`` into a slow general gather, so by
+    default lanes are scored one after another with ``lax.map`` (``lane_map``).
+    """
+    features = arrays.train.features
+
+    def one(args):
+        params, start = args
+        window = jax.lax.dynamic_slice_in_dim(features, start, spec.window, axis=0)
+        return spec.ranker.apply(params, window)
+
+    cfg = spec.config
+    if cfg.lane_map == "vmap":
+        return jax.vmap(one)((lane_params, starts))
+    return jax.lax.map(
+        one, (lane_params, starts), batch_size=cfg.lane_batch if cfg.lane_batch > 1 else None
+    )
+
+
+def local_training(spec: Spec, arrays: Arrays, lane_params, lane_keys, first_scores=None):
+    """ClientUpdate (Algorithm 2) for every lane: B sequential PDGD interactions.
+
+    Args:
+        lane_params: every lane's starting model, leading axis [lanes].
+        lane_keys: one PRNG key per lane.
+        first_scores: optional fn(starts) -> [lanes, W] window scores under the
+            starting models, used for the first interaction (all lanes of a run
+            start from its global model, which one batched pass can score).
+    Returns:
+        (trained lane params, InteractionOutcome with leaves [lanes, B]).
+    """
+    cfg = spec.config
+    train = arrays.train
+    interact = jax.vmap(
+        functools.partial(
+            pdgd_interaction,
+            data=train,
+            ranker=spec.ranker,
+            click_model=arrays.click_model,
+            k=cfg.top_k,
+            learning_rate=cfg.learning_rate,
+        ),
+        in_axes=(0, 0, 0, 0),
+    )
+
+    def step(params, b, score_fn=None):
+        keys = jax.vmap(lambda key: jax.random.split(jax.random.fold_in(key, b)))(lane_keys)
+        queries, starts, _ = jax.vmap(sample_query, in_axes=(0, None))(keys[:, 0], train)
+        scores = (score_fn or functools.partial(score_windows, spec, arrays, params))(starts)
+        return interact(params, keys[:, 1], scores, queries)
+
+    params, first = step(lane_params, 0, first_scores)
+    params, later = jax.lax.scan(step, params, jnp.arange(1, cfg.local_updates))
+    outcome = jax.tree_util.tree_map(
+        lambda a, b: jnp.concatenate([a[:, None], b.T], axis=1), first, later
+    )
+    return params, outcome
+
+
+def aggregate(config: FederationConfig, global_params, client_params, n_interactions):
+    """Server step for one run: FedAvg θ = Σ n_c/n θ_c, or θ + Σ_c (θ_c − θ)."""
+    if config.aggregation == "sum_of_updates":
+        return jax.tree_util.tree_map(
+            lambda g, c: g + jnp.sum(c - g, axis=0), global_params, client_params
+        )
+    weights = n_interactions / jnp.sum(n_interactions)
+    return jax.tree_util.tree_map(lambda c: jnp.tensordot(weights, c, axes=1), client_params)
+
+
+def evaluate(spec: Spec, arrays: Arrays, params):
+    """Offline nDCG@k and MRR@k of ``params`` on the test split (queries with a
+    relevant document only)."""
+    test = arrays.test
+    n_docs = test.doc_query.shape[0]
+    scores = spec.ranker.apply(params, test.features[:n_docs])
+    ndcg, rr = metrics.per_query_rank_metrics(
+        scores,
+        test.labels[:n_docs],
+        test.doc_query,
+        test.query_offsets,
+        test.ideal_dcg,
+        spec.config.top_k,
+    )
+    relevant = test.ideal_dcg > 0
+    n_relevant = jnp.maximum(jnp.sum(relevant), 1)
+    return (
+        jnp.sum(jnp.where(relevant, ndcg, 0.0)) / n_relevant,
+        jnp.sum(jnp.where(relevant, rr, 0.0)) / n_relevant,
+    )
+
+
+class RoundMetrics(NamedTuple):
+    offline_ndcg: jax.Array  # [n_runs]
+    offline_mrr: jax.Array  # [n_runs]
+    online_ndcg: jax.Array  # [n_runs] mean over the round's interactions
+    online_max_rr: jax.Array  # [n_runs]
+
+
+def federated_round(spec: Spec, arrays: Arrays, global_params, run_keys, round_index):
+    """One round for every run: clients train, servers aggregate, models are evaluated."""
+    cfg = spec.config
+    n_runs, n_clients = cfg.n_runs, cfg.n_clients
+    round_keys = jax.vmap(lambda k: jax.random.fold_in(k, round_index))(run_keys)
+    lane_keys = jax.vmap(
+        lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(jnp.arange(n_clients))
+    )(round_keys).reshape(n_runs * n_clients, -1)
+    lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, n_clients, axis=0), global_params)
+    first_scores = None
+    if spec.shared_first_scores:
+        # Every client starts from its run's global model: score the training set once.
+        global_scores = jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(
+            global_params
+        )
+        lane_runs = jnp.repeat(jnp.arange(n_runs), n_clients)
+
+        def first_scores(starts):
+            return jax.vmap(
+                lambda run, start: jax.lax.dynamic_slice(
+                    global_scores, (run, start), (1, spec.window)
+                )[0]
+            )(lane_runs, starts)
+
+    client_params, outcome = local_training(spec, arrays, lane_params, lane_keys, first_scores)
+    client_params = jax.tree_util.tree_map(
+        lambda c: c.reshape((n_runs, n_clients) + c.shape[1:]), client_params
+    )
+    n_interactions = jnp.full((n_clients,), cfg.local_updates, jnp.float32)
+    new_global = jax.vmap(lambda g, c: aggregate(cfg, g, c, n_interactions))(
+        global_params, client_params
+    )
+    offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
+    per_run = lambda x: x.reshape(n_runs, -1).mean(axis=1)
+    return new_global, RoundMetrics(
+        offline_ndcg, offline_mrr, per_run(outcome.ndcg), per_run(outcome.max_rr)
+    )
+
+
+def _run_chunk(spec: Spec, n_rounds: int, arrays: Arrays, global_params, run_keys, first_round):
+    def body(params, t):
+        return federated_round(spec, arrays, params, run_keys, t)
+
+    return jax.lax.scan(body, global_params, first_round + jnp.arange(n_rounds))
+
+
+@dataclasses.dataclass
+class RunResult:
+    """Per-round curves ``[n_runs, rounds]`` and timings of one experiment."""
+
+    offline_ndcg: np.ndarray
+    offline_mrr: np.ndarray
+    online_ndcg: np.ndarray
+    online_max_rr: np.ndarray
+    final_params: object
+    compile_seconds: float
+    run_seconds: float
+    interactions: int
+
+    @property
+    def online_performance(self) -> np.ndarray:
+        return metrics.online_performance(self.online_ndcg)
+
+    @property
+    def interactions_per_second(self) -> float:
+        return self.interactions / max(self.run_seconds, 1e-9)
+
+
+ProgressFn = Callable[[int, int, float], None]  # (rounds done, rounds total, seconds so far)
+
+
+def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunResult:
+    """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart."""
+    cfg = spec.config
+    base = jax.random.PRNGKey(cfg.seed)
+    run_keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(cfg.n_runs))
+    init_keys, train_keys = jax.vmap(lambda k: jax.random.split(k))(run_keys).transpose(1, 0, 2)
+    params = jax.vmap(spec.ranker.init)(init_keys)
+
+    chunk_fn = jax.jit(_run_chunk, static_argnums=(0, 1))
+    chunk = min(cfg.chunk_rounds, cfg.rounds)
+    lengths = [chunk] * (cfg.rounds // chunk) + ([cfg.rounds % chunk] if cfg.rounds % chunk else [])
+    compile_start = time.perf_counter()
+    compiled = {
+        n: chunk_fn.lower(spec, n, arrays, params, train_keys, jnp.int32(0)).compile()
+        for n in sorted(set(lengths))
+    }
+    compile_seconds = time.perf_counter() - compile_start
+
+    outputs, done, run_start = [], 0, time.perf_counter()
+    for n in lengths:
+        params, out = compiled[n](arrays, params, train_keys, jnp.int32(done))
+        outputs.append(jax.device_get(out))
+        done += n
+        if progress is not None:
+            progress(done, cfg.rounds, time.perf_counter() - run_start)
+    jax.block_until_ready(params)
+    run_seconds = time.perf_counter() - run_start
+    curves = {
+        f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
+        for f in RoundMetrics._fields
+    }
+    return RunResult(
+        **curves,
+        final_params=jax.device_get(params),
+        compile_seconds=compile_seconds,
+        run_seconds=run_seconds,
+        interactions=cfg.n_runs * cfg.n_clients * cfg.local_updates * cfg.rounds,
+    )

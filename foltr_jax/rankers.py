@@ -1,0 +1,58 @@
+"""Ranking models as pure functions ``(params, features) -> scores`` over pytrees.
+
+Linear ranker: zero initialisation (FPDGD paper §4; PDGD public code).
+Neural ranker: one hidden layer of 64 sigmoid units, weights drawn from
+N(0, (1/fan_in)^2) and no bias terms (poisoning paper §6; PDGD public code).
+Scores are shift invariant under Plackett-Luce, so an output bias would be inert.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+RANKERS = ("linear", "neural")
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearRanker:
+    """f(x) = x · w."""
+
+    n_features: int
+
+    def init(self, key: jax.Array):
+        del key  # zero initialisation
+        return {"w": jnp.zeros((self.n_features,), jnp.float32)}
+
+    def apply(self, params, features: jax.Array) -> jax.Array:
+        return features @ params["w"]
+
+
+@dataclasses.dataclass(frozen=True)
+class NeuralRanker:
+    """f(x) = sigmoid(x W1) · w2, one hidden layer."""
+
+    n_features: int
+    hidden_units: int = 64
+
+    def init(self, key: jax.Array):
+        k1, k2 = jax.random.split(key)
+        return {
+            "w1": jax.random.normal(k1, (self.n_features, self.hidden_units), jnp.float32)
+            / self.n_features,
+            "w2": jax.random.normal(k2, (self.hidden_units,), jnp.float32) / self.hidden_units,
+        }
+
+    def apply(self, params, features: jax.Array) -> jax.Array:
+        return jax.nn.sigmoid(features @ params["w1"]) @ params["w2"]
+
+
+def make_ranker(name: str, n_features: int):
+    """Returns the ranker called ``name`` ('linear' or 'neural')."""
+    if name == "linear":
+        return LinearRanker(n_features)
+    if name == "neural":
+        return NeuralRanker(n_features)
+    raise ValueError(f"unknown ranker {name!r}; choose one of {RANKERS}")
