@@ -78,11 +78,15 @@ def define_federation_flags():
         defaults.chunk_rounds,
         "Rounds per compiled chunk (progress is reported between chunks).",
     )
-    flags.DEFINE_string(
-        "lane_map", defaults.lane_map, "How clients are mapped: vmap or map (lax.map)."
-    )
     flags.DEFINE_integer(
-        "lane_batch", defaults.lane_batch, "With --lane_map=map: clients vmapped together per step."
+        "block_lanes",
+        defaults.block_lanes,
+        "Clients per block of similar query lengths (cost follows each block's longest query).",
+    )
+    flags.DEFINE_string(
+        "window_scoring",
+        defaults.window_scoring,
+        "map: score each client's candidates in turn (fast on CPU); vmap: batched (for GPU).",
     )
     flags.DEFINE_bool("centralised", False, "Run the centralised PDGD baseline instead of FPDGD.")
     flags.DEFINE_string(
@@ -113,8 +117,8 @@ def federation_config() -> federation.FederationConfig:
         n_runs=FLAGS.n_runs,
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
-        lane_map=FLAGS.lane_map,
-        lane_batch=FLAGS.lane_batch,
+        window_scoring=FLAGS.window_scoring,
+        block_lanes=FLAGS.block_lanes,
     )
     try:
         config.validate()

@@ -49,6 +49,7 @@ def run_experiment() -> dict:
             "normalise": FLAGS.normalise,
         },
         "versions": common.versions(),
+        "initial_offline_ndcg": result.initial_offline_ndcg.tolist(),
         "offline_ndcg": result.offline_ndcg.tolist(),
         "offline_mrr": result.offline_mrr.tolist(),
         "online_ndcg": result.online_ndcg.tolist(),

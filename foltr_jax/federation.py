@@ -26,7 +26,7 @@ from foltr_jax.data import RankingDataset
 
 AGGREGATIONS = ("fedavg", "sum_of_updates")
 CENTRALISED_FORMS = ("same_updates", "same_budget", "batch")
-LANE_MAPS = ("map", "vmap")
+WINDOW_SCORING = ("map", "vmap")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +44,8 @@ class FederationConfig:
     seed: int = 0
     top_k: int = 10
     aggregation: str = "fedavg"  # 'sum_of_updates' accumulates client updates
-    lane_map: str = "map"  # how lanes are mapped: lax.map or vmap
-    lane_batch: int = 1  # lanes vmapped together inside lax.map
+    block_lanes: int = 64  # lanes per block of similar query lengths
+    window_scoring: str = "map"  # score each lane's window in turn (map) or batched (vmap)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
 
     def validate(self) -> FederationConfig:
@@ -56,7 +56,7 @@ class FederationConfig:
             "rounds",
             "n_runs",
             "top_k",
-            "lane_batch",
+            "block_lanes",
             "chunk_rounds",
         )
         for name in positive:
@@ -67,7 +67,7 @@ class FederationConfig:
         choices = {
             "ranker": rankers.RANKERS,
             "aggregation": AGGREGATIONS,
-            "lane_map": LANE_MAPS,
+            "window_scoring": WINDOW_SCORING,
             "n_grades": (0, 3, 5),
         }
         for name, allowed in choices.items():
@@ -195,6 +195,7 @@ class Spec:
     config: FederationConfig
     ranker: object
     window: int  # candidate slice width: the longest training query, at least top_k
+    widths: tuple  # window widths available to blocks of lanes (window_widths)
     shared_first_scores: bool  # score the training set once per round for first steps
 
 
@@ -212,13 +213,16 @@ def build(config: FederationConfig, train: RankingDataset, test: RankingDataset)
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
     n_grades = config.n_grades or click_models.n_grades_for(max(train.max_label, test.max_label))
-    window = max(int(train.max_query_length), config.top_k)
+    widths = window_widths(train.max_query_length, config.top_k)
+    window = widths[-1]
+    mean_length = float(np.mean(train.query_lengths))
     lanes = config.n_runs * config.n_clients
     spec = Spec(
         config,
         rankers.make_ranker(config.ranker, train.n_features),
         window,
-        shared_first_scores=lanes * window >= train.n_docs,
+        widths,
+        shared_first_scores=lanes * mean_length >= train.n_docs,
     )
     arrays = Arrays(
         to_device(train, window, config.top_k),
@@ -228,61 +232,120 @@ def build(config: FederationConfig, train: RankingDataset, test: RankingDataset)
     return spec, arrays
 
 
-def score_windows(spec: Spec, arrays: Arrays, lane_params, starts):
-    """Scores each lane's candidate window under its own model, float [lanes, W].
+def window_widths(max_length: int, k: int) -> tuple:
+    """Candidate window widths: a ladder growing by ~1.5x from 16 up to the longest query.
+
+    Each block of clients is processed at the smallest width that holds its longest
+    query, so the cost of an interaction follows its query's length, not the
+    dataset's longest query.
+    """
+    longest = max(int(max_length), k)
+    widths, width = [], max(16, k)
+    while width < longest:
+        widths.append(width)
+        width = -(-int(width * 1.5) // 8) * 8
+    return tuple(widths) + (longest,)
+
+
+def score_windows(spec: Spec, arrays: Arrays, lane_params, starts, width: int):
+    """Scores each lane's candidate window under its own model, float [lanes, width].
 
     XLA:CPU turns a vmapped ``dynamic_slice`` into a slow general gather, so by
-    default lanes are scored one after another with ``lax.map`` (``lane_map``).
+    default lanes are scored one after another with ``lax.map`` (``window_scoring``).
     """
     features = arrays.train.features
 
     def one(args):
         params, start = args
-        window = jax.lax.dynamic_slice_in_dim(features, start, spec.window, axis=0)
+        window = jax.lax.dynamic_slice_in_dim(features, start, width, axis=0)
         return spec.ranker.apply(params, window)
 
-    cfg = spec.config
-    if cfg.lane_map == "vmap":
+    if spec.config.window_scoring == "vmap":
         return jax.vmap(one)((lane_params, starts))
-    return jax.lax.map(
-        one, (lane_params, starts), batch_size=cfg.lane_batch if cfg.lane_batch > 1 else None
+    return jax.lax.map(one, (lane_params, starts))
+
+
+def _block_interactions(spec: Spec, arrays: Arrays, global_scores, width: int, block):
+    """One PDGD interaction for a block of lanes whose queries fit in ``width``."""
+    params, keys, queries, runs = block
+    starts = arrays.train.query_offsets[queries]
+    if global_scores is None:
+        scores = score_windows(spec, arrays, params, starts, width)
+    else:
+        scores = jax.vmap(
+            lambda run, start: jax.lax.dynamic_slice(global_scores, (run, start), (1, width))[0]
+        )(runs, starts)
+    interact = functools.partial(
+        pdgd_interaction,
+        data=arrays.train,
+        ranker=spec.ranker,
+        click_model=arrays.click_model,
+        k=spec.config.top_k,
+        learning_rate=spec.config.learning_rate,
+    )
+    return jax.vmap(interact)(params, keys, scores, queries)
+
+
+def interaction_step(spec: Spec, arrays: Arrays, lane_params, keys, lane_runs, global_scores=None):
+    """One PDGD interaction on every lane, with cost that follows each query's length.
+
+    Lanes are sorted by the length of the query they drew and cut into blocks of
+    ``block_lanes``; ``lax.map`` walks the blocks and ``lax.switch`` runs each at
+    the narrowest window width that holds it.  Results do not depend on the width
+    (Gumbel noise for candidate i is the same whatever the width), only the work does.
+
+    Args:
+        lane_params: lane models, leading axis [lanes].
+        keys: [lanes] PRNG keys of this interaction.
+        lane_runs: int [lanes] repetition of each lane (row of ``global_scores``).
+        global_scores: optional [n_runs, n_docs + window] training-set scores under
+            the lanes' current models (a round's first step starts from the global model).
+    """
+    n_lanes = keys.shape[0]
+    key_query, key_interaction = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
+    queries, _, lengths = jax.vmap(sample_query, in_axes=(0, None))(key_query, arrays.train)
+    block = min(spec.config.block_lanes, n_lanes)
+    n_blocks = -(-n_lanes // block)
+    order = jnp.argsort(lengths)
+    order = jnp.concatenate([order, jnp.full(n_blocks * block - n_lanes, order[-1])])
+
+    def blocked(x):
+        return x[order].reshape((n_blocks, block) + x.shape[1:])
+
+    payload = jax.tree_util.tree_map(blocked, (lane_params, key_interaction, queries, lane_runs))
+    widths = jnp.asarray(spec.widths)
+    width_index = jnp.searchsorted(widths, blocked(lengths)[:, -1])
+    branches = [
+        functools.partial(_block_interactions, spec, arrays, global_scores, w) for w in spec.widths
+    ]
+    out = jax.lax.map(lambda a: jax.lax.switch(a[0], branches, a[1]), (width_index, payload))
+    inverse = jnp.argsort(order[:n_lanes])
+    return jax.tree_util.tree_map(
+        lambda x: x.reshape((n_blocks * block,) + x.shape[2:])[inverse], out
     )
 
 
-def local_training(spec: Spec, arrays: Arrays, lane_params, lane_keys, first_scores=None):
+def local_training(
+    spec: Spec, arrays: Arrays, lane_params, lane_keys, lane_runs, global_scores=None
+):
     """ClientUpdate (Algorithm 2) for every lane: B sequential PDGD interactions.
 
     Args:
         lane_params: every lane's starting model, leading axis [lanes].
         lane_keys: one PRNG key per lane.
-        first_scores: optional fn(starts) -> [lanes, W] window scores under the
-            starting models, used for the first interaction (all lanes of a run
-            start from its global model, which one batched pass can score).
+        lane_runs: int [lanes] repetition of each lane.
+        global_scores: optional [n_runs, n_docs + window] training-set scores under
+            the starting (global) models, used for the first interaction.
     Returns:
         (trained lane params, InteractionOutcome with leaves [lanes, B]).
     """
-    cfg = spec.config
-    train = arrays.train
-    interact = jax.vmap(
-        functools.partial(
-            pdgd_interaction,
-            data=train,
-            ranker=spec.ranker,
-            click_model=arrays.click_model,
-            k=cfg.top_k,
-            learning_rate=cfg.learning_rate,
-        ),
-        in_axes=(0, 0, 0, 0),
-    )
 
-    def step(params, b, score_fn=None):
-        keys = jax.vmap(lambda key: jax.random.split(jax.random.fold_in(key, b)))(lane_keys)
-        queries, starts, _ = jax.vmap(sample_query, in_axes=(0, None))(keys[:, 0], train)
-        scores = (score_fn or functools.partial(score_windows, spec, arrays, params))(starts)
-        return interact(params, keys[:, 1], scores, queries)
+    def step(params, b, scores=None):
+        keys = jax.vmap(lambda key: jax.random.fold_in(key, b))(lane_keys)
+        return interaction_step(spec, arrays, params, keys, lane_runs, scores)
 
-    params, first = step(lane_params, 0, first_scores)
-    params, later = jax.lax.scan(step, params, jnp.arange(1, cfg.local_updates))
+    params, first = step(lane_params, 0, global_scores)
+    params, later = jax.lax.scan(step, params, jnp.arange(1, spec.config.local_updates))
     outcome = jax.tree_util.tree_map(
         lambda a, b: jnp.concatenate([a[:, None], b.T], axis=1), first, later
     )
@@ -337,22 +400,16 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, run_keys, round_i
         lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(jnp.arange(n_clients))
     )(round_keys).reshape(n_runs * n_clients, -1)
     lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, n_clients, axis=0), global_params)
-    first_scores = None
+    lane_runs = jnp.repeat(jnp.arange(n_runs), n_clients)
+    global_scores = None
     if spec.shared_first_scores:
         # Every client starts from its run's global model: score the training set once.
         global_scores = jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(
             global_params
         )
-        lane_runs = jnp.repeat(jnp.arange(n_runs), n_clients)
-
-        def first_scores(starts):
-            return jax.vmap(
-                lambda run, start: jax.lax.dynamic_slice(
-                    global_scores, (run, start), (1, spec.window)
-                )[0]
-            )(lane_runs, starts)
-
-    client_params, outcome = local_training(spec, arrays, lane_params, lane_keys, first_scores)
+    client_params, outcome = local_training(
+        spec, arrays, lane_params, lane_keys, lane_runs, global_scores
+    )
     client_params = jax.tree_util.tree_map(
         lambda c: c.reshape((n_runs, n_clients) + c.shape[1:]), client_params
     )
@@ -382,6 +439,7 @@ class RunResult:
     offline_mrr: np.ndarray
     online_ndcg: np.ndarray
     online_max_rr: np.ndarray
+    initial_offline_ndcg: np.ndarray  # [n_runs], the initial model before any update
     final_params: object
     compile_seconds: float
     run_seconds: float
@@ -406,6 +464,9 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunRe
     run_keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(cfg.n_runs))
     init_keys, train_keys = jax.vmap(lambda k: jax.random.split(k))(run_keys).transpose(1, 0, 2)
     params = jax.vmap(spec.ranker.init)(init_keys)
+    initial_ndcg, _ = jax.jit(jax.vmap(functools.partial(evaluate, spec), in_axes=(None, 0)))(
+        arrays, params
+    )
 
     chunk_fn = jax.jit(_run_chunk, static_argnums=(0, 1))
     chunk = min(cfg.chunk_rounds, cfg.rounds)
@@ -432,6 +493,7 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunRe
     }
     return RunResult(
         **curves,
+        initial_offline_ndcg=np.asarray(initial_ndcg),
         final_params=jax.device_get(params),
         compile_seconds=compile_seconds,
         run_seconds=run_seconds,

@@ -8,18 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments import reference_fpdgd as reference
 from foltr_jax import pdgd, rankers
-
-
-def reference_prefix_probability(scores, ranking):
-    """P(R | D) of the displayed prefix, by the definition (FPDGD eq. 2), float64."""
-    remaining = list(range(len(scores)))
-    probability = 1.0
-    for doc in ranking:
-        denominator = sum(math.exp(scores[d]) for d in remaining)
-        probability *= math.exp(scores[doc]) / denominator
-        remaining.remove(doc)
-    return probability
 
 
 def reference_pdgd(scores, ranking, clicks, doc_gradients):
@@ -27,32 +17,21 @@ def reference_pdgd(scores, ranking, clicks, doc_gradients):
 
     scores: float64 [n_candidates]; ranking: displayed candidates, top first;
     clicks: bools per displayed position; doc_gradients[d]: ∇f(d) flattened.
+    ρ and the pair weight come from the plain NumPy reference simulator.
     """
     clicked = [i for i, c in enumerate(clicks) if c]
-    if not clicked:
-        return np.zeros_like(doc_gradients[0])
-    last = max(clicked)
-    unclicked = [j for j in range(len(ranking)) if not clicks[j] and j <= last + 1]
     gradient = np.zeros_like(doc_gradients[0])
-    p_ranking = reference_prefix_probability(scores, ranking)
+    if not clicked:
+        return gradient
+    unclicked = [j for j in range(len(ranking)) if not clicks[j] and j <= max(clicked) + 1]
     for i in clicked:
         for j in unclicked:
-            swapped = list(ranking)
-            swapped[i], swapped[j] = swapped[j], swapped[i]
-            p_swapped = reference_prefix_probability(scores, swapped)
-            rho = p_swapped / (p_ranking + p_swapped)
             dk, dl = ranking[i], ranking[j]
-            ek, el = math.exp(scores[dk]), math.exp(scores[dl])
-            weight = rho * ek * el / (ek + el) ** 2
+            weight = reference.debias_weight(scores, ranking, i, j) * reference.pair_weight(
+                scores[dk], scores[dl]
+            )
             gradient += weight * (doc_gradients[dk] - doc_gradients[dl])
     return gradient
-
-
-def _random_case(rng, n_candidates, k, window, scale):
-    scores = rng.normal(size=n_candidates) * scale
-    ranking = rng.permutation(n_candidates)[: min(k, n_candidates)]
-    clicks = rng.random(len(ranking)) < 0.4
-    return scores, ranking, clicks
 
 
 def _jax_cotangent(scores, ranking, clicks, window, k):
@@ -107,7 +86,7 @@ def test_neural_gradient_matches_reference(seed):
     scores = np.asarray(ranker.apply(params, features), np.float64)
     flat = lambda tree: np.concatenate([np.ravel(x) for x in jax.tree_util.tree_leaves(tree)])
     doc_gradients = [
-        flat(jax.grad(lambda p: ranker.apply(p, features[d]))(params)).astype(np.float64)
+        flat(jax.grad(lambda p, d=d: ranker.apply(p, features[d]))(params)).astype(np.float64)
         for d in range(n_candidates)
     ]
     ranking = rng.permutation(n_candidates)[:k]

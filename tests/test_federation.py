@@ -1,0 +1,143 @@
+"""FPDGD rounds: determinism, invariances, aggregation, learning."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from foltr_jax import data, federation
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return data.synthetic_train_test(
+        3, n_train_queries=40, n_test_queries=20, n_features=8, mean_docs_per_query=20
+    )
+
+
+def _run(tiny, **overrides):
+    settings = dict(
+        n_clients=8, local_updates=3, rounds=12, n_runs=2, chunk_rounds=5, click_model="perfect"
+    )
+    config = federation.FederationConfig(**{**settings, **overrides})
+    spec, arrays = federation.build(config, *tiny)
+    return spec, federation.run(spec, arrays)
+
+
+def test_same_seed_same_curves_and_chunking_does_not_matter(tiny):
+    _, a = _run(tiny)
+    _, b = _run(tiny, chunk_rounds=12)
+    for field in ("offline_ndcg", "online_ndcg", "online_max_rr", "offline_mrr"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert a.offline_ndcg.shape == (2, 12)
+    # the two runs are independent repetitions
+    assert not np.array_equal(a.online_ndcg[0], a.online_ndcg[1])
+    _, c = _run(tiny, seed=1)
+    assert not np.array_equal(a.online_ndcg, c.online_ndcg)
+
+
+def test_block_layout_and_window_widths_do_not_change_results(tiny, monkeypatch):
+    spec, base = _run(tiny, block_lanes=4)
+    assert len(spec.widths) > 1
+    _, blocks = _run(tiny, block_lanes=16)
+    monkeypatch.setattr(federation, "window_widths", lambda longest, k: (max(longest, k),))
+    single_spec, single = _run(tiny, block_lanes=4)
+    assert len(single_spec.widths) == 1
+    for other in (blocks, single):
+        np.testing.assert_allclose(base.offline_ndcg, other.offline_ndcg, atol=1e-5)
+        np.testing.assert_allclose(base.online_ndcg, other.online_ndcg, atol=1e-5)
+
+
+def test_runs_do_not_depend_on_how_many_run_together(tiny):
+    _, two = _run(tiny)
+    _, one = _run(tiny, n_runs=1)
+    np.testing.assert_allclose(two.online_ndcg[:1], one.online_ndcg, atol=1e-6)
+    np.testing.assert_allclose(two.offline_ndcg[:1], one.offline_ndcg, atol=1e-6)
+
+
+def test_window_scoring_vmap_matches_map(tiny):
+    _, a = _run(tiny)
+    _, b = _run(tiny, window_scoring="vmap")
+    np.testing.assert_allclose(a.offline_ndcg, b.offline_ndcg, atol=1e-6)
+
+
+def test_fedavg_is_the_interaction_weighted_mean():
+    config = federation.FederationConfig()
+    clients = {"w": jnp.array([[1.0, 0.0], [3.0, 2.0], [0.0, 4.0]])}
+    n = jnp.array([1.0, 2.0, 1.0])
+    got = federation.aggregate(config, {"w": jnp.zeros(2)}, clients, n)
+    np.testing.assert_allclose(got["w"], [(1 + 6 + 0) / 4, (0 + 4 + 4) / 4])
+    summed = federation.aggregate(
+        dataclasses.replace(config, aggregation="sum_of_updates"), {"w": jnp.ones(2)}, clients, n
+    )
+    np.testing.assert_allclose(summed["w"], [1 + 0 + 2 - 1, 1 - 1 + 1 + 3])
+
+
+def test_centralised_forms():
+    config = federation.FederationConfig(n_clients=100, local_updates=4)
+    assert federation.centralised(config, "same_updates").n_clients == 1
+    assert federation.centralised(config, "same_updates").local_updates == 1
+    assert federation.centralised(config, "same_budget").local_updates == 400
+    batch = federation.centralised(config, "batch")
+    assert (batch.n_clients, batch.local_updates, batch.aggregation) == (400, 1, "sum_of_updates")
+    with pytest.raises(ValueError):
+        federation.centralised(config, "other")
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("n_clients", 0),
+        ("local_updates", -1),
+        ("learning_rate", 0.0),
+        ("ranker", "tree"),
+        ("click_model", "perfekt"),
+        ("n_grades", 4),
+    ],
+)
+def test_bad_settings_name_the_field(field, value):
+    config = dataclasses.replace(federation.FederationConfig(), **{field: value})
+    with pytest.raises(federation.ConfigError) as error:
+        config.validate()
+    assert error.value.field == field
+
+
+@pytest.mark.parametrize("ranker", ["linear", "neural"])
+def test_fpdgd_learns_on_synthetic_data(ranker):
+    train, test = data.synthetic_train_test(0, n_train_queries=100, n_test_queries=50)
+    config = federation.FederationConfig(
+        n_clients=20, local_updates=2, rounds=60, n_runs=3, click_model="perfect", ranker=ranker
+    )
+    spec, arrays = federation.build(config, train, test)
+    result = federation.run(spec, arrays)
+    gain = result.offline_ndcg[:, -5:].mean(axis=1) - result.initial_offline_ndcg
+    assert np.all(gain > 0.1), gain
+    if ranker == "linear":  # online quality rises too (the neural ranker is slower)
+        assert np.all(result.online_ndcg[:, -10:].mean(1) > result.online_ndcg[:, :3].mean(1))
+
+
+def test_interaction_without_clicks_leaves_the_model_unchanged(tiny):
+    config = federation.FederationConfig(n_clients=1, local_updates=1, rounds=1)
+    train, test = tiny
+    # every label 0: the perfect user never clicks
+    no_relevance = dataclasses.replace(train, labels=np.zeros_like(train.labels))
+    spec, arrays = federation.build(
+        dataclasses.replace(config, click_model="perfect"), no_relevance, test
+    )
+    params = {"w": jnp.arange(8, dtype=jnp.float32)}
+    scores = spec.ranker.apply(params, arrays.train.features[: spec.window])
+    new, outcome = federation.pdgd_interaction(
+        params,
+        jax.random.PRNGKey(0),
+        scores,
+        jnp.int32(0),
+        arrays.train,
+        spec.ranker,
+        arrays.click_model,
+        k=10,
+        learning_rate=0.1,
+    )
+    np.testing.assert_array_equal(new["w"], params["w"])
+    assert float(outcome.ndcg) == 0.0 and float(outcome.max_rr) == 0.0
