@@ -78,11 +78,6 @@ def define_federation_flags():
         defaults.chunk_rounds,
         "Rounds per compiled chunk (progress is reported between chunks).",
     )
-    flags.DEFINE_integer(
-        "block_lanes",
-        defaults.block_lanes,
-        "Clients per block of similar query lengths (cost follows each block's longest query).",
-    )
     flags.DEFINE_string(
         "window_scoring",
         defaults.window_scoring,
@@ -118,7 +113,6 @@ def federation_config() -> federation.FederationConfig:
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
         window_scoring=FLAGS.window_scoring,
-        block_lanes=FLAGS.block_lanes,
     )
     try:
         config.validate()

@@ -44,7 +44,6 @@ class FederationConfig:
     seed: int = 0
     top_k: int = 10
     aggregation: str = "fedavg"  # 'sum_of_updates' accumulates client updates
-    block_lanes: int = 64  # lanes per block of similar query lengths
     window_scoring: str = "map"  # score each lane's window in turn (map) or batched (vmap)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
 
@@ -56,7 +55,6 @@ class FederationConfig:
             "rounds",
             "n_runs",
             "top_k",
-            "block_lanes",
             "chunk_rounds",
         )
         for name in positive:
@@ -119,7 +117,7 @@ class DeviceData(NamedTuple):
     query_offsets: jax.Array  # int32 [n_queries]
     query_lengths: jax.Array  # int32 [n_queries]
     ideal_dcg: jax.Array  # float32 [n_queries], DCG@k of the ideal list
-    doc_query: jax.Array  # int32 [n_docs], query index of each document
+    eval_buckets: tuple  # metrics.LengthBucket per width, for ranking whole queries
 
 
 def to_device(dataset: RankingDataset, window: int, k: int) -> DeviceData:
@@ -132,8 +130,10 @@ def to_device(dataset: RankingDataset, window: int, k: int) -> DeviceData:
         ideal_dcg=jnp.asarray(
             metrics.ideal_dcg(dataset.labels, dataset.query_offsets, dataset.query_lengths, k)
         ),
-        doc_query=jnp.asarray(
-            np.repeat(np.arange(dataset.n_queries), dataset.query_lengths), jnp.int32
+        eval_buckets=metrics.length_buckets(
+            dataset.query_offsets,
+            dataset.query_lengths,
+            window_widths(dataset.max_query_length, k),
         ),
     )
 
@@ -233,11 +233,10 @@ def build(config: FederationConfig, train: RankingDataset, test: RankingDataset)
 
 
 def window_widths(max_length: int, k: int) -> tuple:
-    """Candidate window widths: a ladder growing by ~1.5x from 16 up to the longest query.
+    """Scoring widths: a ladder growing by ~1.5x from 16 up to the longest query.
 
-    Each block of clients is processed at the smallest width that holds its longest
-    query, so the cost of an interaction follows its query's length, not the
-    dataset's longest query.
+    Each client scores its query's candidates at the narrowest width that holds
+    them, so scoring cost follows the query's length, not the longest query's.
     """
     longest = max(int(max_length), k)
     widths, width = [], max(16, k)
@@ -247,52 +246,36 @@ def window_widths(max_length: int, k: int) -> tuple:
     return tuple(widths) + (longest,)
 
 
-def score_windows(spec: Spec, arrays: Arrays, lane_params, starts, width: int):
-    """Scores each lane's candidate window under its own model, float [lanes, width].
+def score_windows(spec: Spec, arrays: Arrays, lane_params, starts, lengths):
+    """Scores each lane's candidate window under its own model, float [lanes, window].
 
-    XLA:CPU turns a vmapped ``dynamic_slice`` into a slow general gather, so by
-    default lanes are scored one after another with ``lax.map`` (``window_scoring``).
+    Lanes are scored one after another (``lax.map``): XLA:CPU turns a vmapped
+    ``dynamic_slice`` into a slow general gather.  Each lane picks with
+    ``lax.switch`` the narrowest width in ``spec.widths`` that holds its query, so
+    the cost follows the query's own length; the rest of the window is -inf.
+    With ``window_scoring='vmap'`` (for accelerators) all lanes are scored at full width.
     """
     features = arrays.train.features
 
-    def one(args):
-        params, start = args
-        window = jax.lax.dynamic_slice_in_dim(features, start, width, axis=0)
-        return spec.ranker.apply(params, window)
+    def at_width(width, params, start):
+        block = jax.lax.dynamic_slice_in_dim(features, start, width, axis=0)
+        scores = spec.ranker.apply(params, block)
+        return jnp.pad(scores, (0, spec.window - width), constant_values=-jnp.inf)
 
     if spec.config.window_scoring == "vmap":
-        return jax.vmap(one)((lane_params, starts))
-    return jax.lax.map(one, (lane_params, starts))
+        return jax.vmap(functools.partial(at_width, spec.window))(lane_params, starts)
+    branches = [functools.partial(at_width, w) for w in spec.widths]
+    widths = jnp.asarray(spec.widths)
 
+    def one(args):
+        params, start, length = args
+        return jax.lax.switch(jnp.searchsorted(widths, length), branches, params, start)
 
-def _block_interactions(spec: Spec, arrays: Arrays, global_scores, width: int, block):
-    """One PDGD interaction for a block of lanes whose queries fit in ``width``."""
-    params, keys, queries, runs = block
-    starts = arrays.train.query_offsets[queries]
-    if global_scores is None:
-        scores = score_windows(spec, arrays, params, starts, width)
-    else:
-        scores = jax.vmap(
-            lambda run, start: jax.lax.dynamic_slice(global_scores, (run, start), (1, width))[0]
-        )(runs, starts)
-    interact = functools.partial(
-        pdgd_interaction,
-        data=arrays.train,
-        ranker=spec.ranker,
-        click_model=arrays.click_model,
-        k=spec.config.top_k,
-        learning_rate=spec.config.learning_rate,
-    )
-    return jax.vmap(interact)(params, keys, scores, queries)
+    return jax.lax.map(one, (lane_params, starts, lengths))
 
 
 def interaction_step(spec: Spec, arrays: Arrays, lane_params, keys, lane_runs, global_scores=None):
-    """One PDGD interaction on every lane, with cost that follows each query's length.
-
-    Lanes are sorted by the length of the query they drew and cut into blocks of
-    ``block_lanes``; ``lax.map`` walks the blocks and ``lax.switch`` runs each at
-    the narrowest window width that holds it.  Results do not depend on the width
-    (Gumbel noise for candidate i is the same whatever the width), only the work does.
+    """One PDGD interaction on every lane (vmapped), after scoring their windows.
 
     Args:
         lane_params: lane models, leading axis [lanes].
@@ -301,28 +284,25 @@ def interaction_step(spec: Spec, arrays: Arrays, lane_params, keys, lane_runs, g
         global_scores: optional [n_runs, n_docs + window] training-set scores under
             the lanes' current models (a round's first step starts from the global model).
     """
-    n_lanes = keys.shape[0]
     key_query, key_interaction = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
-    queries, _, lengths = jax.vmap(sample_query, in_axes=(0, None))(key_query, arrays.train)
-    block = min(spec.config.block_lanes, n_lanes)
-    n_blocks = -(-n_lanes // block)
-    order = jnp.argsort(lengths)
-    order = jnp.concatenate([order, jnp.full(n_blocks * block - n_lanes, order[-1])])
-
-    def blocked(x):
-        return x[order].reshape((n_blocks, block) + x.shape[1:])
-
-    payload = jax.tree_util.tree_map(blocked, (lane_params, key_interaction, queries, lane_runs))
-    widths = jnp.asarray(spec.widths)
-    width_index = jnp.searchsorted(widths, blocked(lengths)[:, -1])
-    branches = [
-        functools.partial(_block_interactions, spec, arrays, global_scores, w) for w in spec.widths
-    ]
-    out = jax.lax.map(lambda a: jax.lax.switch(a[0], branches, a[1]), (width_index, payload))
-    inverse = jnp.argsort(order[:n_lanes])
-    return jax.tree_util.tree_map(
-        lambda x: x.reshape((n_blocks * block,) + x.shape[2:])[inverse], out
+    queries, starts, lengths = jax.vmap(sample_query, in_axes=(0, None))(key_query, arrays.train)
+    if global_scores is None:
+        scores = score_windows(spec, arrays, lane_params, starts, lengths)
+    else:
+        scores = jax.vmap(
+            lambda run, start: jax.lax.dynamic_slice(global_scores, (run, start), (1, spec.window))[
+                0
+            ]
+        )(lane_runs, starts)
+    interact = functools.partial(
+        pdgd_interaction,
+        data=arrays.train,
+        ranker=spec.ranker,
+        click_model=arrays.click_model,
+        k=spec.config.top_k,
+        learning_rate=spec.config.learning_rate,
     )
+    return jax.vmap(interact)(lane_params, key_interaction, scores, queries)
 
 
 def local_training(
@@ -366,15 +346,9 @@ def evaluate(spec: Spec, arrays: Arrays, params):
     """Offline nDCG@k and MRR@k of ``params`` on the test split (queries with a
     relevant document only)."""
     test = arrays.test
-    n_docs = test.doc_query.shape[0]
-    scores = spec.ranker.apply(params, test.features[:n_docs])
+    scores = spec.ranker.apply(params, test.features)
     ndcg, rr = metrics.per_query_rank_metrics(
-        scores,
-        test.labels[:n_docs],
-        test.doc_query,
-        test.query_offsets,
-        test.ideal_dcg,
-        spec.config.top_k,
+        scores, test.labels, test.ideal_dcg, test.eval_buckets, spec.config.top_k
     )
     relevant = test.ideal_dcg > 0
     n_relevant = jnp.maximum(jnp.sum(relevant), 1)

@@ -10,6 +10,8 @@ over rounds (DESIGN.md: the per-round reading of FPDGD eq. 17), γ = 0.9995.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -63,38 +65,65 @@ def online_performance(per_round_ndcg, gamma: float = ONLINE_DISCOUNT):
     return per_round_ndcg @ weights
 
 
+class LengthBucket(NamedTuple):
+    """Queries whose length fits ``width``, as a padded [n, width] index matrix."""
+
+    doc_index: jax.Array  # int32 [n, width] flat document rows (padding repeats row 0)
+    valid: jax.Array  # bool [n, width]
+    query_index: jax.Array  # int32 [n]
+
+
+def length_buckets(query_offsets, query_lengths, widths) -> tuple:
+    """Groups queries by the narrowest of ``widths`` that holds them (static, numpy).
+
+    Only ranking a query needs a fixed width; grouping keeps the padding small.
+    """
+    query_offsets, query_lengths = np.asarray(query_offsets), np.asarray(query_lengths)
+    bucket_of = np.searchsorted(np.asarray(widths), query_lengths)
+    buckets = []
+    for b, width in enumerate(widths):
+        queries = np.nonzero(bucket_of == b)[0]
+        if len(queries) == 0:
+            continue
+        positions = np.arange(width)[None, :]
+        valid = positions < query_lengths[queries, None]
+        index = np.where(valid, query_offsets[queries, None] + positions, 0)
+        buckets.append(
+            LengthBucket(
+                jnp.asarray(index, jnp.int32), jnp.asarray(valid), jnp.asarray(queries, jnp.int32)
+            )
+        )
+    return tuple(buckets)
+
+
 def per_query_rank_metrics(
-    scores: jax.Array,
-    labels: jax.Array,
-    doc_query: jax.Array,
-    query_offsets: jax.Array,
-    ideal: jax.Array,
-    k: int = 10,
+    scores: jax.Array, labels: jax.Array, ideal: jax.Array, buckets: tuple, k: int = 10
 ):
     """nDCG@k and reciprocal rank of the first relevant document, per query.
 
-    Works on the flat document layout: one sort by (query, −score, document) ranks
-    every query at once, so no query is padded.  Ties keep the file order.
+    Every query is ranked by descending score (ties keep the file order) within
+    its length bucket.  Queries without relevant documents get 0 for both.
 
     Returns:
-        (ndcg [n_queries], reciprocal_rank [n_queries]); queries without relevant
-        documents get 0 for both.
+        (ndcg [n_queries], reciprocal_rank [n_queries]).
     """
-    n_docs = scores.shape[0]
-    n_queries = query_offsets.shape[0]
-    doc_index = jnp.arange(n_docs)
-    _, _, order = jax.lax.sort((doc_query, -scores, doc_index), num_keys=2)
-    sorted_labels = labels[order]
-    rank = doc_index - query_offsets[doc_query]  # doc_query is sorted already
-    in_top = rank < k
-    disc = 1.0 / jnp.log2(rank.astype(jnp.float32) + 2.0)
-    dcg = jax.ops.segment_sum(
-        jnp.where(in_top, gains(sorted_labels.astype(jnp.float32)) * disc, 0.0),
-        doc_query,
-        num_segments=n_queries,
-        indices_are_sorted=True,
-    )
-    ndcg = jnp.where(ideal > 0, dcg / jnp.where(ideal > 0, ideal, 1.0), 0.0)
-    rr = jnp.where(in_top & (sorted_labels > 0), 1.0 / (rank + 1.0), 0.0)
-    mrr = jax.ops.segment_max(rr, doc_query, num_segments=n_queries, indices_are_sorted=True)
-    return ndcg, jnp.maximum(mrr, 0.0)
+    n_queries = ideal.shape[0]
+    ndcg = jnp.zeros(n_queries, jnp.float32)
+    rr = jnp.zeros(n_queries, jnp.float32)
+    for bucket in buckets:
+        width = bucket.doc_index.shape[1]
+        masked = jnp.where(bucket.valid, scores[bucket.doc_index], -jnp.inf)
+        _, top = jax.lax.top_k(masked, min(k, width))
+        shown = jnp.take_along_axis(bucket.valid, top, axis=1)
+        top_labels = jnp.where(shown, labels[jnp.take_along_axis(bucket.doc_index, top, axis=1)], 0)
+        top_labels = jnp.pad(top_labels, ((0, 0), (0, k - top_labels.shape[1])))
+        shown = jnp.pad(shown, ((0, 0), (0, k - shown.shape[1])))
+        ndcg = ndcg.at[bucket.query_index].set(
+            ndcg_of_list(top_labels, shown, ideal[bucket.query_index])
+        )
+        relevant = top_labels > 0
+        first = jnp.argmax(relevant, axis=1)
+        rr = rr.at[bucket.query_index].set(
+            jnp.where(jnp.any(relevant, axis=1), 1.0 / (first + 1.0), 0.0)
+        )
+    return ndcg, rr

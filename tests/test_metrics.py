@@ -22,14 +22,12 @@ def test_per_query_metrics_match_reference():
     labels = rng.integers(0, 5, lengths.sum()) * (rng.random(lengths.sum()) < 0.5)
     labels[offsets[4] : offsets[4] + lengths[4]] = 0  # a query without relevant documents
     scores = rng.normal(size=lengths.sum()).astype(np.float32)
-    doc_query = np.repeat(np.arange(len(lengths)), lengths)
+    scores[offsets[3] : offsets[3] + 5] = 0.25  # ties keep the file order
     ideal = metrics.ideal_dcg(labels, offsets, lengths)
+    buckets = metrics.length_buckets(offsets, lengths, (4, 8, 16, 25))
+    assert len(buckets) == 4  # the 1- and 3-document queries share the narrowest bucket
     ndcg, rr = metrics.per_query_rank_metrics(
-        jnp.asarray(scores),
-        jnp.asarray(labels),
-        jnp.asarray(doc_query),
-        jnp.asarray(offsets),
-        jnp.asarray(ideal),
+        jnp.asarray(scores), jnp.asarray(labels), jnp.asarray(ideal), buckets
     )
     for q, (start, n) in enumerate(zip(offsets, lengths)):
         order = np.argsort(-scores[start : start + n], kind="stable")
