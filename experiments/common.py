@@ -14,7 +14,7 @@ import resource
 import sys
 import tempfile
 
-from absl import flags
+from absl import flags, logging
 
 import foltr_jax
 from foltr_jax import data, federation
@@ -93,6 +93,11 @@ def define_federation_flags():
 
 class UserError(Exception):
     """A problem with the user's input: printed as one line, no traceback."""
+
+
+def quiet_logs() -> None:
+    """Keeps absl's INFO chatter (e.g. JAX probing for absent TPUs) off the terminal."""
+    logging.set_verbosity(logging.WARNING)
 
 
 def fail(program: str, message: str) -> None:

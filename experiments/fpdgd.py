@@ -64,6 +64,7 @@ def run_experiment() -> dict:
 
 
 def main(argv):
+    common.quiet_logs()
     if len(argv) > 1:
         common.fail("fpdgd", f"unexpected arguments {argv[1:]}; flags look like --name=value")
     output = pathlib.Path(FLAGS.output_dir) / "results.json"
@@ -72,11 +73,20 @@ def main(argv):
     except common.UserError as error:
         common.fail("fpdgd", str(error))
     common.write_json_atomic(output, results)
-    final = results["final_offline_ndcg"]
-    mean = sum(final) / len(final)
-    print(
-        f"final offline nDCG@10 {mean:.4f} (mean of {len(final)} run(s)), "
-        f"{results['interactions_per_second']:,.0f} interactions/s; results in {output}"
+    print(summary(results) + f"; results in {output}")
+
+
+def summary(results: dict) -> str:
+    """One line: the mean offline nDCG@10 curve at a few rounds, and the speed."""
+    curves = results["offline_ndcg"]
+    rounds = len(curves[0])
+    mean_at = lambda t: sum(c[t - 1] for c in curves) / len(curves)
+    initial = sum(results["initial_offline_ndcg"]) / len(curves)
+    marks = sorted({1, max(rounds // 10, 1), max(rounds // 2, 1), rounds})
+    curve = ", ".join(f"round {t}: {mean_at(t):.4f}" for t in marks)
+    return (
+        f"offline nDCG@10 (mean of {len(curves)} run(s)) initial: {initial:.4f}, {curve}; "
+        f"{results['interactions_per_second']:,.0f} interactions/s"
     )
 
 

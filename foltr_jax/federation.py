@@ -44,6 +44,7 @@ class FederationConfig:
     seed: int = 0
     top_k: int = 10
     aggregation: str = "fedavg"  # 'sum_of_updates' accumulates client updates
+    display_groups: int = 4  # lanes sample their lists in this many groups of similar length
     window_scoring: str = "map"  # score each lane's window in turn (map) or batched (vmap)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
 
@@ -56,6 +57,7 @@ class FederationConfig:
             "n_runs",
             "top_k",
             "chunk_rounds",
+            "display_groups",
         )
         for name in positive:
             if getattr(self, name) < 1:
@@ -143,43 +145,56 @@ class InteractionOutcome(NamedTuple):
     max_rr: jax.Array  # MaxRR of the clicks
 
 
+class DisplayedList(NamedTuple):
+    """What PDGD needs to know about one displayed list."""
+
+    ranking: jax.Array  # int [k] candidate positions within the query, top first
+    scores: jax.Array  # float [k] f(d) of the displayed documents
+    rest_logsumexp: jax.Array  # log Σ e^f over the candidates not displayed (-inf if none)
+
+
 def sample_query(key, data: DeviceData):
     """A query drawn uniformly from the client's queries: (index, first row, length)."""
     query = jax.random.randint(key, (), 0, data.query_offsets.shape[0])
     return query, data.query_offsets[query], data.query_lengths[query]
 
 
-def pdgd_interaction(
+def display_list(key, scores, length, k: int) -> DisplayedList:
+    """Samples the top-k list shown for a query (FPDGD eqs. 1-2, Algorithm 1 line 5).
+
+    ``scores`` cover a candidate window (float [W], W ≥ the query's length).
+    """
+    mask = jnp.arange(scores.shape[0]) < length
+    ranking = plackett_luce.sample_top_k(key, scores, mask, k)
+    shown = jnp.arange(k) < jnp.minimum(length, k)
+    rest = pdgd.unshown_logsumexp(scores, mask, ranking, shown)
+    return DisplayedList(ranking, scores[ranking], rest)
+
+
+def pdgd_update(
     params,
     key,
-    scores,
     query,
+    displayed: DisplayedList,
     data: DeviceData,
     ranker,
     click_model,
     *,
-    k: int,
     learning_rate: float,
 ):
-    """One PDGD interaction (Algorithm 1, lines 5-12) on a sampled query.
-
-    ``scores`` are f(d) under ``params`` for the query's candidate window
-    (float [W], rows start..start+W of the training set; the caller scores them so
-    that it can batch the scoring of all clients however is fastest).
-    """
-    window = scores.shape[0]
-    key_rank, key_click = jax.random.split(key)
+    """Clicks on a displayed list and the PDGD update they cause (Algorithm 1, lines 6-12)."""
+    k = displayed.ranking.shape[0]
     start, length = data.query_offsets[query], data.query_lengths[query]
-    labels = jax.lax.dynamic_slice_in_dim(data.labels, start, window)
-    mask = jnp.arange(window) < length
-    ranking = plackett_luce.sample_top_k(key_rank, scores, mask, k)
     shown = jnp.arange(k) < jnp.minimum(length, k)
-    shown_labels = labels[ranking]
-    clicks = click_models.simulate_clicks(key_click, click_model, shown_labels, shown)
-    coefficients = pdgd.interaction_coefficients(scores, mask, ranking, shown, clicks)
-    shown_features = data.features[start + ranking]
-    _, pullback = jax.vjp(lambda p: ranker.apply(p, shown_features), params)
-    (gradient,) = pullback(coefficients.astype(scores.dtype))
+    rows = start + displayed.ranking
+    shown_labels = jnp.where(shown, data.labels[rows], 0)
+    clicks = click_models.simulate_clicks(key, click_model, shown_labels, shown)
+    coefficients = pdgd.position_coefficients(
+        displayed.scores, shown, clicks, displayed.rest_logsumexp
+    )
+    coefficients = jnp.where(shown, coefficients, 0.0)
+    _, pullback = jax.vjp(lambda p: ranker.apply(p, data.features[rows]), params)
+    (gradient,) = pullback(coefficients.astype(displayed.scores.dtype))
     params = jax.tree_util.tree_map(lambda p, g: p + learning_rate * g, params, gradient)
     outcome = InteractionOutcome(
         metrics.ndcg_of_list(shown_labels, shown, data.ideal_dcg[query]),
@@ -246,36 +261,75 @@ def window_widths(max_length: int, k: int) -> tuple:
     return tuple(widths) + (longest,)
 
 
-def score_windows(spec: Spec, arrays: Arrays, lane_params, starts, lengths):
-    """Scores each lane's candidate window under its own model, float [lanes, window].
+def display_lists(spec: Spec, arrays: Arrays, lane_params, keys, queries, lane_runs, global_scores):
+    """Scores every lane's candidates and samples its displayed list.
 
-    Lanes are scored one after another (``lax.map``): XLA:CPU turns a vmapped
-    ``dynamic_slice`` into a slow general gather.  Each lane picks with
+    Scoring walks the lanes one after another (``lax.map``): XLA:CPU turns a
+    vmapped ``dynamic_slice`` into a slow general gather.  Each lane picks with
     ``lax.switch`` the narrowest width in ``spec.widths`` that holds its query, so
-    the cost follows the query's own length; the rest of the window is -inf.
-    With ``window_scoring='vmap'`` (for accelerators) all lanes are scored at full width.
+    scoring follows the query's own length; the rest of its window is -inf.
+    Sampling is vmapped over all lanes.  With ``window_scoring='vmap'`` (for
+    accelerators) scoring is vmapped too, at full width.
     """
-    features = arrays.train.features
+    train = arrays.train
+    lengths = train.query_lengths[queries]
+    if global_scores is not None:
+        # A round's first step: every lane scores with its run's global model.
+        scores = jax.vmap(
+            lambda run, query: jax.lax.dynamic_slice(
+                global_scores, (run, train.query_offsets[query]), (1, spec.window)
+            )[0]
+        )(lane_runs, queries)
+    else:
 
-    def at_width(width, params, start):
-        block = jax.lax.dynamic_slice_in_dim(features, start, width, axis=0)
-        scores = spec.ranker.apply(params, block)
-        return jnp.pad(scores, (0, spec.window - width), constant_values=-jnp.inf)
+        def at_width(width, params, query):
+            start = train.query_offsets[query]
+            window = jax.lax.dynamic_slice_in_dim(train.features, start, width, axis=0)
+            scores = spec.ranker.apply(params, window)
+            return jnp.pad(scores, (0, spec.window - width), constant_values=-jnp.inf)
 
-    if spec.config.window_scoring == "vmap":
-        return jax.vmap(functools.partial(at_width, spec.window))(lane_params, starts)
-    branches = [functools.partial(at_width, w) for w in spec.widths]
+        if spec.config.window_scoring == "vmap":
+            scores = jax.vmap(functools.partial(at_width, spec.window))(lane_params, queries)
+        else:
+            branches = [functools.partial(at_width, w) for w in spec.widths]
+            widths = jnp.asarray(spec.widths)
+
+            def one(args):
+                params, query, length = args
+                return jax.lax.switch(jnp.searchsorted(widths, length), branches, params, query)
+
+            scores = jax.lax.map(one, (lane_params, queries, lengths))
+    return _display_in_groups(spec, keys, scores, lengths)
+
+
+def _display_in_groups(spec: Spec, keys, scores, lengths):
+    """Vmapped ``display_list`` over lanes, in ``display_groups`` groups of similar length.
+
+    Lanes are sorted by query length and cut into equal groups; each group samples
+    at the narrowest width holding its longest query (``lax.switch``), so the
+    sampling work follows the lengths too.  Results do not depend on the grouping.
+    """
+    n_lanes = lengths.shape[0]
+    n_groups = min(spec.config.display_groups, n_lanes)
+    display = jax.vmap(functools.partial(display_list, k=spec.config.top_k))
+    if n_groups == 1 or len(spec.widths) == 1:
+        return display(keys, scores, lengths)
+    size = -(-n_lanes // n_groups)
+    order = jnp.argsort(lengths)
+    order = jnp.concatenate([order, jnp.full(size * n_groups - n_lanes, order[-1])])
+    branches = [(lambda width: lambda k, s, n: display(k, s[:, :width], n))(w) for w in spec.widths]
     widths = jnp.asarray(spec.widths)
-
-    def one(args):
-        params, start, length = args
-        return jax.lax.switch(jnp.searchsorted(widths, length), branches, params, start)
-
-    return jax.lax.map(one, (lane_params, starts, lengths))
+    parts = []
+    for g in range(n_groups):
+        lanes = order[g * size : (g + 1) * size]
+        branch = jnp.searchsorted(widths, lengths[lanes[-1]])
+        parts.append(jax.lax.switch(branch, branches, keys[lanes], scores[lanes], lengths[lanes]))
+    inverse = jnp.argsort(order[:n_lanes])
+    return jax.tree_util.tree_map(lambda *p: jnp.concatenate(p)[inverse], *parts)
 
 
 def interaction_step(spec: Spec, arrays: Arrays, lane_params, keys, lane_runs, global_scores=None):
-    """One PDGD interaction on every lane (vmapped), after scoring their windows.
+    """One PDGD interaction on every lane.
 
     Args:
         lane_params: lane models, leading axis [lanes].
@@ -284,25 +338,21 @@ def interaction_step(spec: Spec, arrays: Arrays, lane_params, keys, lane_runs, g
         global_scores: optional [n_runs, n_docs + window] training-set scores under
             the lanes' current models (a round's first step starts from the global model).
     """
-    key_query, key_interaction = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
-    queries, starts, lengths = jax.vmap(sample_query, in_axes=(0, None))(key_query, arrays.train)
-    if global_scores is None:
-        scores = score_windows(spec, arrays, lane_params, starts, lengths)
-    else:
-        scores = jax.vmap(
-            lambda run, start: jax.lax.dynamic_slice(global_scores, (run, start), (1, spec.window))[
-                0
-            ]
-        )(lane_runs, starts)
-    interact = functools.partial(
-        pdgd_interaction,
+    key_query, key_rank, key_click = jnp.moveaxis(
+        jax.vmap(lambda key: jax.random.split(key, 3))(keys), 1, 0
+    )
+    queries, _, _ = jax.vmap(sample_query, in_axes=(0, None))(key_query, arrays.train)
+    displayed = display_lists(
+        spec, arrays, lane_params, key_rank, queries, lane_runs, global_scores
+    )
+    update = functools.partial(
+        pdgd_update,
         data=arrays.train,
         ranker=spec.ranker,
         click_model=arrays.click_model,
-        k=spec.config.top_k,
         learning_rate=spec.config.learning_rate,
     )
-    return jax.vmap(interact)(lane_params, key_interaction, scores, queries)
+    return jax.vmap(update)(lane_params, key_click, queries, displayed)
 
 
 def local_training(

@@ -94,22 +94,3 @@ def unshown_logsumexp(
     """log Σ e^{f(d)} over the valid candidates that were not displayed (-inf if none)."""
     displayed = jnp.zeros(scores.shape, jnp.int32).at[ranking].add(shown.astype(jnp.int32)) > 0
     return jax.nn.logsumexp(jnp.where(mask & ~displayed, scores, -jnp.inf))
-
-
-def interaction_coefficients(
-    scores: jax.Array, mask: jax.Array, ranking: jax.Array, shown: jax.Array, clicks: jax.Array
-) -> jax.Array:
-    """PDGD's coefficient of ∇f(d) for each displayed position of one interaction, [k].
-
-    Args:
-        scores: float [W] candidate scores f(d).
-        mask: bool [W] valid candidates.
-        ranking: int [k] displayed candidate indices, top first.
-        shown: bool [k] positions that hold a displayed document.
-        clicks: bool [k] clicks in displayed order.
-    The model gradient is Σ_i coef_i ∇f(d_{ranking[i]}): the vjp of the scoring
-    function on the displayed documents with these coefficients as cotangent.
-    """
-    rest = unshown_logsumexp(scores, mask, ranking, shown)
-    coefficients = position_coefficients(scores[ranking], shown, clicks & shown, rest)
-    return jnp.where(shown, coefficients, 0.0)

@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sample_data import SAMPLE_DIR, needs_sample
 
 from foltr_jax import data
 from foltr_jax.data import (
@@ -19,23 +20,6 @@ from foltr_jax.data import (
     synthetic_dataset,
     synthetic_train_test,
 )
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-_SAMPLE_DIRS = [
-    REPO_ROOT.parent / "shared" / "data" / "mslr_sample",
-    REPO_ROOT / "third_party" / "mslr_sample" / "data",
-]
-
-
-def _sample_dir():
-    for d in _SAMPLE_DIRS:
-        if (d / "train.txt").is_file():
-            return d
-    return None
-
-
-SAMPLE_DIR = _sample_dir()
-needs_sample = pytest.mark.skipif(SAMPLE_DIR is None, reason="MSLR sample not available")
 
 
 def _write(tmp_path, text, name="data.txt"):

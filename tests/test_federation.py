@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import data, federation
+from experiments import reference_fpdgd
+from foltr_jax import click_models, data, federation
 
 
 @pytest.fixture(scope="module")
@@ -116,26 +117,40 @@ def test_fpdgd_learns_on_synthetic_data(ranker):
         assert np.all(result.online_ndcg[:, -10:].mean(1) > result.online_ndcg[:, :3].mean(1))
 
 
-def test_interaction_without_clicks_leaves_the_model_unchanged(tiny):
-    config = federation.FederationConfig(n_clients=1, local_updates=1, rounds=1)
+@pytest.mark.parametrize("seed", range(6))
+def test_one_interaction_matches_the_reference_update(tiny, seed):
+    """display_list + pdgd_update move the model by η × the pair-by-pair PDGD gradient."""
     train, test = tiny
-    # every label 0: the perfect user never clicks
-    no_relevance = dataclasses.replace(train, labels=np.zeros_like(train.labels))
-    spec, arrays = federation.build(
-        dataclasses.replace(config, click_model="perfect"), no_relevance, test
-    )
-    params = {"w": jnp.arange(8, dtype=jnp.float32)}
-    scores = spec.ranker.apply(params, arrays.train.features[: spec.window])
-    new, outcome = federation.pdgd_interaction(
+    config = federation.FederationConfig(click_model="informational", learning_rate=0.1)
+    spec, arrays = federation.build(config, train, test)
+    rng = np.random.default_rng(seed)
+    params = {"w": jnp.asarray(rng.normal(size=train.n_features), jnp.float32)}
+    query = int(rng.integers(train.n_queries))
+    start, length = int(train.query_offsets[query]), int(train.query_lengths[query])
+    key_rank, key_click = jax.random.split(jax.random.PRNGKey(seed))
+    scores = spec.ranker.apply(params, arrays.train.features[start : start + spec.window])
+    displayed = federation.display_list(key_rank, scores, length, 10)
+    new, outcome = federation.pdgd_update(
         params,
-        jax.random.PRNGKey(0),
-        scores,
-        jnp.int32(0),
+        key_click,
+        query,
+        displayed,
         arrays.train,
         spec.ranker,
         arrays.click_model,
-        k=10,
         learning_rate=0.1,
     )
-    np.testing.assert_array_equal(new["w"], params["w"])
-    assert float(outcome.ndcg) == 0.0 and float(outcome.max_rr) == 0.0
+    n_shown = min(length, 10)
+    ranking = np.asarray(displayed.ranking)[:n_shown]
+    shown = jnp.arange(10) < n_shown
+    labels = jnp.where(shown, arrays.train.labels[start + displayed.ranking], 0)
+    clicks = np.asarray(click_models.simulate_clicks(key_click, arrays.click_model, labels, shown))[
+        :n_shown
+    ]
+    features = train.features[start : start + length]
+    expected = reference_fpdgd.pdgd_gradient(
+        features, features.astype(np.float64) @ np.asarray(params["w"], np.float64), ranking, clicks
+    )
+    np.testing.assert_allclose(np.asarray(new["w"] - params["w"]), 0.1 * expected, atol=2e-6)
+    expected_rr = 1.0 / (np.argmax(clicks) + 1) if clicks.any() else 0.0
+    assert float(outcome.max_rr) == pytest.approx(expected_rr)

@@ -46,13 +46,19 @@ def _jax_cotangent(scores, ranking, clicks, window, k):
     shown = np.arange(k) < len(ranking)
     padded_clicks = np.zeros(k, bool)
     padded_clicks[: len(ranking)] = clicks
-    coefficients = pdgd.interaction_coefficients(
+    rest = pdgd.unshown_logsumexp(
         jnp.asarray(padded_scores),
         jnp.asarray(mask),
         jnp.asarray(padded_ranking),
         jnp.asarray(shown),
-        jnp.asarray(padded_clicks),
     )
+    coefficients = pdgd.position_coefficients(
+        jnp.asarray(padded_scores[padded_ranking]),
+        jnp.asarray(shown),
+        jnp.asarray(padded_clicks),
+        rest,
+    )
+    coefficients = jnp.where(jnp.asarray(shown), coefficients, 0.0)
     cotangent = np.zeros(window, np.float32)
     np.add.at(cotangent, padded_ranking, np.asarray(coefficients))
     return cotangent

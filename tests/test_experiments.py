@@ -1,0 +1,177 @@
+"""The binaries as a user runs them: results files, determinism, and bad input."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from sample_data import REPO_ROOT, SAMPLE_DIR, needs_sample
+
+SMALL = [
+    "--synthetic_queries=30",
+    "--synthetic_features=8",
+    "--synthetic_docs_per_query=15",
+    "--n_clients=4",
+    "--local_updates=2",
+    "--rounds=6",
+    "--chunk_rounds=4",
+]
+TIMINGS = {"seconds", "compile_seconds", "interactions_per_second", "versions"}
+
+
+def run(module, *args, cache_dir):
+    env = {**os.environ, "FOLTR_JAX_CACHE": str(cache_dir), "JAX_PLATFORMS": "cpu"}
+    return subprocess.run(
+        [sys.executable, "-m", f"experiments.{module}", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_fpdgd_writes_results_and_is_deterministic(tmp_path):
+    outputs = []
+    for name in ("a", "b"):
+        result = run(
+            "fpdgd",
+            *SMALL,
+            "--n_runs=2",
+            f"--output_dir={tmp_path / name}",
+            cache_dir=tmp_path / "cache",
+        )
+        assert result.returncode == 0, result.stderr
+        assert str(tmp_path / name / "results.json") in result.stdout
+        outputs.append(json.loads((tmp_path / name / "results.json").read_text()))
+    a, b = outputs
+    assert {k: v for k, v in a.items() if k not in TIMINGS} == {
+        k: v for k, v in b.items() if k not in TIMINGS
+    }
+    assert len(a["offline_ndcg"]) == 2 and len(a["offline_ndcg"][0]) == 6
+    assert len(a["online_ndcg"][1]) == 6 and len(a["online_performance"]) == 2
+    assert a["config"]["n_clients"] == 4 and a["config"]["click_model"] == "informational"
+    assert a["interactions"] == 2 * 4 * 2 * 6 and a["interactions_per_second"] > 0
+    assert "round 6/6" in result.stderr  # progress
+
+
+@needs_sample
+def test_fpdgd_on_the_mslr_sample_learns(tmp_path):
+    result = run(
+        "fpdgd",
+        f"--train_path={SAMPLE_DIR / 'train.txt'}",
+        f"--test_path={SAMPLE_DIR / 'test.txt'}",
+        "--n_clients=10",
+        "--local_updates=5",
+        "--rounds=20",
+        "--n_runs=2",
+        "--click_model=perfect",
+        f"--output_dir={tmp_path}",
+        cache_dir=tmp_path / "cache",
+    )
+    assert result.returncode == 0, result.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["data"]["train"]["queries"] == 43 and results["data"]["train"]["features"] == 136
+    for initial, curve in zip(results["initial_offline_ndcg"], results["offline_ndcg"]):
+        assert sum(curve[-5:]) / 5 > initial + 0.05
+
+
+@pytest.mark.parametrize("form", ["same_updates", "same_budget", "batch"])
+def test_centralised_baselines_run(tmp_path, form):
+    result = run(
+        "fpdgd",
+        *SMALL,
+        "--centralised",
+        f"--centralised_form={form}",
+        f"--output_dir={tmp_path}",
+        cache_dir=tmp_path / "cache",
+    )
+    assert result.returncode == 0, result.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["method"] == f"centralised_pdgd/{form}"
+    assert len(results["offline_ndcg"][0]) == 6
+    assert results["interactions"] == {"same_updates": 6, "same_budget": 48, "batch": 48}[form]
+
+
+@pytest.mark.parametrize(
+    "flag, named",
+    [
+        ("--n_clients=0", "--n_clients"),
+        ("--click_model=perfekt", "--click_model"),
+        ("--ranker=tree", "--ranker"),
+        ("--rounds=-3", "--rounds"),
+        ("--learning_rate=0", "--learning_rate"),
+        ("--centralised_form=other", "--centralised_form"),
+    ],
+)
+def test_bad_flags_fail_with_one_line_naming_the_flag(tmp_path, flag, named):
+    extra = ["--centralised"] if "centralised" in flag else []
+    result = run(
+        "fpdgd", *SMALL, flag, *extra, f"--output_dir={tmp_path}", cache_dir=tmp_path / "cache"
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0] and "Traceback" not in result.stderr, lines
+    assert not (tmp_path / "results.json").exists()
+
+
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("1 1:0.5 2:0.3", "qid"),
+        ("1 qid:7 1:0.5 2:abc", "abc"),
+        ("1 qid:7 0:0.5", "feature"),
+    ],
+)
+def test_malformed_letor_names_file_and_line(tmp_path, line, problem):
+    train = tmp_path / "train.txt"
+    train.write_text("0 qid:1 1:0.1 2:0.2\n2 qid:1 1:0.4 2:0.1\n" + line + "\n")
+    result = run(
+        "fpdgd",
+        f"--train_path={train}",
+        f"--test_path={train}",
+        *SMALL[3:],
+        f"--output_dir={tmp_path / 'out'}",
+        cache_dir=tmp_path / "cache",
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{train}:3:" in lines[0] and problem in lines[0], lines
+    assert not (tmp_path / "out").exists()
+    assert not any((tmp_path / "cache").glob("**/*")) if (tmp_path / "cache").exists() else True
+
+
+def test_empty_file_and_split_queries_are_refused(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    result = run(
+        "fpdgd",
+        f"--train_path={empty}",
+        f"--test_path={empty}",
+        f"--output_dir={tmp_path / 'out'}",
+        cache_dir=tmp_path / "cache",
+    )
+    assert result.returncode == 2 and str(empty) in result.stderr
+    split = tmp_path / "split.txt"
+    split.write_text("0 qid:1 1:0.1\n1 qid:2 1:0.3\n2 qid:1 1:0.2\n")
+    result = run(
+        "fpdgd",
+        f"--train_path={split}",
+        f"--test_path={split}",
+        f"--output_dir={tmp_path / 'out'}",
+        cache_dir=tmp_path / "cache",
+    )
+    assert result.returncode == 2 and f"{split}:3:" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_benchmark_prints_json_last(tmp_path):
+    result = run("benchmark", *SMALL, cache_dir=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    last = json.loads(result.stdout.strip().splitlines()[-1])
+    assert last["interactions_per_second"] > 0 and last["peak_rss_mb"] > 0
+    assert last["config"]["n_clients"] == 4 and last["interactions"] == 4 * 2 * 6
+    assert "compile_seconds" in result.stdout
