@@ -144,6 +144,24 @@ def test_malformed_letor_names_file_and_line(tmp_path, line, problem):
     assert not any((tmp_path / "cache").glob("**/*")) if (tmp_path / "cache").exists() else True
 
 
+def test_test_file_with_more_features_than_train_is_refused(tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text("0 qid:1 1:0.1 2:0.2\n2 qid:1 1:0.4 2:0.1\n")
+    test = tmp_path / "test.txt"
+    test.write_text("0 qid:5 1:0.1 2:0.2\n1 qid:5 1:0.3 3:0.9\n")
+    result = run(
+        "fpdgd",
+        f"--train_path={train}",
+        f"--test_path={test}",
+        f"--output_dir={tmp_path / 'out'}",
+        cache_dir=tmp_path / "cache",
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{test}:2:" in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
 def test_empty_file_and_split_queries_are_refused(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
