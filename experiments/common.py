@@ -83,6 +83,29 @@ def define_federation_flags():
         defaults.window_scoring,
         "map: score each client's candidates in turn (fast on CPU); vmap: batched (for GPU).",
     )
+    flags.DEFINE_float(
+        "epsilon", defaults.epsilon, "ε of FPDGD's differential privacy (needs --sensitivity)."
+    )
+    flags.DEFINE_float(
+        "sensitivity", defaults.sensitivity, "Δ of FPDGD's differential privacy; 0 turns it off."
+    )
+    flags.DEFINE_float(
+        "clip_factor",
+        defaults.clip_factor,
+        "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0).",
+    )
+    flags.DEFINE_string(
+        "aggregator", defaults.aggregator, "fedavg | krum | multi_krum | trimmed_mean | median."
+    )
+    flags.DEFINE_string(
+        "attack",
+        defaults.attack,
+        "none | data_poisoning | lie | fang_krum_full | fang_krum_partial | "
+        "fang_trimmed_mean_full | fang_trimmed_mean_partial.",
+    )
+    flags.DEFINE_integer(
+        "n_malicious", defaults.n_malicious, "m: the first m clients are malicious."
+    )
     flags.DEFINE_bool("centralised", False, "Run the centralised PDGD baseline instead of FPDGD.")
     flags.DEFINE_string(
         "centralised_form",
@@ -115,6 +138,12 @@ def federation_config() -> federation.FederationConfig:
         click_model=FLAGS.click_model,
         n_grades=FLAGS.n_grades,
         n_runs=FLAGS.n_runs,
+        epsilon=FLAGS.epsilon,
+        sensitivity=FLAGS.sensitivity,
+        clip_factor=FLAGS.clip_factor,
+        aggregator=FLAGS.aggregator,
+        attack=FLAGS.attack,
+        n_malicious=FLAGS.n_malicious,
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
         window_scoring=FLAGS.window_scoring,
@@ -207,12 +236,17 @@ def peak_rss_mb() -> float:
 
 def write_json_atomic(path: pathlib.Path, payload: dict) -> None:
     """Writes JSON through a temporary file and a rename: never a half-written file."""
+    write_text_atomic(path, json.dumps(payload, indent=1))
+
+
+def write_text_atomic(path: pathlib.Path, text: str) -> None:
+    """Writes text through a temporary file and a rename."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w") as stream:
-            json.dump(payload, stream, indent=1)
+            stream.write(text)
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)

@@ -18,10 +18,21 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import click_models, metrics, pdgd, plackett_luce, rankers
+from foltr_jax import (
+    aggregators,
+    attacks,
+    click_models,
+    metrics,
+    pdgd,
+    pipeline,
+    plackett_luce,
+    privacy,
+    rankers,
+)
 from foltr_jax.data import RankingDataset
 
 AGGREGATIONS = ("fedavg", "sum_of_updates")
@@ -43,7 +54,15 @@ class FederationConfig:
     n_runs: int = 1
     seed: int = 0
     top_k: int = 10
-    aggregation: str = "fedavg"  # 'sum_of_updates' accumulates client updates
+    aggregation: str = "fedavg"  # 'sum_of_updates' accumulates client updates (centralised batch)
+    # Update pipeline (attack -> privacy -> aggregation); a grid overrides these per Setting.
+    aggregator: str = "fedavg"  # aggregators.AGGREGATORS
+    attack: str = "none"  # ATTACKS
+    n_malicious: int = 0  # m: the first m clients are malicious
+    epsilon: float = 0.0  # ε of FPDGD's differential privacy (with sensitivity > 0)
+    sensitivity: float = 0.0  # Δ; 0 turns differential privacy off
+    clip_factor: float = 0.5  # clip to factor·Δ after every local update (paper Δ/2; public code Δ)
+    krum_squared_distances: bool = True  # Blanchard et al.; the poisoning paper says Euclidean
     display_groups: int = 4  # lanes sample their lists in this many groups of similar length
     window_scoring: str = "map"  # score each lane's window in turn (map) or batched (vmap)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
@@ -73,11 +92,85 @@ class FederationConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
+        if not self.clip_factor > 0:
+            raise ConfigError("clip_factor", f"must be positive, got {self.clip_factor}")
+        self.setting().validate(self.n_clients)
+        return self
+
+    def setting(self) -> Setting:
+        """The single pipeline setting this config describes."""
+        return Setting(
+            click_model=self.click_model,
+            n_malicious=self.n_malicious,
+            attack=self.attack,
+            aggregator=self.aggregator,
+            epsilon=self.epsilon,
+            sensitivity=self.sensitivity,
+        )
+
+
+ATTACKS = ("none", "data_poisoning") + attacks.ATTACKS[1:]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One cell of an experiment grid: what varies between runs of one compiled program."""
+
+    click_model: str = "informational"  # the benign clients' click model
+    n_malicious: int = 0
+    attack: str = "none"  # ATTACKS; data_poisoning makes malicious clients click 'poison'
+    aggregator: str = "fedavg"
+    epsilon: float = 0.0
+    sensitivity: float = 0.0
+
+    @property
+    def model_attack(self) -> str | None:
+        """The attack on models (attacks.ATTACKS), None for no attack or data poisoning."""
+        return None if self.attack in ("none", "data_poisoning") else self.attack
+
+    def validate(self, n_clients: int) -> Setting:
+        """Raises ConfigError naming the offending field (= flag name)."""
         try:
-            click_models.by_name(self.click_model, self.n_grades or 5)
+            click_models.by_name(self.click_model, 5)
         except ValueError as error:
             raise ConfigError("click_model", str(error)) from None
+        if self.attack not in ATTACKS:
+            raise ConfigError("attack", f"must be one of {ATTACKS}, got {self.attack!r}")
+        if self.aggregator not in aggregators.AGGREGATORS:
+            raise ConfigError(
+                "aggregator", f"must be one of {aggregators.AGGREGATORS}, got {self.aggregator!r}"
+            )
+        if self.n_malicious < 0:
+            raise ConfigError("n_malicious", f"must be at least 0, got {self.n_malicious}")
+        try:
+            aggregators.check_settings(self.aggregator, n_clients, self.n_malicious)
+        except ValueError as error:
+            raise ConfigError("n_malicious", str(error)) from None
+        if self.attack != "none" and self.n_malicious == 0:
+            raise ConfigError("n_malicious", f"attack {self.attack!r} needs n_malicious >= 1")
+        if self.sensitivity < 0:
+            raise ConfigError("sensitivity", f"must be positive, got {self.sensitivity}")
+        if self.sensitivity > 0 and not self.epsilon > 0:
+            raise ConfigError(
+                "epsilon", f"must be positive with sensitivity > 0, got {self.epsilon}"
+            )
+        if self.epsilon < 0:
+            raise ConfigError("epsilon", f"must be positive, got {self.epsilon}")
+        if self.epsilon > 0 and not self.sensitivity > 0:
+            raise ConfigError("sensitivity", "must be positive when epsilon is set")
         return self
+
+
+class RunSettings(NamedTuple):
+    """Settings as arrays, one entry per setting of the grid (see Setting)."""
+
+    click_model: jax.Array  # int, index into the click table
+    n_malicious: jax.Array  # int
+    data_poisoning: jax.Array  # bool: malicious clients click with the 'poison' model
+    model_attack: jax.Array  # int, index into Spec.attack_names
+    aggregator: jax.Array  # int, index into Spec.aggregator_names
+    epsilon: jax.Array  # float
+    sensitivity: jax.Array  # float, 0 = no differential privacy
 
 
 class ConfigError(ValueError):
@@ -181,8 +274,13 @@ def pdgd_update(
     click_model,
     *,
     learning_rate: float,
+    clip_norm=None,
 ):
-    """Clicks on a displayed list and the PDGD update they cause (Algorithm 1, lines 6-12)."""
+    """Clicks on a displayed list and the PDGD update they cause (Algorithm 1, lines 6-12).
+
+    ``clip_norm`` (FPDGD Algorithm 3): after the update θ ← θ·min(1, clip_norm/‖θ‖);
+    a clip_norm of 0 leaves θ alone.
+    """
     k = displayed.ranking.shape[0]
     start, length = data.query_offsets[query], data.query_lengths[query]
     shown = jnp.arange(k) < jnp.minimum(length, k)
@@ -196,6 +294,9 @@ def pdgd_update(
     _, pullback = jax.vjp(lambda p: ranker.apply(p, data.features[rows]), params)
     (gradient,) = pullback(coefficients.astype(displayed.scores.dtype))
     params = jax.tree_util.tree_map(lambda p, g: p + learning_rate * g, params, gradient)
+    if clip_norm is not None:
+        flat, unravel = jax.flatten_util.ravel_pytree(params)
+        params = unravel(jnp.where(clip_norm > 0, privacy.clip(flat, clip_norm, 1.0), flat))
     outcome = InteractionOutcome(
         metrics.ndcg_of_list(shown_labels, shown, data.ideal_dcg[query]),
         metrics.max_reciprocal_rank(clicks),
@@ -212,6 +313,14 @@ class Spec:
     window: int  # candidate slice width: the longest training query, at least top_k
     widths: tuple  # window widths available to blocks of lanes (window_widths)
     shared_first_scores: bool  # score the training set once per round for first steps
+    n_settings: int = 1  # grid cells; slots = n_settings * n_runs
+    aggregator_names: tuple = ("fedavg",)  # the aggregators the grid uses
+    attack_names: tuple = ()  # the model-poisoning attacks (attacks.ATTACKS) the grid uses
+    uses_privacy: bool = False  # some setting has differential privacy
+
+    @property
+    def n_slots(self) -> int:
+        return self.n_settings * self.config.n_runs
 
 
 class Arrays(NamedTuple):
@@ -219,32 +328,76 @@ class Arrays(NamedTuple):
 
     train: DeviceData
     test: DeviceData
-    click_model: click_models.ClickModel
+    click_table: click_models.ClickModel  # stacked click models; 'poison' is the last
+    settings: RunSettings  # [n_settings] each
 
 
-def build(config: FederationConfig, train: RankingDataset, test: RankingDataset):
-    """Validates ``config`` and puts the data on the device: returns (Spec, Arrays)."""
+def build(
+    config: FederationConfig,
+    train: RankingDataset,
+    test: RankingDataset,
+    settings: list[Setting] | None = None,
+):
+    """Validates ``config`` and puts the data on the device: returns (Spec, Arrays).
+
+    ``settings`` (default: the config's own) are the cells of a grid; every cell
+    runs ``config.n_runs`` repetitions, all in one compiled program.
+    """
     config.validate()
+    settings = list(settings) if settings else [config.setting()]
+    for setting in settings:
+        setting.validate(config.n_clients)
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
     n_grades = config.n_grades or click_models.n_grades_for(max(train.max_label, test.max_label))
     widths = window_widths(train.max_query_length, config.top_k)
     window = widths[-1]
     mean_length = float(np.mean(train.query_lengths))
-    lanes = config.n_runs * config.n_clients
+    lanes = config.n_runs * config.n_clients * len(settings)
+    names = sorted({s.click_model for s in settings} - {"poison"}) + ["poison"]
     spec = Spec(
         config,
         rankers.make_ranker(config.ranker, train.n_features),
         window,
         widths,
         shared_first_scores=lanes * mean_length >= train.n_docs,
+        n_settings=len(settings),
+        aggregator_names=tuple(sorted({s.aggregator for s in settings})),
+        attack_names=_attack_names(settings),
+        uses_privacy=any(s.sensitivity > 0 for s in settings),
+    )
+    table = [click_models.by_name(name, n_grades) for name in names]
+    run_settings = RunSettings(
+        click_model=jnp.array([names.index(s.click_model) for s in settings], jnp.int32),
+        n_malicious=jnp.array([s.n_malicious for s in settings], jnp.int32),
+        data_poisoning=jnp.array([s.attack == "data_poisoning" for s in settings]),
+        model_attack=jnp.array(
+            [spec.attack_names.index(s.model_attack or "none") for s in settings]
+            if spec.attack_names
+            else [0] * len(settings),
+            jnp.int32,
+        ),
+        aggregator=jnp.array(
+            [spec.aggregator_names.index(s.aggregator) for s in settings], jnp.int32
+        ),
+        epsilon=jnp.array([s.epsilon for s in settings], jnp.float32),
+        sensitivity=jnp.array([s.sensitivity for s in settings], jnp.float32),
     )
     arrays = Arrays(
         to_device(train, window, config.top_k),
         to_device(test, window, config.top_k),
-        click_models.by_name(config.click_model, n_grades),
+        jax.tree_util.tree_map(lambda *x: jnp.stack(x), *table),
+        run_settings,
     )
     return spec, arrays
+
+
+def _attack_names(settings) -> tuple:
+    """The model attacks a grid uses, with 'none' first when some cells have none."""
+    used = sorted({s.model_attack for s in settings} - {None})
+    if used and any(s.model_attack is None for s in settings):
+        used = ["none"] + used
+    return tuple(used)
 
 
 def window_widths(max_length: int, k: int) -> tuple:
@@ -261,7 +414,9 @@ def window_widths(max_length: int, k: int) -> tuple:
     return tuple(widths) + (longest,)
 
 
-def display_lists(spec: Spec, arrays: Arrays, lane_params, keys, queries, lane_runs, global_scores):
+def display_lists(
+    spec: Spec, arrays: Arrays, lane_params, keys, queries, lane_slots, global_scores
+):
     """Scores every lane's candidates and samples its displayed list.
 
     Scoring walks the lanes one after another (``lax.map``): XLA:CPU turns a
@@ -279,7 +434,7 @@ def display_lists(spec: Spec, arrays: Arrays, lane_params, keys, queries, lane_r
             lambda run, query: jax.lax.dynamic_slice(
                 global_scores, (run, train.query_offsets[query]), (1, spec.window)
             )[0]
-        )(lane_runs, queries)
+        )(lane_slots, queries)
     else:
 
         def at_width(width, params, query):
@@ -328,14 +483,16 @@ def _display_in_groups(spec: Spec, keys, scores, lengths):
     return jax.tree_util.tree_map(lambda *p: jnp.concatenate(p)[inverse], *parts)
 
 
-def interaction_step(spec: Spec, arrays: Arrays, lane_params, keys, lane_runs, global_scores=None):
+def interaction_step(
+    spec: Spec, arrays: Arrays, lane_params, keys, lanes: Lanes, global_scores=None
+):
     """One PDGD interaction on every lane.
 
     Args:
         lane_params: lane models, leading axis [lanes].
         keys: [lanes] PRNG keys of this interaction.
-        lane_runs: int [lanes] repetition of each lane (row of ``global_scores``).
-        global_scores: optional [n_runs, n_docs + window] training-set scores under
+        lanes: per-lane slot, click model and clipping norm.
+        global_scores: optional [n_slots, n_docs + window] training-set scores under
             the lanes' current models (a round's first step starts from the global model).
     """
     key_query, key_rank, key_click = jnp.moveaxis(
@@ -343,28 +500,34 @@ def interaction_step(spec: Spec, arrays: Arrays, lane_params, keys, lane_runs, g
     )
     queries, _, _ = jax.vmap(sample_query, in_axes=(0, None))(key_query, arrays.train)
     displayed = display_lists(
-        spec, arrays, lane_params, key_rank, queries, lane_runs, global_scores
+        spec, arrays, lane_params, key_rank, queries, lanes.slot, global_scores
     )
     update = functools.partial(
-        pdgd_update,
-        data=arrays.train,
-        ranker=spec.ranker,
-        click_model=arrays.click_model,
-        learning_rate=spec.config.learning_rate,
+        pdgd_update, data=arrays.train, ranker=spec.ranker, learning_rate=spec.config.learning_rate
     )
-    return jax.vmap(update)(lane_params, key_click, queries, displayed)
+    return jax.vmap(lambda p, k, q, d, c, n: update(p, k, q, d, click_model=c, clip_norm=n))(
+        lane_params, key_click, queries, displayed, lanes.click_model, lanes.clip_norm
+    )
+
+
+class Lanes(NamedTuple):
+    """Per-lane facts of a round (a lane is one client of one run slot)."""
+
+    slot: jax.Array  # int [lanes] run slot (setting x repetition)
+    click_model: click_models.ClickModel  # leaves [lanes, ...]
+    clip_norm: jax.Array | None  # float [lanes]; None without differential privacy
 
 
 def local_training(
-    spec: Spec, arrays: Arrays, lane_params, lane_keys, lane_runs, global_scores=None
+    spec: Spec, arrays: Arrays, lane_params, lane_keys, lanes: Lanes, global_scores=None
 ):
     """ClientUpdate (Algorithm 2) for every lane: B sequential PDGD interactions.
 
     Args:
         lane_params: every lane's starting model, leading axis [lanes].
         lane_keys: one PRNG key per lane.
-        lane_runs: int [lanes] repetition of each lane.
-        global_scores: optional [n_runs, n_docs + window] training-set scores under
+        lanes: per-lane slot, click model and clipping norm.
+        global_scores: optional [n_slots, n_docs + window] training-set scores under
             the starting (global) models, used for the first interaction.
     Returns:
         (trained lane params, InteractionOutcome with leaves [lanes, B]).
@@ -372,7 +535,7 @@ def local_training(
 
     def step(params, b, scores=None):
         keys = jax.vmap(lambda key: jax.random.fold_in(key, b))(lane_keys)
-        return interaction_step(spec, arrays, params, keys, lane_runs, scores)
+        return interaction_step(spec, arrays, params, keys, lanes, scores)
 
     params, first = step(lane_params, 0, global_scores)
     params, later = jax.lax.scan(step, params, jnp.arange(1, spec.config.local_updates))
@@ -382,14 +545,34 @@ def local_training(
     return params, outcome
 
 
-def aggregate(config: FederationConfig, global_params, client_params, n_interactions):
-    """Server step for one run: FedAvg θ = Σ n_c/n θ_c, or θ + Σ_c (θ_c − θ)."""
-    if config.aggregation == "sum_of_updates":
+def server_update(spec: Spec, global_params, client_params, settings: RunSettings, key):
+    """The server's side of a round for one run slot: attack → privacy → aggregation.
+
+    ``client_params`` have a leading client axis.  The centralised 'batch'
+    baseline instead adds up the clients' updates: θ + Σ_c (θ_c − θ).
+    """
+    cfg = spec.config
+    if cfg.aggregation == "sum_of_updates":
         return jax.tree_util.tree_map(
             lambda g, c: g + jnp.sum(c - g, axis=0), global_params, client_params
         )
-    weights = n_interactions / jnp.sum(n_interactions)
-    return jax.tree_util.tree_map(lambda c: jnp.tensordot(weights, c, axes=1), client_params)
+    flat_global, unravel = jax.flatten_util.ravel_pytree(global_params)
+    flat_clients = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
+    weights = jnp.full((cfg.n_clients,), cfg.local_updates, jnp.float32)
+    updates = pipeline.ClientUpdates(
+        flat_clients, weights, flat_global, settings.n_malicious, flat_global
+    )
+    stages = []
+    if spec.attack_names:
+        stages.append(pipeline.model_attack(spec.attack_names, settings.model_attack))
+    if spec.uses_privacy:
+        stages.append(pipeline.gamma_noise(cfg.n_clients, settings.sensitivity, settings.epsilon))
+    stages.append(
+        pipeline.aggregate(spec.aggregator_names, settings.aggregator, cfg.krum_squared_distances)
+    )
+    chain = pipeline.chain(*stages)
+    updates, _ = chain.update(chain.init(), updates, key)
+    return unravel(updates.aggregate)
 
 
 def evaluate(spec: Spec, arrays: Arrays, params):
@@ -415,49 +598,64 @@ class RoundMetrics(NamedTuple):
     online_max_rr: jax.Array  # [n_runs]
 
 
-def federated_round(spec: Spec, arrays: Arrays, global_params, run_keys, round_index):
-    """One round for every run: clients train, servers aggregate, models are evaluated."""
+def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_index):
+    """One round for every run slot: clients train, servers aggregate, models are evaluated."""
     cfg = spec.config
-    n_runs, n_clients = cfg.n_runs, cfg.n_clients
-    round_keys = jax.vmap(lambda k: jax.random.fold_in(k, round_index))(run_keys)
+    n_slots, n_clients = spec.n_slots, cfg.n_clients
+    settings = jax.tree_util.tree_map(
+        lambda x: jnp.repeat(x, cfg.n_runs), arrays.settings
+    )  # [n_slots]
+    round_keys = jax.vmap(lambda k: jax.random.fold_in(k, round_index))(slot_keys)
     lane_keys = jax.vmap(
         lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(jnp.arange(n_clients))
-    )(round_keys).reshape(n_runs * n_clients, -1)
+    )(round_keys).reshape(n_slots * n_clients, -1)
     lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, n_clients, axis=0), global_params)
-    lane_runs = jnp.repeat(jnp.arange(n_runs), n_clients)
+    slot = jnp.repeat(jnp.arange(n_slots), n_clients)
+    malicious = jnp.tile(jnp.arange(n_clients), n_slots) < settings.n_malicious[slot]
+    poisoned = malicious & settings.data_poisoning[slot]
+    poison = arrays.click_table.click_prob.shape[0] - 1
+    click_index = jnp.where(poisoned, poison, settings.click_model[slot])
+    lanes = Lanes(
+        slot=slot,
+        click_model=jax.tree_util.tree_map(lambda x: x[click_index], arrays.click_table),
+        clip_norm=settings.sensitivity[slot] * cfg.clip_factor if spec.uses_privacy else None,
+    )
     global_scores = None
     if spec.shared_first_scores:
-        # Every client starts from its run's global model: score the training set once.
+        # Every client starts from its slot's global model: score the training set once.
         global_scores = jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(
             global_params
         )
     client_params, outcome = local_training(
-        spec, arrays, lane_params, lane_keys, lane_runs, global_scores
+        spec, arrays, lane_params, lane_keys, lanes, global_scores
     )
     client_params = jax.tree_util.tree_map(
-        lambda c: c.reshape((n_runs, n_clients) + c.shape[1:]), client_params
+        lambda c: c.reshape((n_slots, n_clients) + c.shape[1:]), client_params
     )
-    n_interactions = jnp.full((n_clients,), cfg.local_updates, jnp.float32)
-    new_global = jax.vmap(lambda g, c: aggregate(cfg, g, c, n_interactions))(
-        global_params, client_params
+    server_keys = jax.vmap(lambda k: jax.random.fold_in(k, n_clients))(round_keys)
+    new_global = jax.vmap(functools.partial(server_update, spec))(
+        global_params, client_params, settings, server_keys
     )
     offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
-    per_run = lambda x: x.reshape(n_runs, -1).mean(axis=1)
+    per_slot = lambda x: x.reshape(n_slots, -1).mean(axis=1)
     return new_global, RoundMetrics(
-        offline_ndcg, offline_mrr, per_run(outcome.ndcg), per_run(outcome.max_rr)
+        offline_ndcg, offline_mrr, per_slot(outcome.ndcg), per_slot(outcome.max_rr)
     )
 
 
-def _run_chunk(spec: Spec, n_rounds: int, arrays: Arrays, global_params, run_keys, first_round):
+def _run_chunk(spec: Spec, n_rounds: int, arrays: Arrays, global_params, slot_keys, first_round):
     def body(params, t):
-        return federated_round(spec, arrays, params, run_keys, t)
+        return federated_round(spec, arrays, params, slot_keys, t)
 
     return jax.lax.scan(body, global_params, first_round + jnp.arange(n_rounds))
 
 
 @dataclasses.dataclass
 class RunResult:
-    """Per-round curves ``[n_runs, rounds]`` and timings of one experiment."""
+    """Per-round curves ``[n_slots, rounds]`` and timings of one experiment.
+
+    Slot s * n_runs + r is repetition r of setting s (see ``per_setting``).
+    """
 
     offline_ndcg: np.ndarray
     offline_mrr: np.ndarray
@@ -468,6 +666,10 @@ class RunResult:
     compile_seconds: float
     run_seconds: float
     interactions: int
+
+    def per_setting(self, values: np.ndarray, n_settings: int) -> np.ndarray:
+        """Reshapes a per-slot array to [n_settings, n_runs, ...]."""
+        return values.reshape((n_settings, -1) + values.shape[1:])
 
     @property
     def online_performance(self) -> np.ndarray:
@@ -485,7 +687,9 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunRe
     """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart."""
     cfg = spec.config
     base = jax.random.PRNGKey(cfg.seed)
-    run_keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(cfg.n_runs))
+    # Repetition r of every setting shares its keys: settings are compared on paired runs.
+    repetition = jnp.tile(jnp.arange(cfg.n_runs), spec.n_settings)
+    run_keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(repetition)
     init_keys, train_keys = jax.vmap(lambda k: jax.random.split(k))(run_keys).transpose(1, 0, 2)
     params = jax.vmap(spec.ranker.init)(init_keys)
     initial_ndcg, _ = jax.jit(jax.vmap(functools.partial(evaluate, spec), in_axes=(None, 0)))(
@@ -521,5 +725,5 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunRe
         final_params=jax.device_get(params),
         compile_seconds=compile_seconds,
         run_seconds=run_seconds,
-        interactions=cfg.n_runs * cfg.n_clients * cfg.local_updates * cfg.rounds,
+        interactions=spec.n_slots * cfg.n_clients * cfg.local_updates * cfg.rounds,
     )

@@ -2,12 +2,10 @@
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
 import pytest
-
 from sample_data import REPO_ROOT, SAMPLE_DIR, needs_sample
 
 SMALL = [
@@ -105,12 +103,23 @@ def test_centralised_baselines_run(tmp_path, form):
         ("--rounds=-3", "--rounds"),
         ("--learning_rate=0", "--learning_rate"),
         ("--centralised_form=other", "--centralised_form"),
+        ("--sensitivity=3 --epsilon=0", "--epsilon"),
+        ("--sensitivity=-1", "--sensitivity"),
+        ("--attack=lie --n_malicious=2", "--n_malicious"),  # m >= n/2 with 4 clients
+        ("--aggregator=krum --n_malicious=1 --n_clients=3", "--n_malicious"),  # n - m - 2 = 0
+        ("--aggregator=average", "--aggregator"),
+        ("--attack=flood --n_malicious=1", "--attack"),
     ],
 )
 def test_bad_flags_fail_with_one_line_naming_the_flag(tmp_path, flag, named):
     extra = ["--centralised"] if "centralised" in flag else []
     result = run(
-        "fpdgd", *SMALL, flag, *extra, f"--output_dir={tmp_path}", cache_dir=tmp_path / "cache"
+        "fpdgd",
+        *SMALL,
+        *flag.split(),
+        *extra,
+        f"--output_dir={tmp_path}",
+        cache_dir=tmp_path / "cache",
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -193,3 +202,36 @@ def test_benchmark_prints_json_last(tmp_path):
     assert last["interactions_per_second"] > 0 and last["peak_rss_mb"] > 0
     assert last["config"]["n_clients"] == 4 and last["interactions"] == 4 * 2 * 6
     assert "compile_seconds" in result.stdout
+
+
+def test_poisoning_grid_runs_in_one_program(tmp_path):
+    result = run(
+        "poisoning",
+        *SMALL,
+        "--rounds=3",
+        "--n_runs=2",
+        "--malicious_counts=1",
+        "--click_models=perfect,informational",
+        f"--output_dir={tmp_path}",
+        cache_dir=tmp_path / "cache",
+    )
+    assert result.returncode == 0, result.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    cells = results["cells"]
+    # per click model: baseline + 4 defences + 5 data poisoning + LIE + 8 Fang cells
+    assert len(cells) == 2 * (1 + 4 + 5 + 1 + 8)
+    assert all(len(c["offline_ndcg"]) == 2 and len(c["offline_ndcg"][0]) == 3 for c in cells)
+    assert "fang_krum_full" in (tmp_path / "table.txt").read_text()
+    assert results["interactions"] == len(cells) * 2 * 4 * 2 * 3
+
+
+def test_poisoning_refuses_too_many_attackers(tmp_path):
+    result = run(
+        "poisoning",
+        *SMALL,
+        "--malicious_counts=2",
+        f"--output_dir={tmp_path}",
+        cache_dir=tmp_path / "cache",
+    )
+    assert result.returncode == 2 and "--malicious_counts" in result.stderr
+    assert not (tmp_path / "results.json").exists()

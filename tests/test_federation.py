@@ -62,16 +62,20 @@ def test_window_scoring_vmap_matches_map(tiny):
     np.testing.assert_allclose(a.offline_ndcg, b.offline_ndcg, atol=1e-6)
 
 
-def test_fedavg_is_the_interaction_weighted_mean():
-    config = federation.FederationConfig()
-    clients = {"w": jnp.array([[1.0, 0.0], [3.0, 2.0], [0.0, 4.0]])}
-    n = jnp.array([1.0, 2.0, 1.0])
-    got = federation.aggregate(config, {"w": jnp.zeros(2)}, clients, n)
-    np.testing.assert_allclose(got["w"], [(1 + 6 + 0) / 4, (0 + 4 + 4) / 4])
-    summed = federation.aggregate(
-        dataclasses.replace(config, aggregation="sum_of_updates"), {"w": jnp.ones(2)}, clients, n
+def test_server_update_fedavg_and_summed_updates(tiny):
+    config = federation.FederationConfig(n_clients=3, local_updates=2)
+    spec, arrays = federation.build(config, *tiny)
+    clients = {"w": jnp.asarray(np.random.default_rng(0).normal(size=(3, 8)), jnp.float32)}
+    start = {"w": jnp.ones(8)}
+    settings = jax.tree_util.tree_map(lambda x: x[0], arrays.settings)
+    key = jax.random.PRNGKey(0)
+    averaged = federation.server_update(spec, start, clients, settings, key)
+    np.testing.assert_allclose(averaged["w"], clients["w"].mean(axis=0), rtol=1e-6)
+    batch = dataclasses.replace(
+        spec, config=dataclasses.replace(config, aggregation="sum_of_updates")
     )
-    np.testing.assert_allclose(summed["w"], [1 + 0 + 2 - 1, 1 - 1 + 1 + 3])
+    summed = federation.server_update(batch, start, clients, settings, key)
+    np.testing.assert_allclose(summed["w"], 1 + (clients["w"] - 1).sum(axis=0), rtol=1e-6)
 
 
 def test_centralised_forms():
@@ -130,6 +134,7 @@ def test_one_interaction_matches_the_reference_update(tiny, seed):
     key_rank, key_click = jax.random.split(jax.random.PRNGKey(seed))
     scores = spec.ranker.apply(params, arrays.train.features[start : start + spec.window])
     displayed = federation.display_list(key_rank, scores, length, 10)
+    click_model = jax.tree_util.tree_map(lambda x: x[0], arrays.click_table)
     new, outcome = federation.pdgd_update(
         params,
         key_click,
@@ -137,14 +142,14 @@ def test_one_interaction_matches_the_reference_update(tiny, seed):
         displayed,
         arrays.train,
         spec.ranker,
-        arrays.click_model,
+        click_model,
         learning_rate=0.1,
     )
     n_shown = min(length, 10)
     ranking = np.asarray(displayed.ranking)[:n_shown]
     shown = jnp.arange(10) < n_shown
     labels = jnp.where(shown, arrays.train.labels[start + displayed.ranking], 0)
-    clicks = np.asarray(click_models.simulate_clicks(key_click, arrays.click_model, labels, shown))[
+    clicks = np.asarray(click_models.simulate_clicks(key_click, click_model, labels, shown))[
         :n_shown
     ]
     features = train.features[start : start + length]

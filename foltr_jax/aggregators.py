@@ -1,0 +1,154 @@
+"""Server aggregation rules: FedAvg and the Byzantine-robust defences of the poisoning paper.
+
+The server sees the clients' models flattened and stacked: ``models`` float32 [n, d] (row i is
+client i's θ_i), ``weights`` float32 [n] (n_c, each client's number of local interactions) and
+``n_malicious`` m, which may be a traced JAX integer so that one compiled program can run several
+m under ``vmap``.  m is therefore never used as a Python shape: every rule sorts and then keeps
+ranks through masks.  n = ``models.shape[0]`` is static.
+
+Rules (as compared in the poisoning paper, ICTIR 2023, an analysis of untargeted poisoning attacks
+and defences for federated online learning to rank):
+
+* FedAvg (McMahan et al. 2017): Σ n_c θ_c / Σ n_c.
+* Krum (Blanchard et al. 2017): the model whose summed distance to its n − m − 2 nearest other
+  models is smallest.  Blanchard et al. use squared Euclidean distance, the poisoning paper says
+  Euclidean; ``squared`` picks one (default: Blanchard).
+* Multi-Krum (Blanchard et al. 2017): the plain mean of the f = n − m models of lowest Krum score.
+* Trimmed Mean (Yin et al. 2018): per coordinate, drop the β = m largest and β = m smallest values
+  and average the rest.
+* Median (Yin et al. 2018): per coordinate median (even n: mean of the two middle values).
+
+The rules do not check m against n (it may be traced); ``check_settings`` does, on Python ints,
+before a run.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import jax
+import jax.numpy as jnp
+
+AGGREGATORS = ("fedavg", "krum", "multi_krum", "trimmed_mean", "median")
+
+
+def _as_int(n_malicious) -> jax.Array:
+    return jnp.asarray(n_malicious, dtype=jnp.int32)
+
+
+def fedavg(models: jax.Array, weights: jax.Array, n_malicious=0) -> jax.Array:
+    """FedAvg (McMahan et al. 2017; FPDGD Alg. 2): Σ_c n_c θ_c / Σ_c n_c.  m is ignored."""
+    del n_malicious
+    weights = weights.astype(models.dtype)
+    return jnp.sum(weights[:, None] * models, axis=0) / jnp.sum(weights)
+
+
+def pairwise_distances(models: jax.Array, squared: bool) -> jax.Array:
+    """[n, n] Euclidean (or squared) distances via the Gram matrix ‖a‖² + ‖b‖² − 2 a·b.
+
+    Clamped at 0 against rounding, with an exactly zero diagonal.  The Gram product runs at
+    HIGHEST precision so that GPUs do not fall back to TF32.
+    """
+    sq_norms = jnp.sum(models * models, axis=1)
+    gram = jnp.matmul(models, models.T, precision=jax.lax.Precision.HIGHEST)
+    dist = jnp.maximum(sq_norms[:, None] + sq_norms[None, :] - 2.0 * gram, 0.0)
+    n = models.shape[0]
+    dist = jnp.where(jnp.eye(n, dtype=bool), 0.0, dist)
+    return dist if squared else jnp.sqrt(dist)
+
+
+def krum_scores(models: jax.Array, n_malicious, squared: bool = True) -> jax.Array:
+    """Krum score (Blanchard et al. 2017): Σ distances to the n − m − 2 nearest other clients."""
+    n = models.shape[0]
+    dist = pairwise_distances(models, squared)
+    dist = jnp.where(jnp.eye(n, dtype=bool), jnp.inf, dist)  # a client is not its own neighbour
+    nearest = jnp.sort(dist, axis=1)  # the inf (self) sorts last
+    keep = jnp.arange(n) < n - 2 - _as_int(n_malicious)
+    return jnp.sum(jnp.where(keep[None, :], nearest, 0.0), axis=1)
+
+
+def krum(models: jax.Array, weights: jax.Array, n_malicious, squared: bool = True) -> jax.Array:
+    """Krum (Blanchard et al. 2017): the model of lowest Krum score (ties: lowest index)."""
+    del weights
+    return models[jnp.argmin(krum_scores(models, n_malicious, squared))]
+
+
+def _lowest_mask(scores: jax.Array, count) -> jax.Array:
+    """Boolean [n]: the ``count`` lowest scores, ties broken by the lower index."""
+    n = scores.shape[0]
+    order = jnp.argsort(scores, stable=True)
+    return jnp.zeros(n, dtype=bool).at[order].set(jnp.arange(n) < count)
+
+
+def multi_krum(
+    models: jax.Array, weights: jax.Array, n_malicious, squared: bool = True
+) -> jax.Array:
+    """Multi-Krum (Blanchard et al. 2017; poisoning paper): plain mean of the f = n − m best."""
+    del weights
+    n = models.shape[0]
+    f = n - _as_int(n_malicious)
+    chosen = _lowest_mask(krum_scores(models, n_malicious, squared), f)
+    total = jnp.sum(jnp.where(chosen[:, None], models, 0.0), axis=0)
+    return total / f.astype(models.dtype)
+
+
+def trimmed_mean(models: jax.Array, weights: jax.Array, n_malicious) -> jax.Array:
+    """Coordinate-wise Trimmed Mean (Yin et al. 2018): drop the β = m largest and m smallest."""
+    del weights
+    n = models.shape[0]
+    m = _as_int(n_malicious)
+    ranks = jnp.arange(n)
+    keep = (ranks >= m) & (ranks < n - m)
+    total = jnp.sum(jnp.where(keep[:, None], jnp.sort(models, axis=0), 0.0), axis=0)
+    return total / (n - 2 * m).astype(models.dtype)
+
+
+def median(models: jax.Array, weights: jax.Array, n_malicious=0) -> jax.Array:
+    """Coordinate-wise Median (Yin et al. 2018); even n: mean of the two middle values."""
+    del weights, n_malicious
+    n = models.shape[0]
+    ordered = jnp.sort(models, axis=0)
+    return 0.5 * (ordered[(n - 1) // 2] + ordered[n // 2])
+
+
+def by_index(
+    index, models: jax.Array, weights: jax.Array, n_malicious, squared: bool = True
+) -> jax.Array:
+    """Aggregate with ``AGGREGATORS[index]`` through ``lax.switch`` (index may be traced).
+
+    ``squared`` (static) applies to Krum and Multi-Krum.  Under ``vmap`` with a batched index
+    every branch runs and the results are selected.
+    """
+    branches = (
+        lambda x, w, m: fedavg(x, w, m),
+        lambda x, w, m: krum(x, w, m, squared),
+        lambda x, w, m: multi_krum(x, w, m, squared),
+        lambda x, w, m: trimmed_mean(x, w, m),
+        lambda x, w, m: median(x, w, m),
+    )
+    index = jnp.asarray(index, dtype=jnp.int32)
+    return jax.lax.switch(index, branches, models, weights, _as_int(n_malicious))
+
+
+def check_settings(name: str, n: int, n_malicious: int) -> None:
+    """Raises ValueError when aggregator ``name`` cannot run with n clients, m of them malicious."""
+    if name not in AGGREGATORS:
+        raise ValueError(f"unknown aggregator {name!r}; expected one of {AGGREGATORS}")
+    n, m = operator.index(n), operator.index(n_malicious)
+    if n < 1:
+        raise ValueError(f"the number of clients n must be at least 1, got n={n}")
+    if m < 0:
+        raise ValueError(f"the number of malicious clients m must be at least 0, got m={m}")
+    if 2 * m >= n:
+        raise ValueError(
+            f"the number of malicious clients m must be below n/2, got m={m} with n={n}"
+        )
+    if name in ("krum", "multi_krum") and n - m - 2 < 1:
+        raise ValueError(
+            f"{name} needs n - m - 2 >= 1 neighbours to score each client, "
+            f"got n={n}, m={m} (n - m - 2 = {n - m - 2})"
+        )
+    if name == "trimmed_mean" and n - 2 * m < 1:
+        raise ValueError(
+            f"trimmed_mean needs n - 2m >= 1 values left after trimming, got n={n}, m={m}"
+        )
