@@ -77,29 +77,23 @@ def test_local_clipping_bounds_the_model(tiny):
     scores = spec.ranker.apply(params, arrays.train.features[: spec.window])
     displayed = federation.display_list(jax.random.PRNGKey(0), scores, 20, 10)
     click = jax.tree_util.tree_map(lambda x: x[0], arrays.click_table)
-    new, _ = federation.pdgd_update(
-        params,
-        jax.random.PRNGKey(1),
-        0,
-        displayed,
-        arrays.train,
-        spec.ranker,
-        click,
-        learning_rate=0.1,
-        clip_norm=jnp.float32(2.5),
-    )
-    assert float(jnp.linalg.norm(new["w"])) <= 2.5 + 1e-5
-    unclipped, _ = federation.pdgd_update(
-        params,
-        jax.random.PRNGKey(1),
-        0,
-        displayed,
-        arrays.train,
-        spec.ranker,
-        click,
-        learning_rate=0.1,
-        clip_norm=jnp.float32(0.0),
-    )
+
+    def update(clip_norm):
+        new, _ = federation.pdgd_update(
+            params,
+            jax.random.PRNGKey(1),
+            0,
+            displayed,
+            arrays.train,
+            spec.ranker,
+            click,
+            learning_rate=0.1,
+            clip_norm=jnp.float32(clip_norm),
+        )
+        return new
+
+    assert float(jnp.linalg.norm(update(2.5)["w"])) <= 2.5 + 1e-5
+    unclipped = update(0.0)  # 0 leaves the model alone
     assert float(jnp.linalg.norm(unclipped["w"])) > 2.5
 
 
