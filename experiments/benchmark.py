@@ -25,6 +25,7 @@ from foltr_jax import federation
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_federation_flags()
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 flags.DEFINE_integer("repeats", 1, "Timed repetitions of the whole run; the best is reported.")
 
 

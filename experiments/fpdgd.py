@@ -24,6 +24,7 @@ from foltr_jax import federation
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_federation_flags()
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 flags.DEFINE_string("output_dir", "results/fpdgd", "Folder for results.json.")
 
 

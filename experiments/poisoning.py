@@ -32,6 +32,7 @@ from foltr_jax import aggregators, federation
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_federation_flags()
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 flags.DEFINE_string("output_dir", "results/poisoning", "Folder for results.json and table.txt.")
 flags.DEFINE_enum("grid", "paper", ["paper", "full"], "Which cells to run (see the module doc).")
 flags.DEFINE_list("malicious_counts", ["1", "2", "3", "4"], "Values of m (malicious clients).")
