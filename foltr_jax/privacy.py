@@ -48,12 +48,3 @@ def gamma_noise(key: jax.Array, shape, n_clients, sensitivity, epsilon) -> jax.A
     plus = jax.random.gamma(key_plus, concentration, shape, jnp.float32)
     minus = jax.random.gamma(key_minus, concentration, shape, jnp.float32)
     return laplace_scale(sensitivity, epsilon) * (plus - minus)
-
-
-def privatize(
-    key: jax.Array, flat_params: jax.Array, n_clients, sensitivity, epsilon, factor: float = 0.5
-) -> jax.Array:
-    """ClientUpdate's return value under DP: clip(θ) + γ − γ′ (FPDGD paper Algorithm 3)."""
-    clipped = clip(flat_params, sensitivity, factor)
-    noise = gamma_noise(key, flat_params.shape, n_clients, sensitivity, epsilon)
-    return clipped + noise.astype(flat_params.dtype)

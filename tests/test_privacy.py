@@ -144,11 +144,3 @@ def test_sum_moments(sums):
     # Var(X²) = E X⁴ − (E X²)² = 24λ⁴ − 4λ⁴ = 20λ⁴ for Laplace(λ)
     var_se = math.sqrt(20.0) * SCALE**2 / math.sqrt(n)
     assert abs(sums.var() - 2 * SCALE**2) < 5 * var_se
-
-
-def test_privatize_is_clip_plus_noise():
-    key = jax.random.key(5)
-    theta = jnp.array([6.0, 8.0, 0.0])
-    out = privacy.privatize(key, theta, 10, 4.0, 2.0)
-    expected = privacy.clip(theta, 4.0) + privacy.gamma_noise(key, (3,), 10, 4.0, 2.0)
-    np.testing.assert_allclose(out, expected, rtol=1e-6)
