@@ -82,21 +82,23 @@ def main(argv):
     if len(argv) > 1:
         common.fail("poisoning", f"unexpected arguments {argv[1:]}")
     try:
-        config = common.federation_config()
         counts = [int(m) for m in FLAGS.malicious_counts]
+    except ValueError:
+        common.fail(
+            "poisoning", f"--malicious_counts must be integers, got {FLAGS.malicious_counts}"
+        )
+    try:
+        config = common.federation_config()
         settings = grid_settings(FLAGS.grid, FLAGS.click_models, counts)
         for setting in settings:
             try:
                 setting.validate(config.n_clients)
             except federation.ConfigError as error:
-                field = "malicious_counts" if error.field == "n_malicious" else error.field
-                field = "click_models" if field == "click_model" else field
+                field = {"n_malicious": "malicious_counts", "click_model": "click_models"}.get(
+                    error.field, error.field
+                )
                 raise common.UserError(f"--{field}: {error.message}") from None
         train, test, source = common.load_datasets()
-    except ValueError:
-        common.fail(
-            "poisoning", f"--malicious_counts must be integers, got {FLAGS.malicious_counts}"
-        )
     except common.UserError as error:
         common.fail("poisoning", str(error))
     spec, arrays = federation.build(config, train, test, settings)

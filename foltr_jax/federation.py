@@ -311,7 +311,7 @@ class Spec:
     config: FederationConfig
     ranker: object
     window: int  # candidate slice width: the longest training query, at least top_k
-    widths: tuple  # window widths available to blocks of lanes (window_widths)
+    widths: tuple  # scoring/sampling widths, narrowest first (window_widths)
     shared_first_scores: bool  # score the training set once per round for first steps
     n_settings: int = 1  # grid cells; slots = n_settings * n_runs
     aggregator_names: tuple = ("fedavg",)  # the aggregators the grid uses
