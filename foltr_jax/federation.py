@@ -212,10 +212,11 @@ class DeviceData(NamedTuple):
     query_offsets: jax.Array  # int32 [n_queries]
     query_lengths: jax.Array  # int32 [n_queries]
     ideal_dcg: jax.Array  # float32 [n_queries], DCG@k of the ideal list
-    eval_buckets: tuple  # metrics.LengthBucket per width, for ranking whole queries
+    eval_buckets: tuple  # metrics.LengthBucket per width (test split only), for ranking queries
 
 
-def to_device(dataset: RankingDataset, window: int, k: int) -> DeviceData:
+def to_device(dataset: RankingDataset, window: int, k: int, ranked: bool = False) -> DeviceData:
+    """Flat device arrays; ``ranked`` adds the length buckets offline evaluation ranks by."""
     pad = ((0, window), (0, 0))
     return DeviceData(
         features=jnp.asarray(np.pad(dataset.features, pad), jnp.float32),
@@ -229,7 +230,9 @@ def to_device(dataset: RankingDataset, window: int, k: int) -> DeviceData:
             dataset.query_offsets,
             dataset.query_lengths,
             window_widths(dataset.max_query_length, k),
-        ),
+        )
+        if ranked
+        else (),
     )
 
 
@@ -385,7 +388,7 @@ def build(
     )
     arrays = Arrays(
         to_device(train, window, config.top_k),
-        to_device(test, window, config.top_k),
+        to_device(test, window, config.top_k, ranked=True),
         jax.tree_util.tree_map(lambda *x: jnp.stack(x), *table),
         run_settings,
     )
@@ -472,7 +475,11 @@ def _display_in_groups(spec: Spec, keys, scores, lengths):
     size = -(-n_lanes // n_groups)
     order = jnp.argsort(lengths)
     order = jnp.concatenate([order, jnp.full(size * n_groups - n_lanes, order[-1])])
-    branches = [(lambda width: lambda k, s, n: display(k, s[:, :width], n))(w) for w in spec.widths]
+
+    def display_at(width, k, s, n):
+        return display(k, s[:, :width], n)
+
+    branches = [functools.partial(display_at, w) for w in spec.widths]
     widths = jnp.asarray(spec.widths)
     parts = []
     for g in range(n_groups):

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from sample_data import REPO_ROOT, SAMPLE_DIR, needs_sample
 
@@ -127,6 +128,25 @@ def test_bad_flags_fail_with_one_line_naming_the_flag(tmp_path, flag, named):
     assert not (tmp_path / "results.json").exists()
 
 
+def refused(tmp_path, train, test, *flags):
+    """Runs fpdgd on bad data; checks the one-line error and that nothing is left behind."""
+    result = run(
+        "fpdgd",
+        f"--train_path={train}",
+        f"--test_path={test}",
+        *flags,
+        f"--output_dir={tmp_path / 'out'}",
+        cache_dir=tmp_path / "cache",
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, lines
+    assert not (tmp_path / "out").exists()
+    for cached in (tmp_path / "cache").glob("**/*"):  # only complete caches of good files
+        assert cached.suffix == ".npz" and len(np.load(cached, allow_pickle=False).files) > 0
+    return lines[0]
+
+
 @pytest.mark.parametrize(
     "line, problem",
     [
@@ -138,19 +158,9 @@ def test_bad_flags_fail_with_one_line_naming_the_flag(tmp_path, flag, named):
 def test_malformed_letor_names_file_and_line(tmp_path, line, problem):
     train = tmp_path / "train.txt"
     train.write_text("0 qid:1 1:0.1 2:0.2\n2 qid:1 1:0.4 2:0.1\n" + line + "\n")
-    result = run(
-        "fpdgd",
-        f"--train_path={train}",
-        f"--test_path={train}",
-        *SMALL[3:],
-        f"--output_dir={tmp_path / 'out'}",
-        cache_dir=tmp_path / "cache",
-    )
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"{train}:3:" in lines[0] and problem in lines[0], lines
-    assert not (tmp_path / "out").exists()
-    assert not any((tmp_path / "cache").glob("**/*")) if (tmp_path / "cache").exists() else True
+    error = refused(tmp_path, train, train, *SMALL[3:])
+    assert f"{train}:3:" in error and problem in error, error
+    assert not list((tmp_path / "cache").glob("**/*"))
 
 
 def test_test_file_with_more_features_than_train_is_refused(tmp_path):
@@ -158,41 +168,16 @@ def test_test_file_with_more_features_than_train_is_refused(tmp_path):
     train.write_text("0 qid:1 1:0.1 2:0.2\n2 qid:1 1:0.4 2:0.1\n")
     test = tmp_path / "test.txt"
     test.write_text("0 qid:5 1:0.1 2:0.2\n1 qid:5 1:0.3 3:0.9\n")
-    result = run(
-        "fpdgd",
-        f"--train_path={train}",
-        f"--test_path={test}",
-        f"--output_dir={tmp_path / 'out'}",
-        cache_dir=tmp_path / "cache",
-    )
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"{test}:2:" in lines[0], lines
-    assert not (tmp_path / "out").exists()
+    assert f"{test}:2:" in refused(tmp_path, train, test)
 
 
 def test_empty_file_and_split_queries_are_refused(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    result = run(
-        "fpdgd",
-        f"--train_path={empty}",
-        f"--test_path={empty}",
-        f"--output_dir={tmp_path / 'out'}",
-        cache_dir=tmp_path / "cache",
-    )
-    assert result.returncode == 2 and str(empty) in result.stderr
+    assert str(empty) in refused(tmp_path, empty, empty)
     split = tmp_path / "split.txt"
     split.write_text("0 qid:1 1:0.1\n1 qid:2 1:0.3\n2 qid:1 1:0.2\n")
-    result = run(
-        "fpdgd",
-        f"--train_path={split}",
-        f"--test_path={split}",
-        f"--output_dir={tmp_path / 'out'}",
-        cache_dir=tmp_path / "cache",
-    )
-    assert result.returncode == 2 and f"{split}:3:" in result.stderr
-    assert not (tmp_path / "out").exists()
+    assert f"{split}:3:" in refused(tmp_path, split, split)
 
 
 def test_benchmark_prints_json_last(tmp_path):
