@@ -17,6 +17,8 @@ identity.
 * ``fang_krum`` (poisoning paper §4.3.2; Fang et al. 2020 §IV-A): the crafted model
   w′ = w_g − λ·sign(μ − w_g) with the first λ of λ₀, λ₀/2, λ₀/4, ... for which Krum selects
   it.
+* ``scaled_negation`` (unlearning paper §3.4, eq. 3): every malicious row becomes −z·θ with
+  z = 2, the clearly distinguishable client whose removal the unlearning evaluation measures.
 * ``fang_trimmed_mean`` (poisoning paper §4.3.2; Fang et al. 2020 §IV-B, shared by Trimmed
   Mean and Median): every crafted coordinate is sampled just beyond the benign extreme that
   pulls the aggregate against the coordinate's change direction.
@@ -41,6 +43,7 @@ ATTACKS = (
     "fang_krum_partial",
     "fang_trimmed_mean_full",
     "fang_trimmed_mean_partial",
+    "scaled_negation",
 )
 
 
@@ -349,6 +352,22 @@ def fang_trimmed_mean(key, models, global_model, n_malicious, full_knowledge: bo
 
 
 # --------------------------------------------------------------------------------------------
+# Scaled negation (unlearning evaluation)
+
+NEGATION_Z = 2.0  # unlearning paper §3.4: "we set z = 2"
+
+
+def scaled_negation(key, models, global_model, n_malicious, *, z=NEGATION_Z):
+    """M_mal = −z·M_local for the malicious rows (unlearning paper eq. 3).
+
+    As an update against the global model this is eq. 4:
+    ΔM_mal = −z·ΔM_local − (z + 1)·M_global.
+    """
+    del key, global_model
+    return _replace_malicious(models, -z * models, n_malicious)
+
+
+# --------------------------------------------------------------------------------------------
 # Dispatch
 
 _BRANCHES = (
@@ -358,6 +377,7 @@ _BRANCHES = (
     functools.partial(fang_krum, full_knowledge=False),
     functools.partial(fang_trimmed_mean, full_knowledge=True),
     functools.partial(fang_trimmed_mean, full_knowledge=False),
+    scaled_negation,
 )
 
 

@@ -122,6 +122,7 @@ class Setting:
     aggregator: str = "fedavg"
     epsilon: float = 0.0
     sensitivity: float = 0.0
+    n_absent: int = 0  # the first n_absent clients take no part (FedAvg weight 0): a retrain
 
     @property
     def model_attack(self) -> str | None:
@@ -142,6 +143,14 @@ class Setting:
             )
         if self.n_malicious < 0:
             raise ConfigError("n_malicious", f"must be at least 0, got {self.n_malicious}")
+        if not 0 <= self.n_absent < n_clients:
+            raise ConfigError(
+                "n_absent", f"must be in [0, n_clients = {n_clients}), got {self.n_absent}"
+            )
+        if self.n_absent and (self.n_malicious or self.aggregator != "fedavg"):
+            raise ConfigError(
+                "n_absent", "absent clients need FedAvg and no malicious clients (both come first)"
+            )
         try:
             aggregators.check_settings(self.aggregator, n_clients, self.n_malicious)
         except ValueError as error:
@@ -171,6 +180,7 @@ class RunSettings(NamedTuple):
     aggregator: jax.Array  # int, index into Spec.aggregator_names
     epsilon: jax.Array  # float
     sensitivity: jax.Array  # float, 0 = no differential privacy
+    n_absent: jax.Array  # int, the first n_absent clients take no part
 
 
 class ConfigError(ValueError):
@@ -320,6 +330,7 @@ class Spec:
     aggregator_names: tuple = ("fedavg",)  # the aggregators the grid uses
     attack_names: tuple = ()  # the model-poisoning attacks (attacks.ATTACKS) the grid uses
     uses_privacy: bool = False  # some setting has differential privacy
+    history_every: int = 0  # store every client's update at rounds 1, 1 + Δt, ... (0: never)
 
     @property
     def n_slots(self) -> int:
@@ -333,6 +344,7 @@ class Arrays(NamedTuple):
     test: DeviceData
     click_table: click_models.ClickModel  # stacked click models; 'poison' is the last
     settings: RunSettings  # [n_settings] each
+    client_ids: jax.Array  # int [n_clients]: whose key stream the client at each position uses
 
 
 def build(
@@ -340,13 +352,28 @@ def build(
     train: RankingDataset,
     test: RankingDataset,
     settings: list[Setting] | None = None,
+    *,
+    history_every: int = 0,
+    client_ids=None,
 ):
     """Validates ``config`` and puts the data on the device: returns (Spec, Arrays).
 
     ``settings`` (default: the config's own) are the cells of a grid; every cell
     runs ``config.n_runs`` repetitions, all in one compiled program.
+    ``history_every`` = Δt > 0 stores every client's update ΔM_{i,t} at rounds
+    1, 1 + Δt, ... (unlearning paper §3.2) in ``RunResult.history``.
+    ``client_ids`` (a permutation of range(n_clients)) says which client sits at
+    each position: malicious and absent clients are the first positions, so
+    putting client 7 first makes client 7 the malicious one with its own randomness.
     """
     config.validate()
+    if history_every < 0:
+        raise ConfigError("history_every", f"must be at least 0, got {history_every}")
+    client_ids = np.arange(config.n_clients) if client_ids is None else np.asarray(client_ids)
+    if sorted(client_ids.tolist()) != list(range(config.n_clients)):
+        raise ConfigError(
+            "client_ids", f"must be a permutation of 0..{config.n_clients - 1}, got {client_ids}"
+        )
     settings = list(settings) if settings else [config.setting()]
     for setting in settings:
         setting.validate(config.n_clients)
@@ -368,6 +395,7 @@ def build(
         aggregator_names=tuple(sorted({s.aggregator for s in settings})),
         attack_names=_attack_names(settings),
         uses_privacy=any(s.sensitivity > 0 for s in settings),
+        history_every=history_every,
     )
     table = [click_models.by_name(name, n_grades) for name in names]
     run_settings = RunSettings(
@@ -385,12 +413,14 @@ def build(
         ),
         epsilon=jnp.array([s.epsilon for s in settings], jnp.float32),
         sensitivity=jnp.array([s.sensitivity for s in settings], jnp.float32),
+        n_absent=jnp.array([s.n_absent for s in settings], jnp.int32),
     )
     arrays = Arrays(
         to_device(train, window, config.top_k),
         to_device(test, window, config.top_k, ranked=True),
         jax.tree_util.tree_map(lambda *x: jnp.stack(x), *table),
         run_settings,
+        jnp.asarray(client_ids, jnp.int32),
     )
     return spec, arrays
 
@@ -526,7 +556,13 @@ class Lanes(NamedTuple):
 
 
 def local_training(
-    spec: Spec, arrays: Arrays, lane_params, lane_keys, lanes: Lanes, global_scores=None
+    spec: Spec,
+    arrays: Arrays,
+    lane_params,
+    lane_keys,
+    lanes: Lanes,
+    global_scores=None,
+    lane_steps=None,
 ):
     """ClientUpdate (Algorithm 2) for every lane: B sequential PDGD interactions.
 
@@ -536,13 +572,23 @@ def local_training(
         lanes: per-lane slot, click model and clipping norm.
         global_scores: optional [n_slots, n_docs + window] training-set scores under
             the starting (global) models, used for the first interaction.
+        lane_steps: optional int [lanes] ≤ B: a lane keeps its model after its own
+            number of interactions (one program for several local step counts).
     Returns:
         (trained lane params, InteractionOutcome with leaves [lanes, B]).
     """
 
     def step(params, b, scores=None):
         keys = jax.vmap(lambda key: jax.random.fold_in(key, b))(lane_keys)
-        return interaction_step(spec, arrays, params, keys, lanes, scores)
+        new, outcome = interaction_step(spec, arrays, params, keys, lanes, scores)
+        if lane_steps is not None:
+            active = b < lane_steps
+            new = jax.tree_util.tree_map(
+                lambda n, p: jnp.where(active.reshape((-1,) + (1,) * (n.ndim - 1)), n, p),
+                new,
+                params,
+            )
+        return new, outcome
 
     params, first = step(lane_params, 0, global_scores)
     params, later = jax.lax.scan(step, params, jnp.arange(1, spec.config.local_updates))
@@ -565,7 +611,8 @@ def server_update(spec: Spec, global_params, client_params, settings: RunSetting
         )
     flat_global, unravel = jax.flatten_util.ravel_pytree(global_params)
     flat_clients = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
-    weights = jnp.full((cfg.n_clients,), cfg.local_updates, jnp.float32)
+    present = jnp.arange(cfg.n_clients) >= settings.n_absent
+    weights = jnp.where(present, float(cfg.local_updates), 0.0)
     updates = pipeline.ClientUpdates(
         flat_clients, weights, flat_global, settings.n_malicious, flat_global
     )
@@ -606,16 +653,21 @@ class RoundMetrics(NamedTuple):
 
 
 def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_index):
-    """One round for every run slot: clients train, servers aggregate, models are evaluated."""
+    """One round for every run slot: clients train, servers aggregate, models are evaluated.
+
+    Returns (new global params, RoundMetrics, client updates): the updates
+    θ_c − θ_global flattened to [n_slots, n_clients, d] when ``spec.history_every``
+    asks for them, else None.
+    """
     cfg = spec.config
     n_slots, n_clients = spec.n_slots, cfg.n_clients
     settings = jax.tree_util.tree_map(
         lambda x: jnp.repeat(x, cfg.n_runs), arrays.settings
     )  # [n_slots]
     round_keys = jax.vmap(lambda k: jax.random.fold_in(k, round_index))(slot_keys)
-    lane_keys = jax.vmap(
-        lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(jnp.arange(n_clients))
-    )(round_keys).reshape(n_slots * n_clients, -1)
+    lane_keys = jax.vmap(lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(arrays.client_ids))(
+        round_keys
+    ).reshape(n_slots * n_clients, -1)
     lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, n_clients, axis=0), global_params)
     slot = jnp.repeat(jnp.arange(n_slots), n_clients)
     malicious = jnp.tile(jnp.arange(n_clients), n_slots) < settings.n_malicious[slot]
@@ -644,17 +696,47 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
         global_params, client_params, settings, server_keys
     )
     offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
-    per_slot = lambda x: x.reshape(n_slots, -1).mean(axis=1)
-    return new_global, RoundMetrics(
-        offline_ndcg, offline_mrr, per_slot(outcome.ndcg), per_slot(outcome.max_rr)
+    # Online metrics average the interactions of the clients taking part.
+    present = (jnp.arange(n_clients) >= settings.n_absent[:, None]).astype(jnp.float32)
+
+    def per_slot(x):
+        per_client = x.reshape(n_slots, n_clients, -1).mean(axis=2)
+        return jnp.sum(per_client * present, axis=1) / jnp.sum(present, axis=1)
+
+    updates = None
+    if spec.history_every:
+        flat = jax.vmap(jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0]))
+        updates = flat(client_params) - flat(
+            jax.tree_util.tree_map(lambda g: g[:, None], global_params)
+        )
+    return (
+        new_global,
+        RoundMetrics(offline_ndcg, offline_mrr, per_slot(outcome.ndcg), per_slot(outcome.max_rr)),
+        updates,
     )
 
 
-def _run_chunk(spec: Spec, n_rounds: int, arrays: Arrays, global_params, slot_keys, first_round):
-    def body(params, t):
-        return federated_round(spec, arrays, params, slot_keys, t)
+def history_length(rounds: int, every: int) -> int:
+    """Stored updates for rounds 1, 1 + Δt, ... ≤ T: ⌈T / Δt⌉ (unlearning paper T_unlearn)."""
+    return -(-rounds // every)
 
-    return jax.lax.scan(body, global_params, first_round + jnp.arange(n_rounds))
+
+def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
+    """``n_rounds`` rounds under ``lax.scan``; ``state`` is (global params, history or None)."""
+    arrays, slot_keys = consts
+
+    def body(carry, t):
+        params, history = carry
+        params, round_metrics, updates = federated_round(spec, arrays, params, slot_keys, t)
+        if history is not None:
+            # Round t (0-based) is stored when t is a multiple of Δt, at t // Δt.
+            index = t // spec.history_every
+            current = jax.lax.dynamic_index_in_dim(history, index, axis=1, keepdims=False)
+            stored = jnp.where(t % spec.history_every == 0, updates, current)
+            history = jax.lax.dynamic_update_index_in_dim(history, stored, index, axis=1)
+        return (params, history), round_metrics
+
+    return jax.lax.scan(body, state, first_round + jnp.arange(n_rounds))
 
 
 @dataclasses.dataclass
@@ -673,6 +755,9 @@ class RunResult:
     compile_seconds: float
     run_seconds: float
     interactions: int
+    # [n_slots, ⌈T/Δt⌉, n_clients, d] client updates at rounds 1, 1 + Δt, ...
+    # (clients in position order, see Arrays.client_ids), or None.
+    history: np.ndarray | None = None
 
     def per_setting(self, values: np.ndarray, n_settings: int) -> np.ndarray:
         """Reshapes a per-slot array to [n_settings, n_runs, ...]."""
@@ -690,6 +775,31 @@ class RunResult:
 ProgressFn = Callable[[int, int, float], None]  # (rounds done, rounds total, seconds so far)
 
 
+def scan_in_chunks(chunk_fn, consts, state, total: int, chunk: int, progress=None):
+    """Runs ``total`` steps of a jitted ``chunk_fn(n, consts, state, first) -> (state, out)``.
+
+    Steps go in chunks of ``chunk`` (one compilation per distinct chunk length,
+    timed apart), and ``progress`` is called between chunks.
+    Returns (final state, [out per chunk] on the host, compile seconds, run seconds).
+    """
+    chunk = min(chunk, total)
+    lengths = [chunk] * (total // chunk) + ([total % chunk] if total % chunk else [])
+    compile_start = time.perf_counter()
+    compiled = {
+        n: chunk_fn.lower(n, consts, state, jnp.int32(0)).compile() for n in sorted(set(lengths))
+    }
+    compile_seconds = time.perf_counter() - compile_start
+    outputs, done, run_start = [], 0, time.perf_counter()
+    for n in lengths:
+        state, out = compiled[n](consts, state, jnp.int32(done))
+        outputs.append(jax.device_get(out))
+        done += n
+        if progress is not None:
+            progress(done, total, time.perf_counter() - run_start)
+    state = jax.block_until_ready(state)
+    return state, outputs, compile_seconds, time.perf_counter() - run_start
+
+
 def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunResult:
     """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart."""
     cfg = spec.config
@@ -703,25 +813,15 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunRe
         arrays, params
     )
 
-    chunk_fn = jax.jit(_run_chunk, static_argnums=(0, 1))
-    chunk = min(cfg.chunk_rounds, cfg.rounds)
-    lengths = [chunk] * (cfg.rounds // chunk) + ([cfg.rounds % chunk] if cfg.rounds % chunk else [])
-    compile_start = time.perf_counter()
-    compiled = {
-        n: chunk_fn.lower(spec, n, arrays, params, train_keys, jnp.int32(0)).compile()
-        for n in sorted(set(lengths))
-    }
-    compile_seconds = time.perf_counter() - compile_start
-
-    outputs, done, run_start = [], 0, time.perf_counter()
-    for n in lengths:
-        params, out = compiled[n](arrays, params, train_keys, jnp.int32(done))
-        outputs.append(jax.device_get(out))
-        done += n
-        if progress is not None:
-            progress(done, cfg.rounds, time.perf_counter() - run_start)
-    jax.block_until_ready(params)
-    run_seconds = time.perf_counter() - run_start
+    history = None  # [n_slots, ⌈T/Δt⌉, n_clients, d] when storing updates
+    if spec.history_every:
+        d = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda p: p[0], params))[0].size
+        length = history_length(cfg.rounds, spec.history_every)
+        history = jnp.zeros((spec.n_slots, length, cfg.n_clients, d), jnp.float32)
+    chunk_fn = jax.jit(functools.partial(_run_chunk, spec), static_argnums=0, donate_argnums=2)
+    (params, history), outputs, compile_seconds, run_seconds = scan_in_chunks(
+        chunk_fn, (arrays, train_keys), (params, history), cfg.rounds, cfg.chunk_rounds, progress
+    )
     curves = {
         f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
         for f in RoundMetrics._fields
@@ -733,4 +833,5 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunRe
         compile_seconds=compile_seconds,
         run_seconds=run_seconds,
         interactions=spec.n_slots * cfg.n_clients * cfg.local_updates * cfg.rounds,
+        history=None if history is None else np.asarray(history),
     )

@@ -1,0 +1,340 @@
+"""Unlearning a client from FOLTR (unlearning paper, ECIR 2024, §3; FedEraser).
+
+Training stores every client's local update ΔM_{i,t} at rounds 1, 1 + Δt, ...
+(``federation.build(..., history_every=Δt)``).  To forget clients F, the server
+replays those ⌈T/Δt⌉ rounds from the initial model: every remaining client does
+n′ local PDGD steps from the current global model on fresh interactions, rescales
+its new update to the stored update's norm (eq. 2), and the server aggregates
+with FedAvg (eq. 1).  The replay is one ``lax.scan`` over the stored history;
+F is a set of positions, so forgetting one client or several is one program.
+
+Evaluation (§3.4): the clients to forget are malicious, M = −z·M_local with
+z = 2 (eqs. 3-4).  Configurations: 10H-0M (all honest), 9H-1M (with the
+malicious client), 9H-0M (retrained from scratch without it) and U(9H-1M)
+(9H-1M after unlearning).  A grid of click models × n′ × Δt (Table 3) replays
+in one vmapped program: the history is stored every gcd(Δt) rounds and each
+cell reads every (Δt / gcd)-th entry, idling once its ⌈T/Δt⌉ rounds are done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+
+from foltr_jax import federation
+
+_REPLAY_STREAM = 0x554E4C52  # separates replay randomness from training randomness
+
+
+@dataclasses.dataclass(frozen=True)
+class UnlearningConfig:
+    """An unlearning experiment (defaults: unlearning paper §4, Table 3)."""
+
+    federation: federation.FederationConfig = dataclasses.field(
+        default_factory=lambda: federation.FederationConfig(
+            n_clients=10, local_updates=5, rounds=10_000, chunk_rounds=500
+        )
+    )
+    click_models: tuple = ("perfect", "navigational", "informational")
+    forget_clients: tuple = (0,)  # client ids to remove; they are the malicious ones
+    delta_t: tuple = (5, 10, 20)  # Δt: updates stored every Δt rounds
+    unlearn_local_updates: tuple = (1, 2, 3, 4)  # n′: local steps per replayed round
+
+    def validate(self) -> UnlearningConfig:
+        """Raises federation.ConfigError naming the field (= flag) that is out of range."""
+        cfg = self.federation.validate()
+        n, rounds = cfg.n_clients, cfg.rounds
+        if not self.forget_clients:
+            raise federation.ConfigError("forget_clients", "must name at least one client")
+        for client in self.forget_clients:
+            if not 0 <= client < n:
+                raise federation.ConfigError(
+                    "forget_clients", f"client id {client} is out of range [0, {n - 1}]"
+                )
+        if len(set(self.forget_clients)) != len(self.forget_clients):
+            raise federation.ConfigError(
+                "forget_clients", f"repeats a client: {self.forget_clients}"
+            )
+        if len(self.forget_clients) >= n:
+            raise federation.ConfigError(
+                "forget_clients", f"would remove all {n} clients; at least one must remain"
+            )
+        if not self.delta_t:
+            raise federation.ConfigError("delta_t", "needs at least one value")
+        for delta in self.delta_t:
+            if not 1 <= delta <= rounds:
+                raise federation.ConfigError(
+                    "delta_t", f"Δt = {delta} must be between 1 and the {rounds} rounds"
+                )
+        if not self.unlearn_local_updates:
+            raise federation.ConfigError("unlearn_local_updates", "needs at least one value")
+        for steps in self.unlearn_local_updates:
+            if steps < 1:
+                raise federation.ConfigError(
+                    "unlearn_local_updates", f"n′ must be at least 1, got {steps}"
+                )
+        if not self.click_models:
+            raise federation.ConfigError("click_models", "needs at least one click model")
+        for click in self.click_models:
+            federation.Setting(click_model=click).validate(n)
+        if cfg.aggregator != "fedavg" or cfg.attack != "none" or cfg.sensitivity > 0:
+            raise federation.ConfigError(
+                "aggregator", "unlearning replays FedAvg without attacks or privacy"
+            )
+        return self
+
+    @property
+    def n_forget(self) -> int:
+        return len(self.forget_clients)
+
+    @property
+    def store_every(self) -> int:
+        """The history interval that serves every Δt: their greatest common divisor."""
+        return functools.reduce(math.gcd, self.delta_t)
+
+    def client_order(self) -> np.ndarray:
+        """Client ids by position: the forgotten clients first (the engine's malicious slots)."""
+        rest = [c for c in range(self.federation.n_clients) if c not in self.forget_clients]
+        return np.asarray(list(self.forget_clients) + rest, np.int32)
+
+    def labels(self) -> dict:
+        """Names of the configurations, e.g. 10H-0M, 9H-1M, 9H-0M, U(9H-1M)."""
+        n, m = self.federation.n_clients, self.n_forget
+        return {
+            "honest": f"{n}H-0M",
+            "malicious": f"{n - m}H-{m}M",
+            "retrained": f"{n - m}H-0M",
+            "unlearned": f"U({n - m}H-{m}M)",
+        }
+
+    def cells(self) -> list:
+        """The replay grid: (click model, n′, Δt) for every combination."""
+        return list(itertools.product(self.click_models, self.unlearn_local_updates, self.delta_t))
+
+
+def training_settings(config: UnlearningConfig, kind: str) -> list:
+    """Per click model, the Setting of 'honest', 'malicious' or 'retrained' training."""
+    m = config.n_forget
+    make = {
+        "honest": lambda c: federation.Setting(click_model=c),
+        "malicious": lambda c: federation.Setting(
+            click_model=c, n_malicious=m, attack="scaled_negation"
+        ),
+        "retrained": lambda c: federation.Setting(click_model=c, n_absent=m),
+    }[kind]
+    return [make(click) for click in config.click_models]
+
+
+def train(config: UnlearningConfig, train_set, test_set, kind: str, progress=None):
+    """Federated training of one configuration for every click model.
+
+    'malicious' training stores the update history the replay needs.
+    Returns (Spec, Arrays, RunResult); slot = click model index × n_runs + run.
+    """
+    config.validate()
+    spec, arrays = federation.build(
+        config.federation,
+        train_set,
+        test_set,
+        training_settings(config, kind),
+        history_every=config.store_every if kind == "malicious" else 0,
+        client_ids=config.client_order(),
+    )
+    return spec, arrays, federation.run(spec, arrays, progress)
+
+
+def history_bytes(rounds: int, every: int, n_clients: int, n_params: int) -> int:
+    """Memory of one run's stored updates: ⌈T/Δt⌉ × clients × parameters × 4 bytes."""
+    return federation.history_length(rounds, every) * n_clients * n_params * 4
+
+
+def calibrate(new_updates: jax.Array, stored_updates: jax.Array) -> jax.Array:
+    """ΔM^unlearn = ‖ΔM‖ · ΔM′ / ‖ΔM′‖ per row (unlearning paper eq. 2); 0 where ΔM′ = 0."""
+    new_norm = jnp.linalg.norm(new_updates, axis=-1, keepdims=True)
+    stored_norm = jnp.linalg.norm(stored_updates, axis=-1, keepdims=True)
+    return jnp.where(
+        new_norm > 0, stored_norm * new_updates / jnp.where(new_norm > 0, new_norm, 1.0), 0.0
+    )
+
+
+def unlearning_round(global_model, new_updates, stored_updates, weights):
+    """M ← M + Σ_i w_i ΔM_i^unlearn / Σ_i w_i (eqs. 1-2); forgotten clients have w_i = 0."""
+    calibrated = calibrate(new_updates, stored_updates)
+    return global_model + weights @ calibrated / jnp.sum(weights)
+
+
+class ReplayResult(NamedTuple):
+    """Curves of the unlearned models; slot = cell index × n_runs + run."""
+
+    cells: list  # (click model, n′, Δt) per cell
+    offline_ndcg: np.ndarray  # [n_slots, max ⌈T/Δt⌉]; NaN after a cell's own rounds
+    offline_mrr: np.ndarray
+    rounds: np.ndarray  # [n_cells] ⌈T/Δt⌉, the replayed rounds of each cell
+    final_params: object  # leading axis n_slots
+    compile_seconds: float
+    run_seconds: float
+    interactions: int  # interactions the cells need (without the grid's idle padding)
+
+    def final_offline_ndcg(self) -> np.ndarray:
+        """[n_cells, n_runs] nDCG@10 after each cell's last replayed round."""
+        n_cells = len(self.cells)
+        curves = self.offline_ndcg.reshape(n_cells, -1, self.offline_ndcg.shape[1])
+        return np.stack([curves[c, :, self.rounds[c] - 1] for c in range(n_cells)])
+
+
+class _ReplayConsts(NamedTuple):
+    arrays: federation.Arrays
+    history: jax.Array  # [n_history_slots, L, n_clients, d]
+    history_slot: jax.Array  # int [n_slots]
+    stride: jax.Array  # int [n_slots] Δt / store_every
+    rounds: jax.Array  # int [n_slots] ⌈T/Δt⌉
+    local_steps: jax.Array  # int [n_slots] n′
+    click_index: jax.Array  # int [n_slots] row of the click table
+    weights: jax.Array  # float [n_clients] 0 for the forgotten positions
+    slot_keys: jax.Array  # [n_slots] PRNG keys
+
+
+def _replay_step(spec: federation.Spec, unravel, consts: _ReplayConsts, flat_global, s):
+    """Replayed round s for every slot: n′ local steps, calibration, FedAvg, evaluation."""
+    n_slots, n_clients = flat_global.shape[0], consts.weights.shape[0]
+    arrays = consts.arrays
+    global_params = jax.vmap(unravel)(flat_global)
+    step_keys = jax.vmap(lambda k: jax.random.fold_in(k, s))(consts.slot_keys)
+    lane_keys = jax.vmap(lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(arrays.client_ids))(
+        step_keys
+    ).reshape(n_slots * n_clients, -1)
+    slot = jnp.repeat(jnp.arange(n_slots), n_clients)
+    lanes = federation.Lanes(
+        slot=slot,
+        click_model=jax.tree_util.tree_map(
+            lambda x: x[consts.click_index[slot]], arrays.click_table
+        ),
+        clip_norm=None,
+    )
+    lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, n_clients, axis=0), global_params)
+    global_scores = None
+    if spec.shared_first_scores:
+        global_scores = jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(
+            global_params
+        )
+    client_params, _ = federation.local_training(
+        spec, arrays, lane_params, lane_keys, lanes, global_scores, consts.local_steps[slot]
+    )
+    flat_clients = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
+    new_updates = flat_clients.reshape(n_slots, n_clients, -1) - flat_global[:, None]
+    index = jnp.minimum(s * consts.stride, consts.history.shape[1] - 1)
+    stored = consts.history[consts.history_slot, index]  # [n_slots, n_clients, d]
+    replayed = jax.vmap(unlearning_round, in_axes=(0, 0, 0, None))(
+        flat_global, new_updates, stored, consts.weights
+    )
+    active = (s < consts.rounds)[:, None]
+    flat_global = jnp.where(active, replayed, flat_global)
+    ndcg, mrr = jax.vmap(lambda p: federation.evaluate(spec, arrays, unravel(p)))(flat_global)
+    nan = jnp.float32(jnp.nan)
+    return flat_global, (jnp.where(active[:, 0], ndcg, nan), jnp.where(active[:, 0], mrr, nan))
+
+
+def _replay_chunk(spec, unravel, n_steps, consts, flat_global, first):
+    step = functools.partial(_replay_step, spec, unravel, consts)
+    return jax.lax.scan(step, flat_global, first + jnp.arange(n_steps))
+
+
+def replay(
+    config: UnlearningConfig,
+    spec: federation.Spec,
+    arrays: federation.Arrays,
+    history: np.ndarray,
+    progress=None,
+) -> ReplayResult:
+    """Unlearns ``config.forget_clients`` for every cell of ``config.cells()``.
+
+    Args:
+        spec, arrays, history: from ``train(config, ..., 'malicious')`` (its
+            RunResult.history, [n_click_models × n_runs, L, n_clients, d]).
+    """
+    config.validate()
+    cfg = config.federation
+    cells = config.cells()
+    n_runs = cfg.n_runs
+    every = config.store_every
+    if history is None or history.shape[1] != federation.history_length(cfg.rounds, every):
+        raise ValueError("history must come from train(config, ..., 'malicious')")
+    max_steps = max(config.unlearn_local_updates)
+    replay_spec = dataclasses.replace(
+        spec,
+        config=dataclasses.replace(cfg, local_updates=max_steps),
+        n_settings=len(cells),
+        history_every=0,
+    )
+    click_names = sorted({c for c in config.click_models} - {"poison"}) + ["poison"]
+    per_cell = lambda values: jnp.repeat(jnp.asarray(values, jnp.int32), n_runs)
+    rounds = np.array([federation.history_length(cfg.rounds, dt) for _, _, dt in cells])
+    base = jax.random.PRNGKey(cfg.seed)
+    runs = np.tile(np.arange(n_runs), len(cells))
+    consts = _ReplayConsts(
+        arrays=arrays,
+        history=jnp.asarray(history),
+        history_slot=per_cell([config.click_models.index(c) for c, _, _ in cells]) * n_runs
+        + jnp.asarray(runs),
+        stride=per_cell([dt // every for _, _, dt in cells]),
+        rounds=per_cell(rounds),
+        local_steps=per_cell([steps for _, steps, _ in cells]),
+        click_index=per_cell([click_names.index(c) for c, _, _ in cells]),
+        weights=jnp.where(jnp.arange(cfg.n_clients) < config.n_forget, 0.0, 1.0),
+        slot_keys=jax.vmap(
+            lambda r: jax.random.fold_in(jax.random.fold_in(base, r), _REPLAY_STREAM)
+        )(jnp.asarray(runs)),
+    )
+    # The replay starts from the initial global model (§3.2 step 1), as training did.
+    init_keys = jax.vmap(lambda r: jax.random.split(jax.random.fold_in(base, r))[0])(
+        jnp.asarray(runs)
+    )
+    initial = jax.vmap(replay_spec.ranker.init)(init_keys)
+    flat_initial = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(initial)
+    unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda p: p[0], initial))[1]
+    chunk_fn = jax.jit(functools.partial(_replay_chunk, replay_spec, unravel), static_argnums=0)
+    flat_final, outputs, compile_seconds, run_seconds = federation.scan_in_chunks(
+        chunk_fn, consts, flat_initial, int(rounds.max()), cfg.chunk_rounds, progress
+    )
+    ndcg = np.concatenate([o[0] for o in outputs], axis=0).T
+    mrr = np.concatenate([o[1] for o in outputs], axis=0).T
+    remaining = cfg.n_clients - config.n_forget
+    interactions = sum(
+        remaining * steps * federation.history_length(cfg.rounds, dt) for _, steps, dt in cells
+    )
+    return ReplayResult(
+        cells=cells,
+        offline_ndcg=ndcg,
+        offline_mrr=mrr,
+        rounds=rounds,
+        final_params=jax.device_get(jax.vmap(unravel)(flat_final)),
+        compile_seconds=compile_seconds,
+        run_seconds=run_seconds,
+        interactions=interactions * n_runs,
+    )
+
+
+def efficiency(config: UnlearningConfig, local_steps: int, delta_t: int) -> dict:
+    """Work per remaining client: unlearning vs retraining from scratch (§3.3).
+
+    Unlearning: n′·⌈T/Δt⌉ local updates and ⌈T/Δt⌉ rounds; retraining: n·T and T.
+    The reductions are (n / n′)·Δt and Δt when Δt divides T.
+    """
+    cfg = config.federation
+    rounds = federation.history_length(cfg.rounds, delta_t)
+    return {
+        "unlearning_local_updates": local_steps * rounds,
+        "retraining_local_updates": cfg.local_updates * cfg.rounds,
+        "unlearning_rounds": rounds,
+        "retraining_rounds": cfg.rounds,
+        "local_update_reduction": cfg.local_updates * cfg.rounds / (local_steps * rounds),
+        "round_reduction": cfg.rounds / rounds,
+    }
