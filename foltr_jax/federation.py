@@ -331,6 +331,7 @@ class Spec:
     attack_names: tuple = ()  # the model-poisoning attacks (attacks.ATTACKS) the grid uses
     uses_privacy: bool = False  # some setting has differential privacy
     history_every: int = 0  # store every client's update at rounds 1, 1 + Δt, ... (0: never)
+    personal_keys: tuple = ()  # FedPer: parameters each client keeps (thesis §4.3.3)
 
     @property
     def n_slots(self) -> int:
@@ -345,6 +346,46 @@ class Arrays(NamedTuple):
     click_table: click_models.ClickModel  # stacked click models; 'poison' is the last
     settings: RunSettings  # [n_settings] each
     client_ids: jax.Array  # int [n_clients]: whose key stream the client at each position uses
+    clients: ClientArrays | None = None  # how clients differ (non-IID); None: IID FPDGD
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ClientPlan:
+    """How the clients differ (thesis ch. 4, non-IID types and remedies); None = IID FPDGD.
+
+    queries: int [n_clients, L] or [n_runs, n_clients, L] training-query indices each
+        client samples from uniformly (-1 pads); Types 1-2 and data sharing (§4.3-4.4).
+    click_models: one click-model name per client (Type 3, §4.5.1).
+    random_click_models: every interaction draws one of these uniformly (Type 3's IID).
+    steps: local interactions per client, each ≤ B (Type 4, §4.5.2); FedAvg weights
+        n_c = steps[c].
+    prox_mu: FedProx μ (§4.3.3): local ascent θ ← θ + η(∇ − μ(θ − θ_global)), i.e. the
+        proximal term (μ/2)‖θ − θ_global‖² of Li et al.; None turns it off.
+    personal: FedPer (§4.3.3): names of the parameters every client keeps across rounds.
+    online_labels: int [V, n_docs]: online nDCG of a shown list averaged over these
+        label views (Type 1: every intent, §4.3.1) instead of the training labels.
+    """
+
+    queries: object = None
+    click_models: tuple | None = None
+    random_click_models: tuple | None = None
+    steps: tuple | None = None
+    prox_mu: float | None = None
+    personal: tuple = ()
+    online_labels: object = None
+
+
+class ClientArrays(NamedTuple):
+    """ClientPlan on the device (None fields keep the IID behaviour)."""
+
+    queries: jax.Array | None  # int32 [n_slots, n_clients, L]
+    query_count: jax.Array | None  # int32 [n_slots, n_clients]
+    click_index: jax.Array | None  # int32 [n_clients] rows of the click table
+    click_pool: jax.Array | None  # int32 [P] rows of the click table, drawn per interaction
+    steps: jax.Array | None  # int32 [n_clients]
+    prox_mu: jax.Array | None  # float32 []
+    online_labels: jax.Array | None  # int32 [V, n_docs + window]
+    online_ideal: jax.Array | None  # float32 [V, n_queries]
 
 
 def build(
@@ -355,6 +396,7 @@ def build(
     *,
     history_every: int = 0,
     client_ids=None,
+    clients: ClientPlan | None = None,
 ):
     """Validates ``config`` and puts the data on the device: returns (Spec, Arrays).
 
@@ -365,6 +407,7 @@ def build(
     ``client_ids`` (a permutation of range(n_clients)) says which client sits at
     each position: malicious and absent clients are the first positions, so
     putting client 7 first makes client 7 the malicious one with its own randomness.
+    ``clients`` (ClientPlan) makes the clients differ: non-IID data and its remedies.
     """
     config.validate()
     if history_every < 0:
@@ -384,18 +427,23 @@ def build(
     window = widths[-1]
     mean_length = float(np.mean(train.query_lengths))
     lanes = config.n_runs * config.n_clients * len(settings)
-    names = sorted({s.click_model for s in settings} - {"poison"}) + ["poison"]
+    plan_names = set()
+    if clients is not None:
+        plan_names = set(clients.click_models or ()) | set(clients.random_click_models or ())
+    names = sorted(({s.click_model for s in settings} | plan_names) - {"poison"}) + ["poison"]
+    personal = tuple(clients.personal) if clients is not None else ()
     spec = Spec(
         config,
         rankers.make_ranker(config.ranker, train.n_features),
         window,
         widths,
-        shared_first_scores=lanes * mean_length >= train.n_docs,
+        shared_first_scores=lanes * mean_length >= train.n_docs and not personal,
         n_settings=len(settings),
         aggregator_names=tuple(sorted({s.aggregator for s in settings})),
         attack_names=_attack_names(settings),
         uses_privacy=any(s.sensitivity > 0 for s in settings),
         history_every=history_every,
+        personal_keys=personal,
     )
     table = [click_models.by_name(name, n_grades) for name in names]
     run_settings = RunSettings(
@@ -422,7 +470,94 @@ def build(
         run_settings,
         jnp.asarray(client_ids, jnp.int32),
     )
+    if clients is not None:
+        arrays = arrays._replace(
+            clients=_client_arrays(spec, clients, train, names, len(settings), window)
+        )
     return spec, arrays
+
+
+def _client_arrays(
+    spec: Spec, plan: ClientPlan, train: RankingDataset, names, n_settings: int, window: int
+) -> ClientArrays:
+    """Checks a ClientPlan against the config and puts it on the device."""
+    cfg = spec.config
+    n_clients = cfg.n_clients
+    for name in ("click_models", "steps"):
+        value = getattr(plan, name)
+        if value is not None and len(value) != n_clients:
+            raise ConfigError(name, f"needs one entry per client ({n_clients}), got {len(value)}")
+    for name in set(plan.click_models or ()) | set(plan.random_click_models or ()):
+        try:
+            click_models.by_name(name, 5)
+        except ValueError as error:
+            raise ConfigError("click_model", str(error)) from None
+    if plan.random_click_models is not None and not plan.random_click_models:
+        raise ConfigError("random_click_models", "must name at least one click model")
+    if plan.steps is not None:
+        for c, n in enumerate(plan.steps):
+            if not 1 <= n <= cfg.local_updates:
+                raise ConfigError(
+                    "steps", f"client {c}: must be in [1, B = {cfg.local_updates}], got {n}"
+                )
+    if plan.prox_mu is not None and not plan.prox_mu >= 0:
+        raise ConfigError("prox_mu", f"must be at least 0, got {plan.prox_mu}")
+    if plan.personal:
+        keys = set(spec.ranker.init(jax.random.PRNGKey(0)))
+        if not set(plan.personal) < keys:
+            raise ConfigError("personal", f"must be a proper subset of the ranker's {sorted(keys)}")
+    queries = count = None
+    if plan.queries is not None:
+        table = np.asarray(plan.queries)
+        if table.ndim == 2:
+            table = table[None]
+        if table.ndim != 3 or table.shape[1] != n_clients or table.shape[0] not in (1, cfg.n_runs):
+            raise ConfigError(
+                "queries", f"must be [n_clients] or [n_runs, n_clients] lists, got {table.shape}"
+            )
+        if table.size and table.max() >= train.n_queries:
+            raise ConfigError("queries", f"index {table.max()} beyond {train.n_queries} queries")
+        valid = table >= 0
+        n = valid.sum(axis=2)
+        for run, client in zip(*np.nonzero(n == 0)):
+            raise ConfigError("queries", f"client {client} (run {run}) has no queries")
+        # Pack each list's valid entries first; a client draws u < count, query = list[u].
+        order = np.argsort(~valid, axis=2, kind="stable")
+        table = np.take_along_axis(np.where(valid, table, 0), order, axis=2)
+        table = np.broadcast_to(table, (cfg.n_runs,) + table.shape[1:])
+        n = np.broadcast_to(n, (cfg.n_runs, n_clients))
+        queries = jnp.asarray(np.tile(table, (n_settings, 1, 1)), jnp.int32)
+        count = jnp.asarray(np.tile(n, (n_settings, 1)), jnp.int32)
+    online_labels = online_ideal = None
+    if plan.online_labels is not None:
+        views = np.asarray(plan.online_labels)
+        if views.ndim != 2 or views.shape[1] != train.n_docs:
+            raise ConfigError(
+                "online_labels", f"must be [views, {train.n_docs}], got {views.shape}"
+            )
+        online_labels = jnp.asarray(np.pad(views, ((0, 0), (0, window))), jnp.int32)
+        online_ideal = jnp.asarray(
+            np.stack(
+                [
+                    metrics.ideal_dcg(v, train.query_offsets, train.query_lengths, cfg.top_k)
+                    for v in views
+                ]
+            )
+        )
+    return ClientArrays(
+        queries=queries,
+        query_count=count,
+        click_index=None
+        if plan.click_models is None
+        else jnp.asarray([names.index(n) for n in plan.click_models], jnp.int32),
+        click_pool=None
+        if plan.random_click_models is None
+        else jnp.asarray([names.index(n) for n in plan.random_click_models], jnp.int32),
+        steps=None if plan.steps is None else jnp.asarray(plan.steps, jnp.int32),
+        prox_mu=None if plan.prox_mu is None else jnp.float32(plan.prox_mu),
+        online_labels=online_labels,
+        online_ideal=online_ideal,
+    )
 
 
 def _attack_names(settings) -> tuple:
@@ -535,16 +670,51 @@ def interaction_step(
     key_query, key_rank, key_click = jnp.moveaxis(
         jax.vmap(lambda key: jax.random.split(key, 3))(keys), 1, 0
     )
-    queries, _, _ = jax.vmap(sample_query, in_axes=(0, None))(key_query, arrays.train)
+    if lanes.queries is None:
+        queries, _, _ = jax.vmap(sample_query, in_axes=(0, None))(key_query, arrays.train)
+    else:  # each lane draws from its own query list (non-IID, thesis ch. 4)
+        queries = jax.vmap(lambda k, table, n: table[jax.random.randint(k, (), 0, n)])(
+            key_query, lanes.queries, lanes.query_count
+        )
     displayed = display_lists(
         spec, arrays, lane_params, key_rank, queries, lanes.slot, global_scores
     )
     update = functools.partial(
         pdgd_update, data=arrays.train, ranker=spec.ranker, learning_rate=spec.config.learning_rate
     )
-    return jax.vmap(lambda p, k, q, d, c, n: update(p, k, q, d, click_model=c, clip_norm=n))(
-        lane_params, key_click, queries, displayed, lanes.click_model, lanes.clip_norm
-    )
+    click_model = lanes.click_model
+    if lanes.click_pool is not None:
+        # Type 3's IID baseline: every interaction draws a click model (thesis §4.5.1).
+        pool = lanes.click_pool
+        draw = jax.vmap(
+            lambda key: jax.random.randint(
+                jax.random.fold_in(key, _CLICK_DRAW), (), 0, pool.eta.shape[0]
+            )
+        )(keys)
+        click_model = jax.tree_util.tree_map(lambda x: x[draw], pool)
+    params, outcome = jax.vmap(
+        lambda p, k, q, d, c, n: update(p, k, q, d, click_model=c, clip_norm=n)
+    )(lane_params, key_click, queries, displayed, click_model, lanes.clip_norm)
+    clients = arrays.clients
+    if clients is not None and clients.online_labels is not None:
+        outcome = outcome._replace(
+            ndcg=_online_ndcg_over_views(spec, arrays, clients, queries, displayed.ranking)
+        )
+    return params, outcome
+
+
+_CLICK_DRAW = 0x5EED  # fold_in tag of the per-interaction click-model draw
+
+
+def _online_ndcg_over_views(spec: Spec, arrays: Arrays, clients, queries, ranking):
+    """Online nDCG@k of the shown lists averaged over label views (thesis §4.3.1)."""
+    train, k = arrays.train, spec.config.top_k
+    lengths = train.query_lengths[queries]
+    shown = jnp.arange(k)[None, :] < jnp.minimum(lengths, k)[:, None]  # [lanes, k]
+    rows = train.query_offsets[queries][:, None] + ranking
+    labels = jnp.where(shown, clients.online_labels[:, rows], 0)  # [V, lanes, k]
+    ideal = clients.online_ideal[:, queries]  # [V, lanes]
+    return jnp.mean(metrics.ndcg_of_list(labels, shown, ideal), axis=0)
 
 
 class Lanes(NamedTuple):
@@ -553,6 +723,9 @@ class Lanes(NamedTuple):
     slot: jax.Array  # int [lanes] run slot (setting x repetition)
     click_model: click_models.ClickModel  # leaves [lanes, ...]
     clip_norm: jax.Array | None  # float [lanes]; None without differential privacy
+    queries: jax.Array | None = None  # int [lanes, L] the lane's query list (None: all)
+    query_count: jax.Array | None = None  # int [lanes] valid entries of ``queries``
+    click_pool: click_models.ClickModel | None = None  # leaves [P, ...]: drawn per interaction
 
 
 def local_training(
@@ -574,13 +747,21 @@ def local_training(
             the starting (global) models, used for the first interaction.
         lane_steps: optional int [lanes] ≤ B: a lane keeps its model after its own
             number of interactions (one program for several local step counts).
+    With ``arrays.clients.prox_mu`` (FedProx, thesis §4.3.3) every step also pulls the
+    model towards its starting (global) model: θ ← θ + η∇ − ημ(θ − θ_global).
     Returns:
         (trained lane params, InteractionOutcome with leaves [lanes, B]).
     """
+    mu = None if arrays.clients is None else arrays.clients.prox_mu
 
     def step(params, b, scores=None):
         keys = jax.vmap(lambda key: jax.random.fold_in(key, b))(lane_keys)
         new, outcome = interaction_step(spec, arrays, params, keys, lanes, scores)
+        if mu is not None:
+            pull = spec.config.learning_rate * mu
+            new = jax.tree_util.tree_map(
+                lambda n, p, g: n - pull * (p - g), new, params, lane_params
+            )
         if lane_steps is not None:
             active = b < lane_steps
             new = jax.tree_util.tree_map(
@@ -598,11 +779,15 @@ def local_training(
     return params, outcome
 
 
-def server_update(spec: Spec, global_params, client_params, settings: RunSettings, key):
+def server_update(
+    spec: Spec, global_params, client_params, settings: RunSettings, key, client_weights=None
+):
     """The server's side of a round for one run slot: attack → privacy → aggregation.
 
     ``client_params`` have a leading client axis.  The centralised 'batch'
     baseline instead adds up the clients' updates: θ + Σ_c (θ_c − θ).
+    ``client_weights`` (float [n_clients], default B each) are the FedAvg weights
+    n_c, the clients' numbers of local interactions (Type 4, thesis §4.5.2).
     """
     cfg = spec.config
     if cfg.aggregation == "sum_of_updates":
@@ -612,7 +797,9 @@ def server_update(spec: Spec, global_params, client_params, settings: RunSetting
     flat_global, unravel = jax.flatten_util.ravel_pytree(global_params)
     flat_clients = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
     present = jnp.arange(cfg.n_clients) >= settings.n_absent
-    weights = jnp.where(present, float(cfg.local_updates), 0.0)
+    weights = jnp.where(
+        present, float(cfg.local_updates) if client_weights is None else client_weights, 0.0
+    )
     updates = pipeline.ClientUpdates(
         flat_clients, weights, flat_global, settings.n_malicious, flat_global
     )
@@ -657,10 +844,17 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
 
     Returns (new global params, RoundMetrics, client updates): the updates
     θ_c − θ_global flattened to [n_slots, n_clients, d] when ``spec.history_every``
-    asks for them, else None.
+    asks for them, else None.  With FedPer (``spec.personal_keys``) the params are
+    (global params, personal params with leaves [n_slots, n_clients, ...]): clients
+    start from the global model with their own personal layers and keep them; offline
+    metrics average every client's personalised model.
     """
     cfg = spec.config
     n_slots, n_clients = spec.n_slots, cfg.n_clients
+    clients = arrays.clients
+    personal = None
+    if spec.personal_keys:
+        global_params, personal = global_params
     settings = jax.tree_util.tree_map(
         lambda x: jnp.repeat(x, cfg.n_runs), arrays.settings
     )  # [n_slots]
@@ -669,16 +863,41 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
         round_keys
     ).reshape(n_slots * n_clients, -1)
     lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, n_clients, axis=0), global_params)
+    if personal is not None:
+        lane_params = {
+            **lane_params,
+            **{k: v.reshape((n_slots * n_clients,) + v.shape[2:]) for k, v in personal.items()},
+        }
     slot = jnp.repeat(jnp.arange(n_slots), n_clients)
-    malicious = jnp.tile(jnp.arange(n_clients), n_slots) < settings.n_malicious[slot]
+    client = jnp.tile(jnp.arange(n_clients), n_slots)
+    malicious = client < settings.n_malicious[slot]
     poisoned = malicious & settings.data_poisoning[slot]
     poison = arrays.click_table.click_prob.shape[0] - 1
-    click_index = jnp.where(poisoned, poison, settings.click_model[slot])
+    benign_click = settings.click_model[slot]
+    if clients is not None and clients.click_index is not None:
+        benign_click = clients.click_index[client]  # Type 3: per-client click models
+    click_index = jnp.where(poisoned, poison, benign_click)
     lanes = Lanes(
         slot=slot,
         click_model=jax.tree_util.tree_map(lambda x: x[click_index], arrays.click_table),
         clip_norm=settings.sensitivity[slot] * cfg.clip_factor if spec.uses_privacy else None,
     )
+    lane_steps = client_weights = None
+    if clients is not None:
+        if clients.queries is not None:
+            lanes = lanes._replace(
+                queries=clients.queries.reshape(n_slots * n_clients, -1),
+                query_count=clients.query_count.reshape(-1),
+            )
+        if clients.click_pool is not None:
+            lanes = lanes._replace(
+                click_pool=jax.tree_util.tree_map(
+                    lambda x: x[clients.click_pool], arrays.click_table
+                )
+            )
+        if clients.steps is not None:
+            lane_steps = clients.steps[client]
+            client_weights = clients.steps.astype(jnp.float32)
     global_scores = None
     if spec.shared_first_scores:
         # Every client starts from its slot's global model: score the training set once.
@@ -686,20 +905,33 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
             global_params
         )
     client_params, outcome = local_training(
-        spec, arrays, lane_params, lane_keys, lanes, global_scores
+        spec, arrays, lane_params, lane_keys, lanes, global_scores, lane_steps
     )
     client_params = jax.tree_util.tree_map(
         lambda c: c.reshape((n_slots, n_clients) + c.shape[1:]), client_params
     )
     server_keys = jax.vmap(lambda k: jax.random.fold_in(k, n_clients))(round_keys)
-    new_global = jax.vmap(functools.partial(server_update, spec))(
+    new_global = jax.vmap(lambda g, c, s, k: server_update(spec, g, c, s, k, client_weights))(
         global_params, client_params, settings, server_keys
     )
-    offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
+    if personal is None:
+        offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
+    else:
+        personal = {k: client_params[k] for k in spec.personal_keys}
+
+        def personalised(g, own):
+            return evaluate(spec, arrays, {**g, **own})
+
+        per_client = jax.vmap(jax.vmap(personalised, in_axes=(None, 0)))(new_global, personal)
+        offline_ndcg, offline_mrr = (m.mean(axis=1) for m in per_client)
     # Online metrics average the interactions of the clients taking part.
     present = (jnp.arange(n_clients) >= settings.n_absent[:, None]).astype(jnp.float32)
 
     def per_slot(x):
+        if lane_steps is not None:  # every interaction counts once (Type 4)
+            done = (jnp.arange(cfg.local_updates)[None, :] < lane_steps[:, None]).astype(x.dtype)
+            done = done.reshape(n_slots, n_clients, -1) * present[:, :, None]
+            return jnp.sum(x.reshape(done.shape) * done, axis=(1, 2)) / jnp.sum(done, axis=(1, 2))
         per_client = x.reshape(n_slots, n_clients, -1).mean(axis=2)
         return jnp.sum(per_client * present, axis=1) / jnp.sum(present, axis=1)
 
@@ -710,7 +942,7 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
             jax.tree_util.tree_map(lambda g: g[:, None], global_params)
         )
     return (
-        new_global,
+        new_global if personal is None else (new_global, personal),
         RoundMetrics(offline_ndcg, offline_mrr, per_slot(outcome.ndcg), per_slot(outcome.max_rr)),
         updates,
     )
@@ -737,6 +969,9 @@ def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
         return (params, history), round_metrics
 
     return jax.lax.scan(body, state, first_round + jnp.arange(n_rounds))
+
+
+_run_chunk_jit = jax.jit(_run_chunk, static_argnums=(0, 1), donate_argnums=(3,))
 
 
 @dataclasses.dataclass
@@ -775,18 +1010,27 @@ class RunResult:
 ProgressFn = Callable[[int, int, float], None]  # (rounds done, rounds total, seconds so far)
 
 
-def scan_in_chunks(chunk_fn, consts, state, total: int, chunk: int, progress=None):
-    """Runs ``total`` steps of a jitted ``chunk_fn(n, consts, state, first) -> (state, out)``.
+def _interactions_per_round(cfg: FederationConfig, arrays: Arrays) -> int:
+    """Σ_c n_c: B per client, or each client's own step count (Type 4)."""
+    if arrays.clients is not None and arrays.clients.steps is not None:
+        return int(np.sum(np.asarray(arrays.clients.steps)))
+    return cfg.n_clients * cfg.local_updates
 
-    Steps go in chunks of ``chunk`` (one compilation per distinct chunk length,
-    timed apart), and ``progress`` is called between chunks.
+
+def scan_in_chunks(chunk_fn, static, consts, state, total: int, chunk: int, progress=None):
+    """Runs ``total`` steps of ``chunk_fn(static, n, consts, state, first) -> (state, out)``.
+
+    ``chunk_fn`` is jitted with ``static`` and the chunk length n static.  Steps go
+    in chunks of ``chunk`` (one compilation per distinct chunk length, timed
+    apart), and ``progress`` is called between chunks.
     Returns (final state, [out per chunk] on the host, compile seconds, run seconds).
     """
     chunk = min(chunk, total)
     lengths = [chunk] * (total // chunk) + ([total % chunk] if total % chunk else [])
     compile_start = time.perf_counter()
     compiled = {
-        n: chunk_fn.lower(n, consts, state, jnp.int32(0)).compile() for n in sorted(set(lengths))
+        n: chunk_fn.lower(static, n, consts, state, jnp.int32(0)).compile()
+        for n in sorted(set(lengths))
     }
     compile_seconds = time.perf_counter() - compile_start
     outputs, done, run_start = [], 0, time.perf_counter()
@@ -800,8 +1044,15 @@ def scan_in_chunks(chunk_fn, consts, state, total: int, chunk: int, progress=Non
     return state, outputs, compile_seconds, time.perf_counter() - run_start
 
 
-def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunResult:
-    """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart."""
+def run(
+    spec: Spec, arrays: Arrays, progress: ProgressFn | None = None, initial_params=None
+) -> RunResult:
+    """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart.
+
+    ``initial_params`` (leaves [n_slots, ...]) replace the rankers' initialisation,
+    e.g. a warm-up model (data sharing, thesis §4.4.3).  With FedPer
+    ``final_params`` is (global params, personal params [n_slots, n_clients, ...]).
+    """
     cfg = spec.config
     base = jax.random.PRNGKey(cfg.seed)
     # Repetition r of every setting shares its keys: settings are compared on paired runs.
@@ -809,6 +1060,10 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunRe
     run_keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(repetition)
     init_keys, train_keys = jax.vmap(lambda k: jax.random.split(k))(run_keys).transpose(1, 0, 2)
     params = jax.vmap(spec.ranker.init)(init_keys)
+    if initial_params is not None:
+        params = jax.tree_util.tree_map(
+            lambda p, q: jnp.asarray(q, p.dtype).reshape(p.shape), params, initial_params
+        )
     initial_ndcg, _ = jax.jit(jax.vmap(functools.partial(evaluate, spec), in_axes=(None, 0)))(
         arrays, params
     )
@@ -818,9 +1073,19 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunRe
         d = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda p: p[0], params))[0].size
         length = history_length(cfg.rounds, spec.history_every)
         history = jnp.zeros((spec.n_slots, length, cfg.n_clients, d), jnp.float32)
-    chunk_fn = jax.jit(functools.partial(_run_chunk, spec), static_argnums=0, donate_argnums=2)
+    if spec.personal_keys:  # FedPer: every client starts with the initial personal layers
+        personal = {
+            k: jnp.repeat(params[k][:, None], cfg.n_clients, axis=1) for k in spec.personal_keys
+        }
+        params = (params, personal)
     (params, history), outputs, compile_seconds, run_seconds = scan_in_chunks(
-        chunk_fn, (arrays, train_keys), (params, history), cfg.rounds, cfg.chunk_rounds, progress
+        _run_chunk_jit,
+        spec,
+        (arrays, train_keys),
+        (params, history),
+        cfg.rounds,
+        cfg.chunk_rounds,
+        progress,
     )
     curves = {
         f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
@@ -832,6 +1097,6 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> RunRe
         final_params=jax.device_get(params),
         compile_seconds=compile_seconds,
         run_seconds=run_seconds,
-        interactions=spec.n_slots * cfg.n_clients * cfg.local_updates * cfg.rounds,
+        interactions=spec.n_slots * _interactions_per_round(cfg, arrays) * cfg.rounds,
         history=None if history is None else np.asarray(history),
     )

@@ -29,8 +29,9 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import federation
+from foltr_jax import attacks, federation
 
+NEGATION_Z = attacks.NEGATION_Z  # z of the malicious client to forget (§3.4)
 _REPLAY_STREAM = 0x554E4C52  # separates replay randomness from training randomness
 
 
@@ -202,9 +203,17 @@ class _ReplayConsts(NamedTuple):
     slot_keys: jax.Array  # [n_slots] PRNG keys
 
 
-def _replay_step(spec: federation.Spec, unravel, consts: _ReplayConsts, flat_global, s):
+def _unravel(spec: federation.Spec):
+    """Turns a flat parameter vector back into the ranker's parameter pytree."""
+    shapes = jax.eval_shape(spec.ranker.init, jax.random.PRNGKey(0))
+    zeros = jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
+    return jax.flatten_util.ravel_pytree(zeros)[1]
+
+
+def _replay_step(spec: federation.Spec, consts: _ReplayConsts, flat_global, s):
     """Replayed round s for every slot: n′ local steps, calibration, FedAvg, evaluation."""
     n_slots, n_clients = flat_global.shape[0], consts.weights.shape[0]
+    unravel = _unravel(spec)
     arrays = consts.arrays
     global_params = jax.vmap(unravel)(flat_global)
     step_keys = jax.vmap(lambda k: jax.random.fold_in(k, s))(consts.slot_keys)
@@ -242,9 +251,12 @@ def _replay_step(spec: federation.Spec, unravel, consts: _ReplayConsts, flat_glo
     return flat_global, (jnp.where(active[:, 0], ndcg, nan), jnp.where(active[:, 0], mrr, nan))
 
 
-def _replay_chunk(spec, unravel, n_steps, consts, flat_global, first):
-    step = functools.partial(_replay_step, spec, unravel, consts)
+def _replay_chunk(spec, n_steps, consts, flat_global, first):
+    step = functools.partial(_replay_step, spec, consts)
     return jax.lax.scan(step, flat_global, first + jnp.arange(n_steps))
+
+
+_replay_chunk_jit = jax.jit(_replay_chunk, static_argnums=(0, 1))
 
 
 def replay(
@@ -299,10 +311,14 @@ def replay(
     )
     initial = jax.vmap(replay_spec.ranker.init)(init_keys)
     flat_initial = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(initial)
-    unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda p: p[0], initial))[1]
-    chunk_fn = jax.jit(functools.partial(_replay_chunk, replay_spec, unravel), static_argnums=0)
     flat_final, outputs, compile_seconds, run_seconds = federation.scan_in_chunks(
-        chunk_fn, consts, flat_initial, int(rounds.max()), cfg.chunk_rounds, progress
+        _replay_chunk_jit,
+        replay_spec,
+        consts,
+        flat_initial,
+        int(rounds.max()),
+        cfg.chunk_rounds,
+        progress,
     )
     ndcg = np.concatenate([o[0] for o in outputs], axis=0).T
     mrr = np.concatenate([o[1] for o in outputs], axis=0).T
@@ -315,7 +331,7 @@ def replay(
         offline_ndcg=ndcg,
         offline_mrr=mrr,
         rounds=rounds,
-        final_params=jax.device_get(jax.vmap(unravel)(flat_final)),
+        final_params=jax.device_get(jax.vmap(_unravel(replay_spec))(flat_final)),
         compile_seconds=compile_seconds,
         run_seconds=run_seconds,
         interactions=interactions * n_runs,
