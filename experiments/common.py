@@ -162,7 +162,7 @@ def federation_config() -> federation.FederationConfig:
 
 def load_datasets():
     """(train, test, description) from the data flags."""
-    cache = dict(normalise=FLAGS.normalise, cache_dir=FLAGS.cache_dir or None)
+    cache = {"normalise": FLAGS.normalise, "cache_dir": FLAGS.cache_dir or None}
     try:
         if FLAGS.fold_dir:
             fold = data.load_fold(FLAGS.fold_dir, **cache)

@@ -8,6 +8,14 @@ r"""FPDGD (Wang et al., ICTIR 2021) or its centralised PDGD baseline.
 Writes <output_dir>/results.json: the config, per-round offline nDCG@10 and MRR
 of the global model on the test split, per-round online nDCG@10 and MaxRR of the
 displayed lists, the discounted online performance, and timings.
+
+A grid of click models × (ε, Δ) pairs runs as ONE compiled program:
+
+    python -m experiments.fpdgd --click_models=perfect,navigational,informational \
+            --privacy_grid=1.2:3,2.3:3,4.5:5,10:5
+
+writes one results.json per cell in <output_dir>/<click model>_eps<ε>_delta<Δ>/ and
+lists them in <output_dir>/grid.json (written last: the grid is complete).
 """
 
 from __future__ import annotations
@@ -26,20 +34,91 @@ common.define_data_flags()
 common.define_federation_flags()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 flags.DEFINE_string("output_dir", "results/fpdgd", "Folder for results.json.")
+flags.DEFINE_list(
+    "click_models", [], "A grid of click models run in one program (instead of --click_model)."
+)
+flags.DEFINE_list(
+    "privacy_grid",
+    [],
+    "A grid of ε:Δ pairs run in one program, e.g. 1.2:3,4.5:5 ('none' = no privacy).",
+)
 
 
-def run_experiment() -> dict:
+def grid_settings(config: federation.FederationConfig) -> list | None:
+    """The cells of --click_models × --privacy_grid, or None without a grid."""
+    if not FLAGS.click_models and not FLAGS.privacy_grid:
+        return None
+    pairs = []
+    for item in FLAGS.privacy_grid or [f"{config.epsilon}:{config.sensitivity}"]:
+        if item == "none":
+            pairs.append((0.0, 0.0))
+            continue
+        try:
+            epsilon, delta = (float(x) for x in item.split(":"))
+        except ValueError:
+            raise common.UserError(
+                f"--privacy_grid: expected ε:Δ pairs such as 4.5:5, got {item!r}"
+            ) from None
+        pairs.append((epsilon, delta))
+    settings = []
+    for click in FLAGS.click_models or [config.click_model]:
+        for epsilon, delta in pairs:
+            setting = dataclasses.replace(
+                config.setting(), click_model=click, epsilon=epsilon, sensitivity=delta
+            )
+            try:
+                setting.validate(config.n_clients)
+            except federation.ConfigError as error:
+                flag = {"click_model": "click_models"}.get(error.field, "privacy_grid")
+                raise common.UserError(f"--{flag}: {error.message}") from None
+            settings.append(setting)
+    return settings
+
+
+def cell_name(setting: federation.Setting) -> str:
+    return f"{setting.click_model}_eps{setting.epsilon:g}_delta{setting.sensitivity:g}"
+
+
+def run_experiment() -> list:
+    """[(cell folder or None, results)]: one entry, or one per grid cell."""
     config = common.federation_config()
+    settings = grid_settings(config)
     train, test, source = common.load_datasets()
-    spec, arrays = federation.build(config, train, test)
+    spec, arrays = federation.build(config, train, test, settings)
     method = f"centralised_pdgd/{FLAGS.centralised_form}" if FLAGS.centralised else "fpdgd"
+    what = (
+        f"{len(settings)} settings in one program" if settings else f"{config.click_model} clicks"
+    )
     print(
         f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_clients} clients "
         f"x {config.local_updates} interactions, {config.ranker} ranker, "
-        f"{config.click_model} clicks, {train.n_queries} training queries",
+        f"{what}, {train.n_queries} training queries",
         file=sys.stderr,
     )
     result = federation.run(spec, arrays, progress=common.ProgressLog(method))
+    if not settings:
+        return [(None, results_of(method, config, result, slice(None), train, test, source))]
+    cells = []
+    for i, setting in enumerate(settings):
+        cell_config = dataclasses.replace(
+            config,
+            click_model=setting.click_model,
+            epsilon=setting.epsilon,
+            sensitivity=setting.sensitivity,
+        )
+        slots = slice(i * config.n_runs, (i + 1) * config.n_runs)
+        cells.append(
+            (
+                cell_name(setting),
+                results_of(method, cell_config, result, slots, train, test, source),
+            )
+        )
+    return cells
+
+
+def results_of(method, config, result, slots, train, test, source) -> dict:
+    """The results file of the runs in ``slots`` (one setting's repetitions)."""
+    pick = lambda values: values[slots]
     return {
         "method": method,
         "config": dataclasses.asdict(config),
@@ -50,14 +129,16 @@ def run_experiment() -> dict:
             "normalise": FLAGS.normalise,
         },
         "versions": common.versions(),
-        "initial_offline_ndcg": result.initial_offline_ndcg.tolist(),
-        "offline_ndcg": result.offline_ndcg.tolist(),
-        "offline_mrr": result.offline_mrr.tolist(),
-        "online_ndcg": result.online_ndcg.tolist(),
-        "online_max_rr": result.online_max_rr.tolist(),
-        "online_performance": result.online_performance.tolist(),
-        "final_offline_ndcg": result.offline_ndcg[:, -1].tolist(),
+        "initial_offline_ndcg": pick(result.initial_offline_ndcg).tolist(),
+        "offline_ndcg": pick(result.offline_ndcg).tolist(),
+        "offline_mrr": pick(result.offline_mrr).tolist(),
+        "online_ndcg": pick(result.online_ndcg).tolist(),
+        "online_max_rr": pick(result.online_max_rr).tolist(),
+        "online_performance": pick(result.online_performance).tolist(),
+        "final_offline_ndcg": pick(result.offline_ndcg)[:, -1].tolist(),
+        # The program's totals: a grid cell shares them with the other cells.
         "interactions": result.interactions,
+        "program_cells": len(result.offline_ndcg) // len(pick(result.offline_ndcg)),
         "seconds": result.run_seconds,
         "compile_seconds": result.compile_seconds,
         "interactions_per_second": result.interactions_per_second,
@@ -68,13 +149,17 @@ def main(argv):
     common.quiet_logs()
     if len(argv) > 1:
         common.fail("fpdgd", f"unexpected arguments {argv[1:]}; flags look like --name=value")
-    output = pathlib.Path(FLAGS.output_dir) / "results.json"
+    output_dir = pathlib.Path(FLAGS.output_dir)
     try:
-        results = run_experiment()
+        cells = run_experiment()
     except common.UserError as error:
         common.fail("fpdgd", str(error))
-    common.write_json_atomic(output, results)
-    print(summary(results) + f"; results in {output}")
+    for name, results in cells:
+        output = output_dir / name / "results.json" if name else output_dir / "results.json"
+        common.write_json_atomic(output, results)
+        print((f"{name}: " if name else "") + summary(results) + f"; results in {output}")
+    if cells[0][0]:
+        common.write_json_atomic(output_dir / "grid.json", {"cells": [n for n, _ in cells]})
 
 
 def summary(results: dict) -> str:

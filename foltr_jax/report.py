@@ -205,7 +205,40 @@ def poisoning_results(payload: dict, source: str) -> list[Series] | None:
     return series
 
 
-ADAPTERS = [poisoning_results, run_results]
+def unlearning_results(payload: dict, source: str) -> list[Series] | None:
+    """experiments/unlearning.py: the trained configurations (10H-0M, 9H-1M, 9H-0M; paper
+    Figure 2), drawn in every figure, and each U(9H-1M) cell (Figure 3, Table 3), a figure
+    per Δt."""
+    if "unlearning" not in payload or "training" not in payload:
+        return None
+    config = _config(payload)
+    rows = [("training", row) for row in payload["training"]]
+    rows += [("unlearning", row) for row in payload["unlearning"]]
+    series = []
+    for i, (part, row) in enumerate(rows):
+        where = f"{part}[{i}]: "
+        if not isinstance(row, dict) or "configuration" not in row:
+            raise LayoutError(f"{where}no 'configuration'")
+        fields = {"method": row["configuration"]}
+        figure = None
+        if part == "unlearning":
+            fields.update({"n′": row.get("unlearn_local_updates"), "Δt": row.get("delta_t")})
+            figure = f"Δt={row.get('delta_t')}"
+        series.append(
+            Series(
+                source=source,
+                group=_group(payload, "unlearning"),
+                panel=str(row.get("click_model", "(no click_model)")),
+                fields=fields,
+                always=tuple(fields),
+                figure=figure,
+                **_runs(row, where, config),
+            )
+        )
+    return series
+
+
+ADAPTERS = [unlearning_results, poisoning_results, run_results]
 
 
 # ------------------------------------------------------------------------------------ loading
