@@ -8,6 +8,15 @@ Takes the same data and federation flags as experiments/fpdgd.py, e.g.
 Compile time is reported on its own line and not counted; offline evaluation of
 the global model after every round is included.  The last line printed is one
 JSON object with interactions_per_second, peak_rss_mb and the settings.
+
+  python -m experiments.benchmark --suite [--suite_clients=10,1000,100000,1000000]
+
+runs the performance record: FPDGD with B = 2 on MSLR-shaped synthetic data
+(136 features, ~120 documents per query, long-tailed lengths) for each number of
+clients, linear and neural rankers, plain / with DP (ε = 4.5, Δ = 5) / with Krum,
+each case in its own process (so peak memory is the case's own).  It prints a
+table and writes --suite_output (JSON).  Krum is O(n²) in the clients and is
+skipped above --suite_krum_max_clients.
 """
 
 from __future__ import annotations
@@ -15,8 +24,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pathlib
 import platform
+import subprocess
+import sys
+import time
 
+import jax
 from absl import app, flags
 
 from experiments import common
@@ -27,12 +41,105 @@ common.define_data_flags()
 common.define_federation_flags()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 flags.DEFINE_integer("repeats", 1, "Timed repetitions of the whole run; the best is reported.")
+flags.DEFINE_bool("suite", False, "Run the performance record (see the module doc).")
+flags.DEFINE_list(
+    "suite_clients", ["10", "1000", "100000", "1000000"], "Client counts of the suite."
+)
+flags.DEFINE_list("suite_rankers", ["linear", "neural"], "Rankers of the suite.")
+flags.DEFINE_list("suite_variants", ["plain", "dp", "krum"], "plain | dp | krum.")
+flags.DEFINE_integer("suite_krum_max_clients", 10_000, "Larger client counts skip Krum.")
+flags.DEFINE_integer(
+    "suite_interactions", 400_000, "Interactions per case (rounds = this / (clients·B), ≥ 2)."
+)
+flags.DEFINE_string("suite_output", "results/benchmark/suite.json", "The suite's JSON file.")
+
+# MSLR-WEB10K-shaped synthetic data: 136 features, mean ~120 documents per query.
+SUITE_DATA = (
+    "--synthetic_queries=1000",
+    "--synthetic_features=136",
+    "--synthetic_docs_per_query=120",
+)
+VARIANTS = {
+    "plain": (),
+    "dp": ("--epsilon=4.5", "--sensitivity=5"),
+    "krum": ("--aggregator=krum", "--n_malicious=1"),
+}
+
+
+def suite_cases() -> list:
+    """(name, flags) of every case of the suite."""
+    cases = []
+    for n in (int(c) for c in FLAGS.suite_clients):
+        rounds = max(2, FLAGS.suite_interactions // (2 * n))
+        for ranker in FLAGS.suite_rankers:
+            for variant in FLAGS.suite_variants:
+                if variant == "krum" and n > FLAGS.suite_krum_max_clients:
+                    continue
+                args = (
+                    *SUITE_DATA,
+                    f"--n_clients={n}",
+                    "--local_updates=2",
+                    f"--rounds={rounds}",
+                    f"--chunk_rounds={rounds}",
+                    f"--ranker={ranker}",
+                    *VARIANTS[variant],
+                )
+                cases.append((f"{n} clients, {ranker}, {variant}", args))
+    return cases
+
+
+def run_suite() -> None:
+    """Runs every case in a subprocess; prints a table and writes the JSON record."""
+    unknown = set(FLAGS.suite_variants) - set(VARIANTS)
+    if unknown:
+        common.fail(
+            "benchmark", f"--suite_variants: unknown {sorted(unknown)}; use {list(VARIANTS)}"
+        )
+    try:
+        cases = suite_cases()
+    except ValueError:
+        common.fail("benchmark", f"--suite_clients must be integers, got {FLAGS.suite_clients}")
+    rows = []
+    print(f"{'case':<34}{'interactions/s':>16}{'peak RSS':>11}{'compile':>9}", flush=True)
+    for name, args in cases:
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "experiments.benchmark", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            tail = done.stderr.strip().splitlines()[-1:] or ["(no output)"]
+            rows.append({"case": name, "error": tail[0]})
+            print(f"{name:<34}  failed: {tail[0]}", flush=True)
+            continue
+        record = json.loads(done.stdout.strip().splitlines()[-1])
+        record.update(case=name, wall_seconds=round(time.perf_counter() - start, 1))
+        rows.append(record)
+        print(
+            f"{name:<34}{record['interactions_per_second']:>16,.0f}"
+            f"{record['peak_rss_mb'] / 1024:>9.1f} GB{record['compile_seconds']:>8.1f}s",
+            flush=True,
+        )
+    common.write_json_atomic(
+        pathlib.Path(FLAGS.suite_output),
+        {
+            "cases": rows,
+            "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
+            "versions": common.versions(),
+        },
+    )
+    print(f"suite written to {FLAGS.suite_output}")
 
 
 def main(argv):
     common.quiet_logs()
     if len(argv) > 1:
         common.fail("benchmark", f"unexpected arguments {argv[1:]}")
+    if FLAGS.suite:
+        run_suite()
+        return
     try:
         config = common.federation_config()
         train, test, source = common.load_datasets()
@@ -54,6 +161,7 @@ def main(argv):
                 "config": dataclasses.asdict(config),
                 "data": {**source, "train": common.dataset_summary(train)},
                 "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
+                "devices": [str(d) for d in jax.devices()],
                 "versions": common.versions(),
             }
         )
