@@ -56,3 +56,28 @@ def make_ranker(name: str, n_features: int):
     if name == "neural":
         return NeuralRanker(n_features)
     raise ValueError(f"unknown ranker {name!r}; choose one of {RANKERS}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReluRanker:
+    """f(x) = relu(x W1 + b1) · w2, all zero at initialisation.
+
+    FOLtR-ES's neural ranker (thesis §3.1.2: one hidden layer of 10 units; public
+    code: ReLU units, a hidden bias, no output bias, zero initialisation).  Zero
+    weights give zero gradients under backpropagation, so this ranker suits
+    evolution strategies (which only evaluate perturbed models), not PDGD.
+    """
+
+    n_features: int
+    hidden_units: int = 10
+
+    def init(self, key: jax.Array):
+        del key  # zero initialisation
+        return {
+            "w1": jnp.zeros((self.n_features, self.hidden_units), jnp.float32),
+            "b1": jnp.zeros((self.hidden_units,), jnp.float32),
+            "w2": jnp.zeros((self.hidden_units,), jnp.float32),
+        }
+
+    def apply(self, params, features: jax.Array) -> jax.Array:
+        return jax.nn.relu(features @ params["w1"] + params["b1"]) @ params["w2"]

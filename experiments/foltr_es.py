@@ -1,0 +1,169 @@
+r"""FOLtR-ES (Kharitonov 2019; thesis §3.1), the baseline of the FPDGD paper.
+
+    python -m experiments.foltr_es                    # synthetic default dataset
+    python -m experiments.foltr_es --fold_dir=MSLR-WEB10K/Fold1 --n_runs=5 --privacy_p=0.9
+    python -m experiments.foltr_es --train_path=train.txt --test_path=test.txt \
+            --click_model=perfect --rounds=300 --ranker=neural
+
+Writes <output_dir>/results.json with the keys experiments/fpdgd.py writes
+(per-round offline nDCG@10 and MRR of the global model on the test split, online
+nDCG@10 and true MaxRR of the displayed lists, online performance, timings) plus
+"epsilon", the ε-LDP bound log(p(n−1)/(1−p)) of thesis eq. 3.6 (null for p = 1:
+no privatisation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+import sys
+
+from absl import app, flags
+
+from experiments import common
+from foltr_jax import federation, foltr_es
+
+FLAGS = flags.FLAGS
+common.define_data_flags()
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+_DEFAULTS = foltr_es.FoltrEsConfig()
+flags.DEFINE_integer("n_clients", _DEFAULTS.n_clients, "Clients per round N.")
+flags.DEFINE_integer(
+    "local_updates",
+    _DEFAULTS.local_updates,
+    "Interactions per client per round B (even with antithetic pairs).",
+)
+flags.DEFINE_integer("rounds", _DEFAULTS.rounds, "Global updates T.")
+flags.DEFINE_float("learning_rate", _DEFAULTS.learning_rate, "Adam learning rate.")
+flags.DEFINE_float("sigma", _DEFAULTS.sigma, "Standard deviation σ of the ES perturbations.")
+flags.DEFINE_float(
+    "privacy_p",
+    _DEFAULTS.privacy_p,
+    "Probability p of reporting the true MaxRR, in (1/11, 1]; 1 = no privatisation.",
+)
+flags.DEFINE_bool(
+    "antithetic", _DEFAULTS.antithetic, "Antithetic pairs: half the interactions use −noise."
+)
+flags.DEFINE_string(
+    "ranker", _DEFAULTS.ranker, "linear | neural (one hidden layer of 10 ReLU units, zero init)."
+)
+flags.DEFINE_string(
+    "click_model",
+    _DEFAULTS.click_model,
+    "perfect | navigational | informational | poison (CCM/SDBN) or pbm:<eta>.",
+)
+flags.DEFINE_integer(
+    "n_grades",
+    _DEFAULTS.n_grades,
+    "Relevance grades of the click tables (3 or 5); 0 infers from the labels.",
+)
+flags.DEFINE_integer(
+    "n_runs", _DEFAULTS.n_runs, "Independent repetitions, run together in one program."
+)
+flags.DEFINE_integer("seed", _DEFAULTS.seed, "Seed of the simulation (noise, queries, clicks).")
+flags.DEFINE_integer(
+    "chunk_rounds",
+    _DEFAULTS.chunk_rounds,
+    "Rounds per compiled chunk (progress is reported between chunks).",
+)
+flags.DEFINE_string(
+    "window_scoring",
+    _DEFAULTS.window_scoring,
+    "map: score each interaction's candidates in turn (fast on CPU); vmap: batched (for GPU).",
+)
+flags.DEFINE_string("output_dir", "results/foltr_es", "Folder for results.json.")
+
+
+def config_from_flags() -> foltr_es.FoltrEsConfig:
+    config = foltr_es.FoltrEsConfig(
+        n_clients=FLAGS.n_clients,
+        local_updates=FLAGS.local_updates,
+        rounds=FLAGS.rounds,
+        learning_rate=FLAGS.learning_rate,
+        sigma=FLAGS.sigma,
+        privacy_p=FLAGS.privacy_p,
+        antithetic=FLAGS.antithetic,
+        ranker=FLAGS.ranker,
+        click_model=FLAGS.click_model,
+        n_grades=FLAGS.n_grades,
+        n_runs=FLAGS.n_runs,
+        seed=FLAGS.seed,
+        window_scoring=FLAGS.window_scoring,
+        chunk_rounds=FLAGS.chunk_rounds,
+    )
+    try:
+        return config.validate()
+    except federation.ConfigError as error:
+        raise common.UserError(f"--{error.field}: {error.message}") from None
+
+
+def run_experiment() -> dict:
+    config = config_from_flags()
+    train, test, source = common.load_datasets()
+    spec, arrays = foltr_es.build(config, train, test)
+    epsilon = config.epsilon
+    print(
+        f"foltr_es: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_clients} clients "
+        f"x {config.local_updates} interactions, {config.ranker} ranker, "
+        f"{config.click_model} clicks, p = {config.privacy_p} (epsilon <= {epsilon:.2f}), "
+        f"{train.n_queries} training queries",
+        file=sys.stderr,
+    )
+    result = foltr_es.run(spec, arrays, progress=common.ProgressLog("foltr_es"))
+    return {
+        "method": "foltr_es",
+        "config": dataclasses.asdict(config),
+        "data": {
+            **source,
+            "train": common.dataset_summary(train),
+            "test": common.dataset_summary(test),
+            "normalise": FLAGS.normalise,
+        },
+        "versions": common.versions(),
+        "epsilon": epsilon if math.isfinite(epsilon) else None,
+        "initial_offline_ndcg": result.initial_offline_ndcg.tolist(),
+        "offline_ndcg": result.offline_ndcg.tolist(),
+        "offline_mrr": result.offline_mrr.tolist(),
+        "online_ndcg": result.online_ndcg.tolist(),
+        "online_max_rr": result.online_max_rr.tolist(),
+        "online_performance": result.online_performance.tolist(),
+        "final_offline_ndcg": result.offline_ndcg[:, -1].tolist(),
+        "interactions": result.interactions,
+        "seconds": result.run_seconds,
+        "compile_seconds": result.compile_seconds,
+        "interactions_per_second": result.interactions_per_second,
+    }
+
+
+def summary(results: dict) -> str:
+    """One line: the mean offline nDCG@10 curve at a few rounds, ε, and the speed."""
+    curves = results["offline_ndcg"]
+    rounds = len(curves[0])
+    mean_at = lambda t: sum(c[t - 1] for c in curves) / len(curves)
+    initial = sum(results["initial_offline_ndcg"]) / len(curves)
+    marks = sorted({1, max(rounds // 10, 1), max(rounds // 2, 1), rounds})
+    curve = ", ".join(f"round {t}: {mean_at(t):.4f}" for t in marks)
+    epsilon = results["epsilon"]
+    privacy = "no privatisation" if epsilon is None else f"epsilon <= {epsilon:.2f}"
+    return (
+        f"offline nDCG@10 (mean of {len(curves)} run(s)) initial: {initial:.4f}, {curve}; "
+        f"{privacy}; {results['interactions_per_second']:,.0f} interactions/s"
+    )
+
+
+def main(argv):
+    common.quiet_logs()
+    if len(argv) > 1:
+        common.fail("foltr_es", f"unexpected arguments {argv[1:]}; flags look like --name=value")
+    output = pathlib.Path(FLAGS.output_dir) / "results.json"
+    try:
+        results = run_experiment()
+    except common.UserError as error:
+        common.fail("foltr_es", str(error))
+    common.write_json_atomic(output, results)
+    print(summary(results) + f"; results in {output}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,489 @@
+"""FOLtR-ES: federated OLTR with evolution strategies (Kharitonov 2019; thesis §3.1).
+
+A round (thesis §3.1.1, "Federated Learning Optimization Setting" and "Gradient
+Estimation"; public code for the details marked so):
+
+1. Every client c draws a seeded perturbation ε_c ~ N(0, σ²I) of the global
+   weights φ.  With antithetic variates (public code) the first B/2 of its B
+   interactions are served by φ + ε_c, the last B/2 by φ − ε_c.
+2. An interaction samples a query uniformly from the training queries, ranks its
+   documents deterministically by score (ties keep the file order), shows the
+   top k = 10 and simulates clicks (the click models of ``click_models``).
+3. Its reward is the MaxRR of the clicks, one of n = k + 1 values
+   (0, 1, 1/2, ..., 1/k), privatised: the true value with probability p, else a
+   uniformly chosen *different* one (thesis §3.1.1, "Privatization Procedure"),
+   which is ε-locally differentially private with ε ≤ log(p(n−1)/(1−p)) (eq. 3.6).
+4. The client sends its seed and the means f⁺_c, f⁻_c of its privatised rewards
+   under φ + ε_c and φ − ε_c.  The server estimates eq. 3.5 as
+
+       ĝ = 1/(N σ²) Σ_c ½ (f⁺_c − f⁻_c) ε_c   (antithetic; public code)
+       ĝ = 1/(N σ²) Σ_c f̄_c ε_c             (without antithetic pairs)
+
+   i.e. ĝ = 1/(N σ²) Σ_c ε_c · mean_i(s_i f_ci) with signs s_i = ±1, and takes an
+   Adam step of gradient *ascent* (optax minimises, so it is given −ĝ).
+
+Shapes: a *lane* is one interaction of one client of one repetition; a round
+handles all ``n_runs · n_clients · B`` lanes at once (the B interactions of a
+client are independent given its perturbation, so no scan over them is needed).
+Rounds run under ``lax.scan`` in jit-compiled chunks like ``federation.run``;
+every key is derived from (seed, run, round, client, interaction) by ``fold_in``,
+so results do not depend on the chunking or on how many runs share a program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from typing import NamedTuple
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from foltr_jax import click_models, federation, metrics, rankers
+from foltr_jax.data import RankingDataset
+from foltr_jax.federation import ConfigError
+
+RANKERS = ("linear", "neural")
+WINDOW_SCORING = ("map", "vmap")
+
+
+@dataclasses.dataclass(frozen=True)
+class FoltrEsConfig:
+    """Settings of one FOLtR-ES experiment (thesis §3.1.2; FPDGD paper §4 comparison).
+
+    ``privacy_p`` must lie in (1/n, 1] with n = top_k + 1 reward values: at
+    p = 1/n the privatised reward is uniform whatever the truth (no signal,
+    ε = 0) and below it the signal is inverted; the thesis assumes p > 1/n.
+    p = 1 is no privatisation (ε = ∞).  With ``antithetic`` pairs B must be even.
+    """
+
+    n_clients: int = 2000  # N
+    local_updates: int = 4  # B, interactions per client per round
+    rounds: int = 200  # T, global updates
+    learning_rate: float = 0.001  # Adam step size (optax defaults otherwise)
+    sigma: float = 0.01  # σ, standard deviation of the perturbations (public code)
+    privacy_p: float = 1.0  # p, probability of reporting the true reward
+    antithetic: bool = True  # half the interactions use +ε, half −ε
+    ranker: str = "linear"  # linear | neural (10 ReLU hidden units, zero init)
+    click_model: str = "informational"
+    n_grades: int = 0  # 3 or 5; 0 infers it from the labels
+    n_runs: int = 1
+    seed: int = 0
+    top_k: int = 10
+    window_scoring: str = "map"  # score each lane's window in turn (map) or batched (vmap)
+    chunk_rounds: int = 50  # rounds per compiled scan chunk
+
+    @property
+    def n_reward_values(self) -> int:
+        """MaxRR takes top_k + 1 values: 0 (no click) and 1/r for r = 1..top_k."""
+        return self.top_k + 1
+
+    @property
+    def epsilon(self) -> float:
+        """The ε-LDP bound of thesis eq. 3.6 for this config (math.inf at p = 1)."""
+        return epsilon_bound(self.privacy_p, self.n_reward_values)
+
+    def validate(self) -> FoltrEsConfig:
+        """Raises ConfigError naming the setting when a value is out of range."""
+        for name in ("n_clients", "local_updates", "rounds", "n_runs", "top_k", "chunk_rounds"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
+        if self.antithetic and self.local_updates % 2:
+            raise ConfigError(
+                "local_updates",
+                f"must be even with antithetic pairs (B/2 interactions with +noise, B/2 with "
+                f"-noise), got {self.local_updates}",
+            )
+        for name in ("learning_rate", "sigma"):
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ConfigError(name, f"must be positive and finite, got {value}")
+        n = self.n_reward_values
+        if not 1.0 / n < self.privacy_p <= 1.0:
+            raise ConfigError(
+                "privacy_p",
+                f"must be in (1/{n}, 1], got {self.privacy_p}: at p <= 1/{n} the privatised "
+                f"reward carries no signal and the bound log(p({n}-1)/(1-p)) is not positive",
+            )
+        choices = {
+            "ranker": RANKERS,
+            "window_scoring": WINDOW_SCORING,
+            "n_grades": (0, 3, 5),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
+        try:
+            click_models.by_name(self.click_model, 5)
+        except ValueError as error:
+            raise ConfigError("click_model", str(error)) from None
+        return self
+
+
+def epsilon_bound(p: float, n_values: int = 11) -> float:
+    """ε ≤ log(p(n−1)/(1−p)) (thesis eq. 3.6): the LDP level of the privatised reward.
+
+    math.inf for p = 1 (no privatisation); ValueError outside (1/n, 1].
+    """
+    if not 1.0 / n_values < p <= 1.0:
+        raise ValueError(f"p must be in (1/{n_values}, 1], got {p}")
+    if p == 1.0:
+        return math.inf
+    return math.log(p * (n_values - 1) / (1.0 - p))
+
+
+def reward_values(n_values: int = 11) -> jax.Array:
+    """float32 [n]: the MaxRR value of each reward index: 0 (no click), 1, 1/2, ..., 1/(n−1)."""
+    ranks = jnp.arange(1, n_values, dtype=jnp.float32)
+    return jnp.concatenate([jnp.zeros(1, jnp.float32), 1.0 / ranks])
+
+
+def reward_index(clicks: jax.Array) -> jax.Array:
+    """int32 [...]: MaxRR as an index into ``reward_values``: rank of the top click, 0 if none."""
+    return jnp.where(jnp.any(clicks, axis=-1), jnp.argmax(clicks, axis=-1) + 1, 0).astype(jnp.int32)
+
+
+def privatise_reward(key: jax.Array, reward_index: jax.Array, p, n_values: int = 11):
+    """The privatisation procedure (thesis §3.1.1): per entry of ``reward_index``, the
+    true index with probability p, otherwise one of the other n − 1 indices uniformly.
+
+    One uniform u per entry decides both: u < p keeps the truth; otherwise
+    (u − p)/(1 − p) is uniform on [0, 1) and picks the shift 1..n−1 to another index.
+    """
+    u = jax.random.uniform(key, jnp.shape(reward_index))
+    rest = (u - p) / jnp.maximum(1.0 - p, 1e-12)
+    shift = 1 + jnp.clip(jnp.floor(rest * (n_values - 1)), 0, n_values - 2).astype(jnp.int32)
+    return jnp.where(u < p, reward_index, (reward_index + shift) % n_values).astype(jnp.int32)
+
+
+def interaction_signs(local_updates: int, antithetic: bool = True) -> np.ndarray:
+    """float32 [B]: +1 for interactions served by φ + ε, −1 for φ − ε (the last B/2)."""
+    signs = np.ones(local_updates, np.float32)
+    if antithetic:
+        signs[local_updates // 2 :] = -1.0
+    return signs
+
+
+def es_gradient(noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigma) -> jax.Array:
+    """ĝ of thesis eq. 3.5 from the clients' messages (public code's estimator).
+
+    Args:
+        noise: float [N, P] each client's perturbation ε_c (already scaled by σ).
+        rewards: float [N, B] privatised reward values, interaction i served by φ + s_i ε_c.
+        signs: float [B] the s_i; mean_i(s_i f_ci) = ½(f⁺_c − f⁻_c) with antithetic pairs.
+        sigma: σ.
+    Returns:
+        float [P]: 1/(N σ²) Σ_c mean_i(s_i f_ci) ε_c, an ascent direction for the reward.
+    """
+    scores = jnp.mean(rewards * signs, axis=-1)
+    return scores @ noise / (noise.shape[0] * sigma**2)
+
+
+def make_ranker(name: str, n_features: int):
+    """FOLtR-ES's rankers: 'linear' (zero init) or 'neural' (10 ReLU units, zero init)."""
+    if name == "linear":
+        return rankers.LinearRanker(n_features)
+    if name == "neural":
+        return rankers.ReluRanker(n_features, hidden_units=10)
+    raise ValueError(f"unknown ranker {name!r}; choose one of {RANKERS}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """The static part of an experiment (hashable: one compilation per Spec)."""
+
+    config: FoltrEsConfig
+    ranker: object
+    window: int  # candidate slice width: the longest training query, at least top_k
+    widths: tuple  # scoring widths, narrowest first (federation.window_widths)
+
+    def unravel(self, flat: jax.Array):
+        """A flat parameter vector [P] as the ranker's pytree."""
+        return _unraveller(self.ranker)(flat)
+
+
+@functools.cache
+def _unraveller(ranker):
+    return jax.flatten_util.ravel_pytree(ranker.init(jax.random.PRNGKey(0)))[1]
+
+
+class Arrays(NamedTuple):
+    """The array part of an experiment."""
+
+    train: federation.DeviceData
+    test: federation.DeviceData
+    click_model: click_models.ClickModel
+
+
+def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
+    """Validates ``config`` and puts the data on the device: returns (Spec, Arrays)."""
+    config.validate()
+    if train.n_features != test.n_features:
+        raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
+    n_grades = config.n_grades or click_models.n_grades_for(max(train.max_label, test.max_label))
+    widths = federation.window_widths(train.max_query_length, config.top_k)
+    spec = Spec(config, make_ranker(config.ranker, train.n_features), widths[-1], widths)
+    arrays = Arrays(
+        federation.to_device(train, spec.window, config.top_k),
+        federation.to_device(test, spec.window, config.top_k, ranked=True),
+        click_models.by_name(config.click_model, n_grades),
+    )
+    return spec, arrays
+
+
+def rank_lanes(spec: Spec, arrays: Arrays, lane_params, queries) -> jax.Array:
+    """int32 [lanes, k]: each lane's top-k candidate positions, by descending score.
+
+    ``lane_params`` = (flat_global [R, P], noise [R·N, P], run [L], client [L],
+    sign [L]): lane models are not materialised; each lane builds
+    φ_run + sign·ε_client when it is scored.  As in
+    ``federation.display_lists``, scoring walks the lanes in turn (``lax.map``) at the
+    narrowest width holding the query (``lax.switch``); ``window_scoring='vmap'``
+    scores all lanes batched at full width instead (for accelerators).
+    """
+    flat_global, noise, run, client, sign = lane_params
+    train, k = arrays.train, spec.config.top_k
+
+    def at_width(width, flat, query):
+        start, length = train.query_offsets[query], train.query_lengths[query]
+        window = jax.lax.dynamic_slice_in_dim(train.features, start, width, axis=0)
+        scores = spec.ranker.apply(spec.unravel(flat), window)
+        scores = jnp.where(jnp.arange(width) < length, scores, -jnp.inf)
+        return jax.lax.top_k(scores, k)[1].astype(jnp.int32)  # ties: lower index first
+
+    def params_of(r, c, s):
+        return flat_global[r] + s * noise[c]
+
+    if spec.config.window_scoring == "vmap":
+        return jax.vmap(lambda r, c, s, q: at_width(spec.window, params_of(r, c, s), q))(
+            run, client, sign, queries
+        )
+    branches = [functools.partial(at_width, w) for w in spec.widths]
+    widths = jnp.asarray(spec.widths)
+
+    def one(args):
+        r, c, s, query = args
+        branch = jnp.searchsorted(widths, train.query_lengths[query])
+        return jax.lax.switch(branch, branches, params_of(r, c, s), query)
+
+    return jax.lax.map(one, (run, client, sign, queries))
+
+
+class RoundDetails(NamedTuple):
+    """What happened in one round, per run (leading axis R), before the server's step."""
+
+    noise: jax.Array  # float [R, N, P] ε_c
+    queries: jax.Array  # int [R, N, B]
+    rankings: jax.Array  # int [R, N, B, k] candidate positions within the query
+    true_reward: jax.Array  # int [R, N, B] MaxRR index (0: no click, r: top click at rank r)
+    private_reward: jax.Array  # int [R, N, B] after the privatisation procedure
+    ndcg: jax.Array  # float [R, N, B] nDCG@k of the displayed list (relevance labels)
+    gradient: jax.Array  # float [R, P] ĝ, the ascent direction
+
+
+def es_round(spec: Spec, arrays: Arrays, flat_global, run_keys, round_index) -> RoundDetails:
+    """Clients' side of a round for every run, and the server's gradient estimate.
+
+    Args:
+        flat_global: float [R, P] each run's global weights φ.
+        run_keys: [R] PRNG keys, one per run.
+        round_index: int, the round t (keys are folded with it).
+    """
+    cfg = spec.config
+    n_runs, n_clients, b = flat_global.shape[0], cfg.n_clients, cfg.local_updates
+    n_params = flat_global.shape[1]
+    round_keys = jax.vmap(lambda key: jax.random.fold_in(key, round_index))(run_keys)
+    client_keys = jax.vmap(
+        lambda key: jax.vmap(lambda c: jax.random.fold_in(key, c))(jnp.arange(n_clients))
+    )(round_keys)  # [R, N]
+    # Per client: key 0 draws its perturbation, keys 1..B its interactions.
+    keys = jax.vmap(jax.vmap(lambda key: jax.random.split(key, b + 1)))(client_keys)
+    noise = cfg.sigma * jax.vmap(jax.vmap(lambda key: jax.random.normal(key, (n_params,))))(
+        keys[:, :, 0]
+    )  # [R, N, P]
+    lane_keys = keys[:, :, 1:].reshape((n_runs * n_clients * b,) + keys.shape[3:])
+    query_keys, click_keys, privacy_keys = jnp.moveaxis(
+        jax.vmap(lambda key: jax.random.split(key, 3))(lane_keys), 1, 0
+    )
+
+    train, k = arrays.train, cfg.top_k
+    signs = jnp.asarray(interaction_signs(b, cfg.antithetic))
+    queries = jax.vmap(lambda key: federation.sample_query(key, train)[0])(query_keys)
+    lane_run = jnp.repeat(jnp.arange(n_runs), n_clients * b)
+    lane_client = jnp.repeat(jnp.arange(n_runs * n_clients), b)
+    lane_sign = jnp.tile(signs, n_runs * n_clients)
+    rankings = rank_lanes(
+        spec,
+        arrays,
+        (
+            flat_global,
+            noise.reshape(n_runs * n_clients, n_params),
+            lane_run,
+            lane_client,
+            lane_sign,
+        ),
+        queries,
+    )
+    lengths = train.query_lengths[queries]
+    shown = jnp.arange(k)[None, :] < jnp.minimum(lengths, k)[:, None]
+    rows = train.query_offsets[queries][:, None] + rankings
+    labels = jnp.where(shown, train.labels[rows], 0)
+    clicks = jax.vmap(click_models.simulate_clicks, in_axes=(0, None, 0, 0))(
+        click_keys, arrays.click_model, labels, shown
+    )
+    true_reward = reward_index(clicks)
+    private_reward = jax.vmap(privatise_reward, in_axes=(0, 0, None, None))(
+        privacy_keys, true_reward, cfg.privacy_p, cfg.n_reward_values
+    )
+    ndcg = metrics.ndcg_of_list(labels, shown, train.ideal_dcg[queries])
+
+    per_run = lambda x: x.reshape((n_runs, n_clients, b) + x.shape[1:])
+    values = reward_values(cfg.n_reward_values)[per_run(private_reward)]
+    gradient = jax.vmap(es_gradient, in_axes=(0, 0, None, None))(noise, values, signs, cfg.sigma)
+    return RoundDetails(
+        noise,
+        per_run(queries),
+        per_run(rankings),
+        per_run(true_reward),
+        per_run(private_reward),
+        per_run(ndcg),
+        gradient,
+    )
+
+
+def optimizer(config: FoltrEsConfig) -> optax.GradientTransformation:
+    """Adam with default β1, β2, ε (thesis §3.1.2; public code)."""
+    return optax.adam(config.learning_rate)
+
+
+def evaluate(spec: Spec, arrays: Arrays, flat_params):
+    """Offline nDCG@k and MRR@k of one model on the test split, averaged over queries
+    with a relevant document (as ``federation.evaluate``)."""
+    test = arrays.test
+    scores = spec.ranker.apply(spec.unravel(flat_params), test.features)
+    ndcg, rr = metrics.per_query_rank_metrics(
+        scores, test.labels, test.ideal_dcg, test.eval_buckets, spec.config.top_k
+    )
+    relevant = test.ideal_dcg > 0
+    n_relevant = jnp.maximum(jnp.sum(relevant), 1)
+    return (
+        jnp.sum(jnp.where(relevant, ndcg, 0.0)) / n_relevant,
+        jnp.sum(jnp.where(relevant, rr, 0.0)) / n_relevant,
+    )
+
+
+class RoundMetrics(NamedTuple):
+    offline_ndcg: jax.Array  # [n_runs]
+    offline_mrr: jax.Array  # [n_runs]
+    online_ndcg: jax.Array  # [n_runs] mean over the round's interactions
+    online_max_rr: jax.Array  # [n_runs] true (not privatised) MaxRR, mean over interactions
+
+
+def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index):
+    """One round for every run: clients interact, the server steps Adam, models are evaluated.
+
+    ``state`` is (flat_global [R, P], Adam state with leading axis R).
+    """
+    flat_global, opt_state = state
+    details = es_round(spec, arrays, flat_global, run_keys, round_index)
+    # Gradient ascent on the reward: optax minimises, so it gets −ĝ.
+    updates, opt_state = jax.vmap(optimizer(spec.config).update)(
+        -details.gradient, opt_state, flat_global
+    )
+    flat_global = optax.apply_updates(flat_global, updates)
+    offline_ndcg, offline_mrr = jax.vmap(functools.partial(evaluate, spec, arrays))(flat_global)
+    values = reward_values(spec.config.n_reward_values)
+    mean = lambda x: x.reshape(x.shape[0], -1).mean(axis=1)
+    return (flat_global, opt_state), RoundMetrics(
+        offline_ndcg, offline_mrr, mean(details.ndcg), mean(values[details.true_reward])
+    )
+
+
+def _run_chunk(spec: Spec, n_rounds: int, arrays: Arrays, state, run_keys, first_round):
+    def body(carry, t):
+        return federated_round(spec, arrays, carry, run_keys, t)
+
+    return jax.lax.scan(body, state, first_round + jnp.arange(n_rounds))
+
+
+@dataclasses.dataclass
+class RunResult:
+    """Per-round curves ``[n_runs, rounds]`` and timings (the fields of federation.RunResult)."""
+
+    offline_ndcg: np.ndarray
+    offline_mrr: np.ndarray
+    online_ndcg: np.ndarray
+    online_max_rr: np.ndarray
+    initial_offline_ndcg: np.ndarray  # [n_runs], the initial (zero) model
+    final_params: object  # the ranker's pytree, leading axis [n_runs]
+    compile_seconds: float
+    run_seconds: float
+    interactions: int
+    epsilon: float  # thesis eq. 3.6 bound; math.inf without privatisation
+
+    @property
+    def online_performance(self) -> np.ndarray:
+        return metrics.online_performance(self.online_ndcg)
+
+    @property
+    def interactions_per_second(self) -> float:
+        return self.interactions / max(self.run_seconds, 1e-9)
+
+
+def initial_state(spec: Spec):
+    """(run keys [R], (flat params [R, P], Adam state)) of every run before round 1."""
+    cfg = spec.config
+    base = jax.random.PRNGKey(cfg.seed)
+    run_keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(cfg.n_runs))
+    init_keys, train_keys = jax.vmap(jax.random.split)(run_keys).transpose(1, 0, 2)
+    flat = jax.vmap(lambda key: jax.flatten_util.ravel_pytree(spec.ranker.init(key))[0])(
+        init_keys
+    ).astype(jnp.float32)
+    return train_keys, (flat, jax.vmap(optimizer(cfg).init)(flat))
+
+
+def run(spec: Spec, arrays: Arrays, progress: federation.ProgressFn | None = None) -> RunResult:
+    """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart."""
+    cfg = spec.config
+    train_keys, state = initial_state(spec)
+    initial_ndcg, _ = jax.jit(jax.vmap(functools.partial(evaluate, spec), in_axes=(None, 0)))(
+        arrays, state[0]
+    )
+
+    chunk_fn = jax.jit(_run_chunk, static_argnums=(0, 1))
+    chunk = min(cfg.chunk_rounds, cfg.rounds)
+    lengths = [chunk] * (cfg.rounds // chunk) + ([cfg.rounds % chunk] if cfg.rounds % chunk else [])
+    compile_start = time.perf_counter()
+    compiled = {
+        n: chunk_fn.lower(spec, n, arrays, state, train_keys, jnp.int32(0)).compile()
+        for n in sorted(set(lengths))
+    }
+    compile_seconds = time.perf_counter() - compile_start
+
+    outputs, done, run_start = [], 0, time.perf_counter()
+    for n in lengths:
+        state, out = compiled[n](arrays, state, train_keys, jnp.int32(done))
+        outputs.append(jax.device_get(out))
+        done += n
+        if progress is not None:
+            progress(done, cfg.rounds, time.perf_counter() - run_start)
+    jax.block_until_ready(state)
+    run_seconds = time.perf_counter() - run_start
+    curves = {
+        f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
+        for f in RoundMetrics._fields
+    }
+    return RunResult(
+        **curves,
+        initial_offline_ndcg=np.asarray(initial_ndcg),
+        final_params=jax.device_get(jax.vmap(spec.unravel)(state[0])),
+        compile_seconds=compile_seconds,
+        run_seconds=run_seconds,
+        interactions=cfg.n_runs * cfg.n_clients * cfg.local_updates * cfg.rounds,
+        epsilon=cfg.epsilon,
+    )
