@@ -1,0 +1,100 @@
+"""The papers' orderings on the MSLR sample, read from a report's aggregated numbers.
+
+Small versions of three experiments run through their binaries into one results
+folder; foltr_jax.report aggregates them as it does for the figures, and the test
+checks the orderings on summary.json (never on pixels):
+
+* FPDGD above FOLtR-ES (FPDGD paper Figure 2) with perfect clicks.  With
+  navigational and informational clicks the two end level on this 43-query
+  sample (see the issue notes), so those are not asserted.
+* data poisoning by 4 of 10 clients below the honest federation (poisoning paper
+  Figure 2, informational clicks);
+* the unlearned model above the model with the malicious client (unlearning
+  paper Figure 3).
+"""
+
+import json
+
+import pytest
+from sample_data import SAMPLE_DIR, needs_sample
+from test_experiments import run
+
+from foltr_jax import report
+
+
+@pytest.fixture(scope="module")
+def summary(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reproduction")
+    data = [f"--train_path={SAMPLE_DIR / 'train.txt'}", f"--test_path={SAMPLE_DIR / 'test.txt'}"]
+    jobs = {
+        "fpdgd": ["--n_clients=1000", "--rounds=200", "--click_model=perfect"],
+        "foltr_es": ["--n_clients=2000", "--rounds=200", "--click_model=perfect"],
+        "poisoning": [
+            "--rounds=300",
+            "--grid=paper",
+            "--malicious_counts=4",
+            "--click_models=informational",
+            "--chunk_rounds=100",
+        ],
+        "unlearning": [
+            "--rounds=300",
+            "--click_models=informational",
+            "--delta_t=10",
+            "--unlearn_local_updates=3",
+            "--chunk_rounds=100",
+        ],
+    }
+    for binary, flags in jobs.items():
+        done = run(
+            binary,
+            *data,
+            *flags,
+            "--n_runs=3",
+            f"--output_dir={root / binary}",
+            cache_dir=root / "cache",
+        )
+        assert done.returncode == 0, done.stderr
+    return report.build_report(root, root / "report")
+
+
+def _final(summary, group_word, label, panel):
+    (group,) = [g for name, g in summary["groups"].items() if group_word in name]
+    return group["rows"][label][panel]["final_offline_ndcg"]["mean"]
+
+
+@needs_sample
+def test_fpdgd_beats_foltr_es_with_perfect_clicks(summary):
+    groups = [g for name, g in summary["groups"].items() if "poisoning" not in name]
+    rows = {
+        label: row["perfect"]["final_offline_ndcg"]["mean"]
+        for g in groups
+        for label, row in g["rows"].items()
+        if "perfect" in row and label.split(",")[0] in ("fpdgd", "foltr_es")
+    }
+    fpdgd = [v for k, v in rows.items() if k.startswith("fpdgd")]
+    foltr_es = [v for k, v in rows.items() if k.startswith("foltr_es")]
+    assert len(fpdgd) == 1 and len(foltr_es) == 1, rows
+    assert fpdgd[0] > foltr_es[0] + 0.01
+
+
+@needs_sample
+def test_data_poisoning_stays_below_the_honest_federation(summary):
+    (group,) = [g for name, g in summary["groups"].items() if "poisoning" in name]
+    finals = {
+        label: row["informational"]["final_offline_ndcg"]["mean"]
+        for label, row in group["rows"].items()
+    }
+    honest = [v for k, v in finals.items() if "attack=none" in k and "fedavg" in k]
+    poisoned = [v for k, v in finals.items() if "data_poisoning" in k and "fedavg" in k]
+    assert len(honest) == 1 and len(poisoned) == 1, finals
+    assert poisoned[0] < honest[0] - 0.05
+
+
+@needs_sample
+def test_unlearning_recovers_above_the_malicious_federation(summary):
+    unlearned = _final(summary, "unlearning", "U(9H-1M), n′=3, Δt=10", "informational")
+    malicious = _final(summary, "unlearning", "9H-1M", "informational")
+    retrained = _final(summary, "unlearning", "9H-0M", "informational")
+    assert malicious < retrained - 0.03
+    assert unlearned > malicious + 0.5 * (retrained - malicious)
+    assert json.dumps(summary)  # the summary is plain JSON
