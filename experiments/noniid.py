@@ -1,0 +1,409 @@
+r"""Non-IID data in FPDGD (thesis ch. 4): the four types, their IID baselines, remedies.
+
+  python -m experiments.noniid --type=1 --n_runs=5 --rounds=1000           # intents
+  python -m experiments.noniid --type=1 --train_path=t.txt --intent_files=i1,i2,i3,i4
+  python -m experiments.noniid --type=2 --grades_per_client=1 --n_clients=5 \
+      --fold_dir=MSLR-WEB10K/Fold1 --remedies=none,fedprox,fedper,sharing --ranker=neural
+  python -m experiments.noniid --type=3 --clicks=pbm
+  python -m experiments.noniid --type=4 --mix=2
+
+Cells (one compiled program each): 'iid' (the type's IID baseline, unless --noiid),
+'noniid', and one per remedy: fedprox (one per --prox_mu), fedper (--ranker=neural;
+the hidden-to-output weights w2 stay on the clients), sharing (Type 2: a random
+--share_fraction of the training queries is shared, a warm-up model is trained on it
+by centralised PDGD for --warmup_interactions updates, every client samples from its
+own plus the shared queries).  Defaults follow the thesis (T = 10,000; Type 1: 4
+clients, B = 5; Type 2: |C| = 5 (#R = 1) or 10 (#R = 2), B = 5; Type 3: B = 5, 3
+CCM or 5 PBM clients; Type 4: 5 clients doing 1, 3, 5, 7, 9 interactions (IID: 5)).
+
+Type 1 has no held-out test set: offline nDCG@10 on the training queries under every
+intent's labels, online nDCG averaged over the intents; run r reshuffles the intents
+per query.  FedPer's offline nDCG is the mean over clients of each personalised model.
+
+Writes <output_dir>/results.json and table.txt; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import sys
+import time
+
+import numpy as np
+from absl import app, flags
+
+from experiments import common
+from foltr_jax import click_models, data, federation, noniid
+
+FLAGS = flags.FLAGS
+common.define_data_flags()
+flags.adopt_module_key_flags(common)
+flags.DEFINE_string(
+    "type", "2", "Non-IID type: 1 (intents) | 2 (labels) | 3 (clicks) | 4 (quantity)."
+)
+flags.DEFINE_list(
+    "remedies", ["none"], "Cells beyond the IID baseline: none,fedprox,fedper,sharing."
+)
+flags.DEFINE_bool("iid", True, "Also run the type's IID baseline (--noiid to skip).")
+flags.DEFINE_integer("grades_per_client", 1, "Type 2: #R, grades per client (1 or 2).")
+flags.DEFINE_string("clicks", "ccm", "Type 3: ccm (3 clients) | pbm (5 clients, η 0..2).")
+flags.DEFINE_string("mix", "none", "Type 4 mixed with: none | 1 (intents) | 2 (labels, #R).")
+flags.DEFINE_list(
+    "steps", [], "Type 4: interactions per client (default 1,3,5,7,9; mix=1: 1,3,7,9)."
+)
+flags.DEFINE_list(
+    "prox_mu", ["0.001", "0.01", "0.1", "1", "10"], "FedProx μ values (one cell each)."
+)
+flags.DEFINE_float("share_fraction", 0.1, "Data sharing: fraction of training queries shared.")
+flags.DEFINE_integer("warmup_interactions", 1000, "Data sharing: centralised warm-up updates.")
+flags.DEFINE_list(
+    "intent_files", [], "Type 1: per-intent files '<qid> <doc> <label>' (--train_path)."
+)
+flags.DEFINE_integer("synthetic_intents", 4, "Type 1 without files: intents of the synthetic data.")
+flags.DEFINE_integer("n_clients", 0, "Clients |C|; 0: the type's default.")
+flags.DEFINE_integer("local_updates", 0, "Interactions per client per round B; 0: the default (5).")
+flags.DEFINE_integer("rounds", 10_000, "Global updates T.")
+flags.DEFINE_float("learning_rate", 0.1, "PDGD learning rate η.")
+flags.DEFINE_string("ranker", "linear", "linear | neural.")
+flags.DEFINE_string("click_model", "informational", "Types 1, 2, 4: perfect | navigational | ...")
+flags.DEFINE_integer("n_grades", 0, "Click-table grades (3 or 5); 0 infers from the labels.")
+flags.DEFINE_integer("n_runs", 5, "Repetitions (Type 1: intent reshuffles).")
+flags.DEFINE_integer("seed", 0, "Seed of the simulation and of the splits.")
+flags.DEFINE_integer("chunk_rounds", 500, "Rounds per compiled chunk (progress between chunks).")
+flags.DEFINE_string("window_scoring", "map", "map (CPU) | vmap (GPU).")
+flags.DEFINE_string("output_dir", "results/noniid", "Folder for results.json and table.txt.")
+
+REMEDIES = ("none", "fedprox", "fedper", "sharing")
+PROGRAM = "noniid"
+
+
+@dataclasses.dataclass
+class Cell:
+    name: str
+    config: federation.FederationConfig
+    train: data.RankingDataset
+    test: data.RankingDataset
+    plan: federation.ClientPlan | None
+    describe: dict
+    warmup: data.RankingDataset | None = None
+
+
+def _parse():
+    """Flag values checked; UserError '--flag: ...' otherwise."""
+    err = common.UserError
+    if FLAGS.type not in ("1", "2", "3", "4"):
+        raise err(f"--type: must be 1, 2, 3 or 4, got {FLAGS.type!r}")
+    kind = int(FLAGS.type)
+    remedies = [r for r in FLAGS.remedies if r]
+    for r in remedies:
+        if r not in REMEDIES:
+            raise err(f"--remedies: must be among {REMEDIES}, got {r!r}")
+    if FLAGS.grades_per_client not in (1, 2):
+        raise err(f"--grades_per_client: must be 1 or 2, got {FLAGS.grades_per_client}")
+    if FLAGS.clicks not in ("ccm", "pbm"):
+        raise err(f"--clicks: must be ccm or pbm, got {FLAGS.clicks!r}")
+    if FLAGS.mix not in ("none", "1", "2"):
+        raise err(f"--mix: must be none, 1 or 2, got {FLAGS.mix!r}")
+    try:
+        mus = [float(m) for m in FLAGS.prox_mu]
+        steps = [int(s) for s in FLAGS.steps]
+    except ValueError as error:
+        raise err(f"--prox_mu/--steps: not a number ({error})") from None
+    if any(not m >= 0 for m in mus) or ("fedprox" in remedies and not mus):
+        raise err(f"--prox_mu: values must be at least 0, got {FLAGS.prox_mu}")
+    if any(s < 1 for s in steps):
+        raise err(f"--steps: must be at least 1, got {FLAGS.steps}")
+    if "fedper" in remedies and FLAGS.ranker != "neural":
+        raise err("--remedies: fedper keeps the last layer personal: it needs --ranker=neural")
+    if "sharing" in remedies and not (kind == 2 or (kind == 4 and FLAGS.mix == "2")):
+        raise err("--remedies: sharing applies to Type 2 data (--type=2 or --type=4 --mix=2)")
+    if not 0 < FLAGS.share_fraction < 1:
+        raise err(f"--share_fraction: must be in (0, 1), got {FLAGS.share_fraction}")
+    if FLAGS.warmup_interactions < 1:
+        raise err(f"--warmup_interactions: must be at least 1, got {FLAGS.warmup_interactions}")
+    if FLAGS.synthetic_intents < 2:
+        raise err(f"--synthetic_intents: must be at least 2, got {FLAGS.synthetic_intents}")
+    for name in ("rounds", "n_runs", "chunk_rounds"):
+        if getattr(FLAGS, name) < 1:
+            raise err(f"--{name}: must be at least 1, got {getattr(FLAGS, name)}")
+    for name in ("n_clients", "local_updates"):
+        if getattr(FLAGS, name) < 0:
+            raise err(f"--{name}: must be at least 0, got {getattr(FLAGS, name)}")
+    try:
+        click_models.by_name(FLAGS.click_model, 5)
+    except ValueError as error:
+        raise err(f"--click_model: {error}") from None
+    return kind, remedies, mus, steps
+
+
+def _config(n_clients: int, local_updates: int, n_grades: int) -> federation.FederationConfig:
+    config = federation.FederationConfig(
+        n_clients=n_clients,
+        local_updates=local_updates,
+        rounds=FLAGS.rounds,
+        learning_rate=FLAGS.learning_rate,
+        ranker=FLAGS.ranker,
+        click_model=FLAGS.click_model,
+        n_grades=n_grades,
+        n_runs=FLAGS.n_runs,
+        seed=FLAGS.seed,
+        chunk_rounds=FLAGS.chunk_rounds,
+        window_scoring=FLAGS.window_scoring,
+    )
+    try:
+        return config.validate()
+    except federation.ConfigError as error:
+        raise common.UserError(f"--{error.field}: {error.message}") from None
+
+
+def _load_intents() -> tuple[noniid.MultiIntentDataset, dict]:
+    if FLAGS.train_path or FLAGS.intent_files:
+        if not (FLAGS.train_path and FLAGS.intent_files):
+            raise common.UserError("--intent_files: Type 1 files need --train_path and intents")
+        try:
+            mi = noniid.read_multi_intent(
+                FLAGS.train_path,
+                FLAGS.intent_files,
+                normalise=FLAGS.normalise,
+                cache_dir=FLAGS.cache_dir or None,
+            )
+        except (data.LetorFormatError, data.DatasetError) as error:
+            raise common.UserError(str(error)) from None
+        return mi, {"train_path": FLAGS.train_path, "intent_files": list(FLAGS.intent_files)}
+    mi = noniid.synthetic_multi_intent(
+        FLAGS.synthetic_seed,
+        n_queries=FLAGS.synthetic_queries,
+        n_features=FLAGS.synthetic_features,
+        mean_docs_per_query=FLAGS.synthetic_docs_per_query,
+        n_intents=FLAGS.synthetic_intents,
+    )
+    return mi, {"synthetic_multi_intent": {"seed": FLAGS.synthetic_seed, "intents": mi.n_intents}}
+
+
+def _partition(dataset, n_clients, shared=None):
+    try:
+        return noniid.type2_setup(
+            dataset, n_clients, FLAGS.grades_per_client, FLAGS.seed, shared=shared
+        )
+    except noniid.PartitionError as error:
+        raise common.UserError(
+            f"--n_clients: {error} (with --grades_per_client={FLAGS.grades_per_client}); "
+            "use fewer clients or more data"
+        ) from None
+    except ValueError as error:
+        raise common.UserError(f"--n_clients: {error}") from None
+
+
+def plan_cells(kind, remedies, mus, steps):
+    """(cells, data description) of the requested experiment."""
+    mix = FLAGS.mix if kind == 4 else "none"
+    intents = kind == 1 or mix == "1"
+    if intents:
+        mi, source = _load_intents()
+        full_train, full_test = mi.merged(), mi.stacked()
+    else:
+        full_train, full_test, source = common.load_datasets()
+    n_grades = FLAGS.n_grades or click_models.n_grades_for(
+        max(full_train.max_label, full_test.max_label)
+    )
+    B = FLAGS.local_updates or 5
+    if kind == 4:
+        steps = steps or ([1, 3, 7, 9] if mix == "1" else list(noniid.TYPE4_STEPS))
+        B_iid = FLAGS.local_updates or round(np.mean(steps))
+    if intents:
+        default_clients = mi.n_intents
+    elif kind == 3:
+        default_clients = len(noniid.CCM_CLIENTS if FLAGS.clicks == "ccm" else noniid.PBM_CLIENTS)
+    elif kind == 4 and mix == "none":
+        default_clients = len(steps)
+    else:
+        default_clients = 5 if FLAGS.grades_per_client == 1 else 10
+    n_clients = FLAGS.n_clients or default_clients
+    if intents and n_clients != mi.n_intents:
+        raise common.UserError(f"--n_clients: Type 1 has one client per intent ({mi.n_intents})")
+    if kind == 4 and len(steps) != n_clients:
+        raise common.UserError(f"--steps: needs one value per client ({n_clients}), got {steps}")
+    clicks = None
+    if kind == 3:
+        clicks = noniid.CCM_CLIENTS if FLAGS.clicks == "ccm" else noniid.PBM_CLIENTS
+        if n_clients != len(clicks):
+            raise common.UserError(
+                f"--n_clients: --clicks={FLAGS.clicks} has one client per click model "
+                f"({len(clicks)})"
+            )
+
+    cells = []
+    noniid_b = max(steps) if kind == 4 else B
+    base = _config(n_clients, noniid_b, n_grades)
+    iid_config = dataclasses.replace(base, local_updates=B_iid) if kind == 4 else base
+    # The IID baseline.
+    if FLAGS.iid:
+        if intents:
+            train, test, extra = noniid.type1_setup(mi, FLAGS.n_runs, FLAGS.seed, iid=True)
+            plan = federation.ClientPlan(**extra)
+        elif kind == 3:
+            train, test, plan = (
+                full_train,
+                full_test,
+                federation.ClientPlan(random_click_models=clicks),
+            )
+        else:
+            train, test, plan = full_train, full_test, None
+        cells.append(Cell("iid", iid_config, train, test, plan, {"data": "iid"}))
+    # The non-IID data and its remedies.
+    describe = {"data": f"type{kind}"}
+    extra = {}
+    if intents:
+        train, test, extra = noniid.type1_setup(mi, FLAGS.n_runs, FLAGS.seed, iid=False)
+    elif kind == 2 or mix == "2":
+        train, extra, holders = _partition(full_train, n_clients)
+        test = full_test
+        describe["grades"] = [list(h) for h in holders]
+    else:
+        train, test = full_train, full_test
+    if kind == 3:
+        extra["click_models"] = tuple(clicks)
+        describe["click_models"] = list(clicks)
+    if kind == 4:
+        extra["steps"] = tuple(steps)
+        describe["steps"] = list(steps)
+        describe["mix"] = mix
+    for remedy in ["none"] + [r for r in remedies if r != "none"]:
+        if remedy == "none":
+            cells.append(
+                Cell("noniid", base, train, test, federation.ClientPlan(**extra), describe)
+            )
+        elif remedy == "fedprox":
+            for mu in mus:
+                plan = federation.ClientPlan(**extra, prox_mu=mu)
+                cells.append(
+                    Cell(f"fedprox_mu={mu:g}", base, train, test, plan, {**describe, "mu": mu})
+                )
+        elif remedy == "fedper":
+            plan = federation.ClientPlan(**extra, personal=("w2",))
+            cells.append(Cell("fedper", base, train, test, plan, {**describe, "personal": ["w2"]}))
+        elif remedy == "sharing":
+            shared, rest = noniid.share_queries(full_train, FLAGS.share_fraction, FLAGS.seed)
+            s_train, s_extra, s_holders = _partition(rest, n_clients, shared=shared)
+            if kind == 4:
+                s_extra["steps"] = tuple(steps)
+            info = {
+                **describe,
+                "grades": [list(h) for h in s_holders],
+                "shared_queries": shared.n_queries,
+                "warmup_interactions": FLAGS.warmup_interactions,
+            }
+            plan = federation.ClientPlan(**s_extra)
+            cells.append(Cell("sharing", base, s_train, full_test, plan, info, warmup=shared))
+    return cells, {
+        **source,
+        "train": common.dataset_summary(full_train),
+        "test": common.dataset_summary(full_test),
+        "n_grades": n_grades,
+    }
+
+
+def run_cell(cell: Cell) -> dict:
+    start = time.perf_counter()
+    initial = None
+    if cell.warmup is not None:
+        print(
+            f"{PROGRAM}: [{cell.name}] warm-up on {cell.warmup.n_queries} shared queries",
+            file=sys.stderr,
+        )
+        initial, _ = noniid.warm_up(cell.config, cell.warmup, cell.test, FLAGS.warmup_interactions)
+    try:
+        spec, arrays = federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
+    except federation.ConfigError as error:
+        raise common.UserError(f"--{error.field}: {error.message}") from None
+    result = federation.run(
+        spec, arrays, progress=common.ProgressLog(f"{PROGRAM} {cell.name}"), initial_params=initial
+    )
+    final = result.offline_ndcg[:, -1]
+    performance = result.online_performance
+
+    def sd(x):
+        return float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
+
+    return {
+        "name": cell.name,
+        "setting": cell.describe,
+        "n_clients": cell.config.n_clients,
+        "local_updates": cell.config.local_updates,
+        "offline_ndcg": result.offline_ndcg.tolist(),
+        "online_ndcg": result.online_ndcg.tolist(),
+        "online_performance": performance.tolist(),
+        "initial_offline_ndcg": result.initial_offline_ndcg.tolist(),
+        "final_offline_ndcg_mean": float(final.mean()),
+        "final_offline_ndcg_sd": sd(final),
+        "online_performance_mean": float(performance.mean()),
+        "online_performance_sd": sd(performance),
+        "interactions": result.interactions,
+        "seconds": result.run_seconds,
+        "compile_seconds": result.compile_seconds,
+        "wall_seconds": time.perf_counter() - start,
+    }
+
+
+def format_table(kind: int, cells) -> str:
+    lines = [f"type {kind}: {'cell':<18}{'final offline nDCG@10':>26}{'online performance':>24}"]
+    for c in cells:
+        lines.append(
+            f"        {c['name']:<18}{c['final_offline_ndcg_mean']:>16.4f} ± "
+            f"{c['final_offline_ndcg_sd']:.4f}{c['online_performance_mean']:>14.2f} ± "
+            f"{c['online_performance_sd']:.2f}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv):
+    common.quiet_logs()
+    if len(argv) > 1:
+        common.fail(PROGRAM, f"unexpected arguments {argv[1:]}")
+    try:
+        kind, remedies, mus, steps = _parse()
+        cells, source = plan_cells(kind, remedies, mus, steps)
+        for cell in cells:  # refuse bad plans before any run
+            federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
+    except common.UserError as error:
+        common.fail(PROGRAM, str(error))
+    except federation.ConfigError as error:
+        common.fail(PROGRAM, f"--{error.field}: {error.message}")
+    print(
+        f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
+        f"{FLAGS.rounds} rounds",
+        file=sys.stderr,
+    )
+    results_cells = [run_cell(cell) for cell in cells]
+    output = pathlib.Path(FLAGS.output_dir)
+    results = {
+        "method": f"fpdgd/noniid/type{kind}",
+        "config": dataclasses.asdict(cells[0].config),
+        "noniid": {
+            "type": kind,
+            "remedies": remedies,
+            "grades_per_client": FLAGS.grades_per_client,
+            "clicks": FLAGS.clicks,
+            "mix": FLAGS.mix,
+            "steps": steps,
+            "prox_mu": mus,
+            "share_fraction": FLAGS.share_fraction,
+            "warmup_interactions": FLAGS.warmup_interactions,
+        },
+        "data": source,
+        "versions": common.versions(),
+        "cells": results_cells,
+        "seconds": sum(c["seconds"] for c in results_cells),
+        "compile_seconds": sum(c["compile_seconds"] for c in results_cells),
+    }
+    common.write_json_atomic(output / "results.json", results)
+    table = format_table(kind, results_cells)
+    common.write_text_atomic(output / "table.txt", table)
+    print(table, end="")
+    summary = ", ".join(f"{c['name']} {c['final_offline_ndcg_mean']:.4f}" for c in results_cells)
+    print(f"type {kind}: {summary}; results in {output / 'results.json'}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,343 @@
+"""Non-IID data across FOLtR clients and its remedies (thesis ch. 4).
+
+Every type is a data transformation feeding the same vectorised FPDGD round
+(federation.ClientPlan): per-client datasets are concatenated into one flat
+training set and each client samples from its own query list.
+
+* Type 1, document preference (§4.3.1): one intent per client; the training set is
+  the intents' label copies concatenated, client c in run r holds, for query q,
+  intent π_r(q)[c] (a per-query reshuffle of intents, one per run).  IID baseline:
+  one copy whose label is the largest over intents (relevant if relevant for any).
+  No held-out test set: offline nDCG on the training queries under every intent
+  (the mean over (query, intent) pairs with a relevant document), online nDCG of a
+  shown list averaged over the intents.
+* Type 2, label distribution (§4.4.1): k-combinations of the grades assigned to
+  clients, each grade's query-document pairs split equally among its clients.
+* Type 3, click preference (§4.5.1): a click model per client; IID: each interaction
+  draws one of them.
+* Type 4, data quantity (§4.5.2): per-client numbers of local interactions.
+
+Remedies (§4.3.3, §4.4.3): FedProx and FedPer (federation.ClientPlan), data sharing
+(:func:`share_queries`, :func:`warm_up`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import pathlib
+
+import numpy as np
+
+from foltr_jax import federation
+from foltr_jax.data import DatasetError, LetorFormatError, RankingDataset, read_letor
+
+CCM_CLIENTS = ("perfect", "navigational", "informational")  # §4.5.1, 3 clients
+PBM_CLIENTS = ("pbm:0", "pbm:0.5", "pbm:1", "pbm:1.5", "pbm:2")  # §4.5.1, 5 clients
+TYPE4_STEPS = (1, 3, 5, 7, 9)  # §4.5.2: queries per client per round, 5 clients
+
+
+class PartitionError(ValueError):
+    """A split that leaves a client without data; ``client`` names it."""
+
+    def __init__(self, client: int, message: str):
+        super().__init__(message)
+        self.client = client
+
+
+# ---------------------------------------------------------------------------
+# Type 1: multi-intent data
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MultiIntentDataset:
+    """One set of queries and documents with a relevance label per intent.
+
+    ``base`` holds the features (its labels are not used); ``intent_labels`` is
+    int32 [n_intents, n_docs].
+    """
+
+    base: RankingDataset
+    intent_labels: np.ndarray
+
+    @property
+    def n_intents(self) -> int:
+        return int(self.intent_labels.shape[0])
+
+    def with_labels(self, labels, name: str = "") -> RankingDataset:
+        return dataclasses.replace(
+            self.base, labels=np.asarray(labels, np.int32), name=name or self.base.name
+        )
+
+    def merged(self) -> RankingDataset:
+        """The IID baseline's data (§4.3.1): a document's largest grade over intents."""
+        return self.with_labels(self.intent_labels.max(axis=0), f"{self.base.name}-merged")
+
+    def stacked(self) -> RankingDataset:
+        """Every intent's copy of the data, intent-major (query i·n_queries + q)."""
+        base = self.base
+        return RankingDataset(
+            features=np.tile(base.features, (self.n_intents, 1)),
+            labels=self.intent_labels.reshape(-1),
+            query_offsets=np.concatenate(
+                [base.query_offsets + i * base.n_docs for i in range(self.n_intents)]
+            ),
+            query_lengths=np.tile(base.query_lengths, self.n_intents),
+            query_ids=np.concatenate(
+                [np.char.add(base.query_ids, f"#intent{i}") for i in range(self.n_intents)]
+            ),
+            name=f"{base.name}-intents",
+        )
+
+
+def read_multi_intent(letor_path, intent_paths, **letor_options) -> MultiIntentDataset:
+    """Reads a LETOR file and one relevance file per intent.
+
+    Intent file format: one judgement per line, ``<qid> <doc> <label>``, where
+    ``qid`` is a query id of the LETOR file, ``doc`` the 0-based position of the
+    document within that query's block, ``label`` an integer grade ≥ 0; blank lines
+    and lines starting with ``#`` are skipped; documents without a line get label 0.
+
+    Raises LetorFormatError ``"<path>:<line>: <problem>"`` for a wrong number of
+    fields, a non-integer or negative value, an unknown query id, a document position
+    out of range, or a pair judged twice; DatasetError for a missing file or no
+    intent files.
+    """
+    base = read_letor(letor_path, **letor_options)
+    paths = [pathlib.Path(p) for p in intent_paths]
+    if not paths:
+        raise DatasetError("no intent files given")
+    query_of = {qid: i for i, qid in enumerate(base.query_ids.tolist())}
+    labels = np.zeros((len(paths), base.n_docs), np.int32)
+    for i, path in enumerate(paths):
+        if not path.is_file():
+            raise DatasetError(f"{path}: no such file")
+        seen = {}
+        with open(path) as stream:
+            for line_no, line in enumerate(stream, 1):
+                text = line.strip()
+                if not text or text.startswith("#"):
+                    continue
+                where = f"{path}:{line_no}"
+                fields = text.split()
+                if len(fields) != 3:
+                    raise LetorFormatError(
+                        f"{where}: expected '<qid> <doc> <label>', got {len(fields)} field(s)"
+                    )
+                qid, doc, label = fields
+                if qid not in query_of:
+                    raise LetorFormatError(f"{where}: unknown query id {qid!r}")
+                try:
+                    doc, label = int(doc), int(label)
+                except ValueError:
+                    raise LetorFormatError(
+                        f"{where}: document position and label must be integers"
+                    ) from None
+                q = query_of[qid]
+                if not 0 <= doc < base.query_lengths[q]:
+                    raise LetorFormatError(
+                        f"{where}: document {doc} out of range for query {qid!r} "
+                        f"({base.query_lengths[q]} documents)"
+                    )
+                if label < 0:
+                    raise LetorFormatError(f"{where}: label must be >= 0, got {label}")
+                if (q, doc) in seen:
+                    raise LetorFormatError(
+                        f"{where}: query {qid!r} document {doc} already judged on line "
+                        f"{seen[(q, doc)]}"
+                    )
+                seen[(q, doc)] = line_no
+                labels[i, base.query_offsets[q] + doc] = label
+    return MultiIntentDataset(base, labels)
+
+
+def synthetic_multi_intent(
+    seed=0,
+    *,
+    n_queries: int = 100,
+    n_features: int = 32,
+    mean_docs_per_query: float = 40,
+    n_intents: int = 4,
+    n_grades: int = 3,
+    relevant_fraction: float = 0.3,
+) -> MultiIntentDataset:
+    """Synthetic intent-change-like data: every intent labels documents by its own
+    hidden linear scorer (plus noise), cut at quantiles so that ``relevant_fraction``
+    of the documents are relevant (grades 1..n_grades-1 in equal shares)."""
+    from foltr_jax import data
+
+    base = data.synthetic_dataset(
+        seed,
+        n_queries=n_queries,
+        n_features=n_features,
+        mean_docs_per_query=mean_docs_per_query,
+        name="synthetic-intents",
+    )
+    rng = np.random.default_rng([seed, 1])
+    x = base.features.astype(np.float64)
+    cuts = 1.0 - relevant_fraction * (1.0 - np.arange(n_grades - 1) / (n_grades - 1))
+    labels = []
+    for _ in range(n_intents):
+        w = rng.normal(size=n_features)
+        score = x @ w
+        score = (score - score.mean()) / (score.std() or 1.0)
+        score = score + 0.5 * rng.standard_normal(score.shape)
+        labels.append(np.searchsorted(np.quantile(score, cuts), score, side="right"))
+    return MultiIntentDataset(base, np.asarray(labels, np.int32))
+
+
+def intent_queries(mi: MultiIntentDataset, n_runs: int, seed: int) -> np.ndarray:
+    """int [n_runs, n_intents, n_queries]: client c's queries in ``mi.stacked()`` per
+    run: for query q the copy of intent π_r(q)[c], π_r a per-query random permutation
+    (the thesis's 5 intent reshuffles, §4.3.1)."""
+    rng = np.random.default_rng([seed, 2])
+    nq, n = mi.base.n_queries, mi.n_intents
+    perms = np.argsort(rng.random((n_runs, nq, n)), axis=2)  # [runs, q, client] -> intent
+    return (perms * nq + np.arange(nq)[None, :, None]).transpose(0, 2, 1)
+
+
+def type1_setup(mi: MultiIntentDataset, n_runs: int, seed: int, iid: bool):
+    """(train, test, ClientPlan kwargs) of Type 1 (non-IID) or its IID baseline."""
+    test = mi.stacked()
+    if iid:
+        return mi.merged(), test, {"online_labels": mi.intent_labels}
+    views = np.tile(mi.intent_labels, (1, mi.n_intents))  # every intent on every copy
+    return test, test, {"queries": intent_queries(mi, n_runs, seed), "online_labels": views}
+
+
+# ---------------------------------------------------------------------------
+# Type 2: label distribution skew
+# ---------------------------------------------------------------------------
+
+
+def grade_combinations(n_grades: int, grades_per_client: int, n_clients: int, seed: int):
+    """The grades each client holds (§4.4.1): all k-combinations of the grades in a
+    random order, client c taking combination c mod C(R, k).  ``n_clients`` must be
+    a multiple of C(R, k) so every grade's pairs are held."""
+    combos = list(itertools.combinations(range(n_grades), grades_per_client))
+    if n_clients % len(combos):
+        raise ValueError(
+            f"n_clients = {n_clients} must be a multiple of C({n_grades}, {grades_per_client}) "
+            f"= {len(combos)} (every combination of grades held equally often)"
+        )
+    order = np.random.default_rng([seed, 3]).permutation(len(combos))
+    return [combos[order[c % len(combos)]] for c in range(n_clients)]
+
+
+def label_partition(
+    dataset: RankingDataset, n_clients: int, grades_per_client: int, seed: int, n_grades=None
+):
+    """Row indices (sorted) of each client's query-document pairs (§4.4.1).
+
+    Each grade's pairs are shuffled and split into equal parts (sizes differing by
+    at most one) among the clients holding that grade.  Raises PartitionError
+    naming a client left without pairs.
+    """
+    n_grades = n_grades or int(dataset.max_label) + 1
+    holders = grade_combinations(n_grades, grades_per_client, n_clients, seed)
+    rng = np.random.default_rng([seed, 4])
+    rows = [[] for _ in range(n_clients)]
+    for grade in range(n_grades):
+        owners = [c for c in range(n_clients) if grade in holders[c]]
+        pairs = rng.permutation(np.flatnonzero(dataset.labels == grade))
+        for c, part in zip(owners, np.array_split(pairs, len(owners))):
+            rows[c].append(part)
+    out = []
+    for c in range(n_clients):
+        mine = np.sort(np.concatenate(rows[c])) if rows[c] else np.zeros(0, np.int64)
+        if mine.size == 0:
+            raise PartitionError(
+                c, f"client {c} (grades {holders[c]}) gets no query-document pairs"
+            )
+        out.append(mine)
+    return out, holders
+
+
+def rows_dataset(dataset: RankingDataset, rows: np.ndarray, name: str) -> RankingDataset:
+    """The pairs ``rows`` (sorted) grouped by query; queries without pairs are dropped."""
+    query_of_row = np.repeat(np.arange(dataset.n_queries), dataset.query_lengths)[rows]
+    queries, lengths = np.unique(query_of_row, return_counts=True)
+    return RankingDataset(
+        features=dataset.features[rows],
+        labels=dataset.labels[rows],
+        query_offsets=np.cumsum(lengths) - lengths,
+        query_lengths=lengths,
+        query_ids=dataset.query_ids[queries],
+        name=name,
+    )
+
+
+def concatenate(datasets, name: str = "clients"):
+    """(one flat dataset, [per dataset: its query indices in the flat one])."""
+    flat = RankingDataset(
+        features=np.concatenate([d.features for d in datasets]),
+        labels=np.concatenate([d.labels for d in datasets]),
+        query_offsets=np.cumsum(np.concatenate([d.query_lengths for d in datasets]))
+        - np.concatenate([d.query_lengths for d in datasets]),
+        query_lengths=np.concatenate([d.query_lengths for d in datasets]),
+        query_ids=np.concatenate([d.query_ids for d in datasets]),
+        name=name,
+    )
+    starts = np.cumsum([0] + [d.n_queries for d in datasets])
+    return flat, [np.arange(starts[i], starts[i + 1]) for i in range(len(datasets))]
+
+
+def pad_lists(lists) -> np.ndarray:
+    """Query lists as an int [n, max length] array padded with -1."""
+    width = max(len(q) for q in lists)
+    return np.stack([np.pad(q, (0, width - len(q)), constant_values=-1) for q in lists])
+
+
+def share_queries(dataset: RankingDataset, fraction: float, seed: int):
+    """(shared G, the rest): a random ``fraction`` of the queries (at least one)."""
+    n = dataset.n_queries
+    count = max(1, round(fraction * n))
+    chosen = np.zeros(n, bool)
+    chosen[np.random.default_rng([seed, 5]).choice(n, count, replace=False)] = True
+    return dataset.subset(chosen), dataset.subset(~chosen)
+
+
+def type2_setup(
+    dataset: RankingDataset,
+    n_clients: int,
+    grades_per_client: int,
+    seed: int,
+    shared: RankingDataset | None = None,
+):
+    """(train, ClientPlan kwargs, grades per client) of Type 2; with ``shared``
+    (data sharing) every client also samples from the shared queries."""
+    rows, holders = label_partition(dataset, n_clients, grades_per_client, seed)
+    parts = [rows_dataset(dataset, r, f"client{c}") for c, r in enumerate(rows)]
+    if shared is not None:
+        parts.append(shared)
+    train, lists = concatenate(parts, f"{dataset.name}-type2")
+    if shared is not None:
+        lists = [np.concatenate([q, lists[-1]]) for q in lists[:-1]]
+    return train, {"queries": pad_lists(lists)}, holders
+
+
+# ---------------------------------------------------------------------------
+# Data sharing's warm-up (§4.4.3)
+# ---------------------------------------------------------------------------
+
+
+def warm_up(
+    config: federation.FederationConfig,
+    shared: RankingDataset,
+    test: RankingDataset,
+    interactions: int,
+):
+    """A warm-up model per run: centralised PDGD (one client, one interaction per
+    update) for ``interactions`` updates on the shared data G, from the runs' usual
+    initial models.  Returns (final params [n_runs, ...], its RunResult)."""
+    central = dataclasses.replace(
+        config,
+        n_clients=1,
+        local_updates=1,
+        rounds=interactions,
+        chunk_rounds=min(config.chunk_rounds * config.local_updates, interactions),
+    )
+    spec, arrays = federation.build(central, shared, test)
+    result = federation.run(spec, arrays)
+    return result.final_params, result

@@ -1,0 +1,361 @@
+"""Non-IID clients (thesis ch. 4): partitions, per-client data/clicks/steps, remedies."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from sample_data import REPO_ROOT
+
+from foltr_jax import data, federation, metrics, noniid
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return data.synthetic_train_test(
+        3, n_train_queries=40, n_test_queries=20, n_features=8, mean_docs_per_query=20
+    )
+
+
+def _config(**overrides):
+    base = {
+        "n_clients": 5,
+        "local_updates": 3,
+        "rounds": 6,
+        "n_runs": 2,
+        "chunk_rounds": 6,
+        "click_model": "perfect",
+    }
+    return federation.FederationConfig(**{**base, **overrides})
+
+
+def _run(config, train, test, plan=None, **kwargs):
+    spec, arrays = federation.build(config, train, test, clients=plan, **kwargs.pop("build", {}))
+    return federation.run(spec, arrays, **kwargs)
+
+
+CURVES = ("offline_ndcg", "offline_mrr", "online_ndcg", "online_max_rr")
+
+
+def _assert_same(a, b):
+    for field in CURVES:
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+
+
+# --- Type 2 partitions -------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_clients, k", [(5, 1), (10, 1), (10, 2)])
+def test_type2_partition_invariants(tiny, n_clients, k):
+    train = tiny[0]
+    rows, holders = noniid.label_partition(train, n_clients, k, seed=1)
+    everything = np.concatenate(rows)
+    np.testing.assert_array_equal(np.sort(everything), np.arange(train.n_docs))  # once each
+    assert all(len(h) == k for h in holders)
+    for c, r in enumerate(rows):
+        assert set(train.labels[r].tolist()) <= set(holders[c])
+    for grade in range(5):
+        owners = [c for c in range(n_clients) if grade in holders[c]]
+        sizes = [int(np.sum(train.labels[rows[c]] == grade)) for c in owners]
+        assert len(owners) == n_clients * k // 5
+        assert max(sizes) - min(sizes) <= 1 and sum(sizes) == np.sum(train.labels == grade)
+    flat, extra, _ = noniid.type2_setup(train, n_clients, k, seed=1)
+    assert flat.n_docs == train.n_docs
+    lists = extra["queries"]
+    for c in range(n_clients):
+        mine = lists[c][lists[c] >= 0]
+        assert np.sum(flat.query_lengths[mine]) == len(rows[c])
+        labels = np.concatenate(
+            [
+                flat.labels[o : o + n]
+                for o, n in zip(flat.query_offsets[mine], flat.query_lengths[mine])
+            ]
+        )
+        assert set(labels.tolist()) <= set(holders[c])
+
+
+def test_type2_refuses_clients_without_pairs(tiny):
+    train = tiny[0]
+    few = dataclasses.replace(train, labels=np.minimum(train.labels, 3))  # no grade 4
+    with pytest.raises(noniid.PartitionError, match="client .* gets no query-document pairs"):
+        noniid.label_partition(few, 5, 1, seed=0, n_grades=5)
+    with pytest.raises(ValueError, match="multiple of C"):
+        noniid.label_partition(train, 7, 1, seed=0)
+
+
+def test_type2_saturation_online_performance(tiny):
+    """Thesis Table 4.3: one grade per client: the grade-0 client's lists score 0 (ideal
+    0), every other list 1, so online performance is 0.8·Σ_t γ^(t−1)."""
+    train, test = tiny
+    flat, extra, _ = noniid.type2_setup(train, 5, 1, seed=0)
+    rounds = 40
+    result = _run(
+        _config(rounds=rounds, chunk_rounds=20), flat, test, federation.ClientPlan(**extra)
+    )
+    np.testing.assert_allclose(result.online_ndcg, 0.8, rtol=1e-6)
+    expected = 0.8 * np.sum(metrics.ONLINE_DISCOUNT ** np.arange(rounds))
+    np.testing.assert_allclose(result.online_performance, expected, rtol=1e-6)
+    # at T = 10,000 the same formula gives the thesis's 1589.23
+    assert round(0.8 * np.sum(metrics.ONLINE_DISCOUNT ** np.arange(10_000)), 2) == 1589.23
+
+
+# --- Type 1 -------------------------------------------------------------------
+
+
+def _write_letor(path):
+    lines = []
+    for q in range(2):
+        for d in range(3):
+            lines.append(f"{d % 2} qid:{q} 1:{d * 0.5 + q} 2:{1 - d * 0.3}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_multi_intent_reader(tmp_path):
+    letor = tmp_path / "train.txt"
+    _write_letor(letor)
+    (tmp_path / "a.txt").write_text("# intent a\n0 2 1\n1 0 2\n\n")
+    (tmp_path / "b.txt").write_text("1 1 1\n")
+    mi = noniid.read_multi_intent(letor, [tmp_path / "a.txt", tmp_path / "b.txt"], use_cache=False)
+    np.testing.assert_array_equal(mi.intent_labels, [[0, 0, 1, 2, 0, 0], [0, 0, 0, 0, 1, 0]])
+    np.testing.assert_array_equal(mi.merged().labels, [0, 0, 1, 2, 1, 0])
+    stacked = mi.stacked()
+    assert stacked.n_queries == 4 and stacked.n_docs == 12
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("0 1\n", "expected '<qid> <doc> <label>'"),
+        ("7 0 1\n", "unknown query id '7'"),
+        ("0 3 1\n", "document 3 out of range"),
+        ("0 1 x\n", "document position and label must be integers"),
+        ("0 1 -1\n", "label must be >= 0"),
+        ("0 1 1\n\n0 1 2\n", "query '0' document 1 already judged on line 1"),
+    ],
+)
+def test_multi_intent_reader_refuses_bad_files(tmp_path, text, problem):
+    letor = tmp_path / "train.txt"
+    _write_letor(letor)
+    bad = tmp_path / "bad.txt"
+    bad.write_text(text)
+    line = text.count("\n")
+    with pytest.raises(data.LetorFormatError, match=f"bad.txt:{line}: {problem}"):
+        noniid.read_multi_intent(letor, [bad], use_cache=False)
+    with pytest.raises(data.DatasetError, match="no such file"):
+        noniid.read_multi_intent(letor, [tmp_path / "missing.txt"], use_cache=False)
+
+
+def test_intent_reshuffles_are_per_query_permutations():
+    mi = noniid.synthetic_multi_intent(0, n_queries=12, n_features=6, mean_docs_per_query=10)
+    assert mi.intent_labels.shape == (4, mi.base.n_docs)
+    assert len({tuple(row) for row in mi.intent_labels}) == 4  # intents differ
+    lists = noniid.intent_queries(mi, n_runs=5, seed=0)
+    nq = mi.base.n_queries
+    assert lists.shape == (5, 4, nq)
+    np.testing.assert_array_equal(lists % nq, np.broadcast_to(np.arange(nq), lists.shape))
+    intents = lists // nq  # [run, client, query]: every query's intents go to distinct clients
+    np.testing.assert_array_equal(
+        np.sort(intents, axis=1), np.broadcast_to(np.arange(4)[None, :, None], intents.shape)
+    )
+    assert not np.array_equal(intents[0], intents[1])
+
+
+def test_type1_online_ndcg_averages_the_intents():
+    mi = noniid.synthetic_multi_intent(1, n_queries=10, n_features=6, mean_docs_per_query=10)
+    config = _config(n_clients=4, n_grades=3, rounds=3, chunk_rounds=3)
+    train, test, extra = noniid.type1_setup(mi, 2, 0, iid=True)
+    with_views = _run(config, train, test, federation.ClientPlan(**extra))
+    without = _run(config, train, test)
+    # same lists are shown (views change only the measurement), measured differently
+    np.testing.assert_array_equal(with_views.offline_ndcg, without.offline_ndcg)
+    assert not np.allclose(with_views.online_ndcg, without.online_ndcg)
+
+
+# --- Engine: IID unchanged, Types 3 and 4 ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plain(tiny):
+    """IID FPDGD (no ClientPlan), storing client updates."""
+    return _run(_config(), *tiny, build={"history_every": 1})
+
+
+def test_iid_plans_equal_plain_fpdgd(tiny, plain):
+    """Every client holding all queries, and one click model for all, is IID FPDGD."""
+    train, test = tiny
+    same = federation.ClientPlan(
+        queries=np.tile(np.arange(train.n_queries), (5, 1)),
+        click_models=("perfect",) * 5,
+        random_click_models=("perfect",),
+        prox_mu=0.0,  # FedProx with μ = 0 is FPDGD exactly
+    )
+    result = _run(_config(), train, test, same, build={"history_every": 1})
+    _assert_same(plain, result)
+    np.testing.assert_array_equal(plain.history, result.history)
+
+
+def test_per_client_click_models_are_used(tiny, plain):
+    train, test = tiny
+    config = _config()
+    poisoned = _run(
+        config, train, test, federation.ClientPlan(click_models=("poison",) + ("perfect",) * 4)
+    )
+    assert not np.array_equal(plain.offline_ndcg, poisoned.offline_ndcg)
+    pool = _run(
+        config, train, test, federation.ClientPlan(random_click_models=("perfect", "pbm:2"))
+    )
+    assert not np.array_equal(plain.online_max_rr, pool.online_max_rr)
+
+
+def test_one_step_clients_equal_b1(tiny):
+    train, test = tiny
+    b1 = _run(_config(local_updates=1), train, test)
+    masked = _run(_config(local_updates=3), train, test, federation.ClientPlan(steps=(1,) * 5))
+    for field in CURVES:
+        np.testing.assert_allclose(getattr(b1, field), getattr(masked, field), atol=1e-6)
+    assert masked.interactions == b1.interactions == 5 * 6 * 2
+    with pytest.raises(federation.ConfigError, match="steps"):
+        federation.build(_config(), train, test, clients=federation.ClientPlan(steps=(4,) * 5))
+
+
+def test_fedavg_weights_are_the_step_counts(tiny):
+    """One round from zero: the global linear model is Σ n_c θ_c / Σ n_c."""
+    train, test = tiny
+    config = _config(local_updates=4, rounds=1, n_runs=1, chunk_rounds=1)
+    steps = (1, 4, 2, 3, 1)
+    result = _run(
+        config, train, test, federation.ClientPlan(steps=steps), build={"history_every": 1}
+    )
+    assert result.interactions == sum(steps)
+    updates = result.history[0, 0]  # θ_c − 0
+    weights = np.asarray(steps, np.float32)
+    np.testing.assert_allclose(
+        result.final_params["w"][0], weights @ updates / weights.sum(), atol=1e-6
+    )
+
+
+# --- Remedies ---------------------------------------------------------------
+
+
+def test_fedprox_keeps_local_models_near_global(tiny, plain):
+    strong = _run(_config(), *tiny, federation.ClientPlan(prox_mu=10.0), build={"history_every": 1})
+    drift = np.linalg.norm(plain.history, axis=-1).mean()
+    assert np.linalg.norm(strong.history, axis=-1).mean() < 0.8 * drift
+
+
+def test_fedper_keeps_personal_layers(tiny):
+    train, test = tiny
+    config = _config(ranker="neural", rounds=2, n_runs=1, chunk_rounds=2)
+    result = _run(
+        config, train, test, federation.ClientPlan(personal=("w2",)), build={"history_every": 1}
+    )
+    final, personal = result.final_params
+    assert personal["w2"].shape == (1, 5, 64)
+    assert not np.allclose(personal["w2"][0, 0], personal["w2"][0, 1])
+    # the base layer w1 is FedAvg'd: w1_T = w1_0 + Σ_rounds mean_c Δw1_c
+    key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 0)
+    init = federation.rankers.make_ranker("neural", 8).init(jax.random.split(key)[0])
+    n_w1 = init["w1"].size
+    mean_updates = result.history[0, :, :, :n_w1].mean(axis=1).sum(axis=0)
+    np.testing.assert_allclose(
+        final["w1"][0].ravel(), np.asarray(init["w1"]).ravel() + mean_updates, atol=1e-5
+    )
+    with pytest.raises(federation.ConfigError, match="personal"):
+        federation.build(_config(), train, test, clients=federation.ClientPlan(personal=("w",)))
+
+
+def test_data_sharing_warm_up(tiny):
+    train, test = tiny
+    config = _config(n_runs=1)
+    shared, rest = noniid.share_queries(train, 0.1, seed=0)
+    assert shared.n_queries == 4 and rest.n_queries == 36
+    params, warm = noniid.warm_up(config, shared, test, interactions=30)
+    assert warm.offline_ndcg.shape == (1, 30) and np.any(params["w"] != 0)
+    flat, extra, _ = noniid.type2_setup(rest, 5, 1, seed=0, shared=shared)
+    lists = extra["queries"]
+    shared_ids = np.arange(flat.n_queries - shared.n_queries, flat.n_queries)
+    for c in range(5):
+        assert set(shared_ids) <= set(lists[c].tolist())
+    result = _run(config, flat, test, federation.ClientPlan(**extra), initial_params=params)
+    np.testing.assert_allclose(result.initial_offline_ndcg, warm.offline_ndcg[:, -1], rtol=1e-6)
+
+
+# --- The binary ---------------------------------------------------------------
+
+SMALL = [
+    "--synthetic_queries=30",
+    "--synthetic_features=8",
+    "--synthetic_docs_per_query=15",
+    "--rounds=4",
+    "--chunk_rounds=4",
+    "--n_runs=2",
+]
+
+
+def _binary(*args, tmp_path):
+    env = {**os.environ, "FOLTR_JAX_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.noniid", *args],
+        check=False,
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_binary_writes_results_deterministically(tmp_path):
+    outputs = []
+    for name in ("a", "b"):
+        result = _binary(
+            "--type=2",
+            *SMALL,
+            "--noiid",
+            "--remedies=sharing",
+            "--warmup_interactions=5",
+            f"--output_dir={tmp_path / name}",
+            tmp_path=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "results in" in result.stdout and "round 4/4" in result.stderr
+        outputs.append(json.loads((tmp_path / name / "results.json").read_text()))
+    a, b = outputs
+    assert [c["name"] for c in a["cells"]] == ["noniid", "sharing"]
+    for cell in a["cells"]:
+        assert np.shape(cell["offline_ndcg"]) == (2, 4) and np.shape(cell["online_ndcg"]) == (2, 4)
+        assert len(cell["online_performance"]) == 2
+    assert a["cells"][0]["setting"]["grades"] == [
+        [g] for g in np.ravel(a["cells"][0]["setting"]["grades"])
+    ]
+    timing = {"seconds", "compile_seconds", "wall_seconds", "versions"}
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in timing}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+
+    assert strip(a) == strip(b)
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--grades_per_client=3", "--grades_per_client: must be 1 or 2"),
+        ("--remedies=fedper", "--remedies: fedper keeps the last layer personal"),
+        ("--n_clients=7", "--n_clients:"),
+    ],
+)
+def test_binary_refuses_bad_flags(tmp_path, flag, message):
+    result = _binary(
+        "--type=2", *SMALL, flag, f"--output_dir={tmp_path / 'out'}", tmp_path=tmp_path
+    )
+    assert result.returncode == 2
+    assert f"noniid: error: {message}" in result.stderr
+    assert not (tmp_path / "out").exists()
