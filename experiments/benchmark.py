@@ -51,6 +51,9 @@ flags.DEFINE_integer("suite_krum_max_clients", 10_000, "Larger client counts ski
 flags.DEFINE_integer(
     "suite_interactions", 400_000, "Interactions per case (rounds = this / (clients·B), ≥ 2)."
 )
+flags.DEFINE_integer(
+    "suite_client_chunk", 20_000, "Rounds with more clients train them in chunks of this many."
+)
 flags.DEFINE_string("suite_output", "results/benchmark/suite.json", "The suite's JSON file.")
 
 # MSLR-WEB10K-shaped synthetic data: 136 features, mean ~120 documents per query.
@@ -75,9 +78,11 @@ def suite_cases() -> list:
             for variant in FLAGS.suite_variants:
                 if variant == "krum" and n > FLAGS.suite_krum_max_clients:
                     continue
+                chunk = FLAGS.suite_client_chunk if n > FLAGS.suite_client_chunk else 0
                 args = (
                     *SUITE_DATA,
                     f"--n_clients={n}",
+                    f"--client_chunk={chunk}",
                     "--local_updates=2",
                     f"--rounds={rounds}",
                     f"--chunk_rounds={rounds}",
@@ -145,7 +150,10 @@ def main(argv):
         train, test, source = common.load_datasets()
     except common.UserError as error:
         common.fail("benchmark", str(error))
-    spec, arrays = federation.build(config, train, test)
+    try:
+        spec, arrays = common.build(config, train, test)
+    except common.UserError as error:
+        common.fail("benchmark", str(error))
     results = [federation.run(spec, arrays) for _ in range(max(FLAGS.repeats, 1))]
     best = min(results, key=lambda r: r.run_seconds)
     compile_seconds = results[0].compile_seconds  # later repeats reuse the compiled program

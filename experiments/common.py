@@ -106,6 +106,14 @@ def define_federation_flags():
     flags.DEFINE_integer(
         "n_malicious", defaults.n_malicious, "m: the first m clients are malicious."
     )
+    flags.DEFINE_integer(
+        "client_chunk",
+        defaults.client_chunk,
+        "Train a round's clients this many at a time (memory follows the chunk); 0: all at once.",
+    )
+    flags.DEFINE_integer(
+        "n_devices", defaults.n_devices, "Shard the clients of a round over this many devices."
+    )
     flags.DEFINE_bool("centralised", False, "Run the centralised PDGD baseline instead of FPDGD.")
     flags.DEFINE_string(
         "centralised_form",
@@ -147,6 +155,8 @@ def federation_config() -> federation.FederationConfig:
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
         window_scoring=FLAGS.window_scoring,
+        client_chunk=FLAGS.client_chunk,
+        n_devices=FLAGS.n_devices,
     )
     try:
         config.validate()
@@ -158,6 +168,14 @@ def federation_config() -> federation.FederationConfig:
     except federation.ConfigError as error:
         raise UserError(f"--{error.field}: {error.message}") from None
     return config
+
+
+def build(config, train, test, settings=None):
+    """federation.build, with a bad combination of settings as a UserError naming the flag."""
+    try:
+        return federation.build(config, train, test, settings)
+    except federation.ConfigError as error:
+        raise UserError(f"--{error.field}: {error.message}") from None
 
 
 def load_datasets():

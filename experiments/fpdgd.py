@@ -84,7 +84,7 @@ def run_experiment() -> list:
     config = common.federation_config()
     settings = grid_settings(config)
     train, test, source = common.load_datasets()
-    spec, arrays = federation.build(config, train, test, settings)
+    spec, arrays = common.build(config, train, test, settings)
     method = f"centralised_pdgd/{FLAGS.centralised_form}" if FLAGS.centralised else "fpdgd"
     what = (
         f"{len(settings)} settings in one program" if settings else f"{config.click_model} clicks"

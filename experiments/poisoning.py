@@ -99,9 +99,9 @@ def main(argv):
                 )
                 raise common.UserError(f"--{field}: {error.message}") from None
         train, test, source = common.load_datasets()
+        spec, arrays = common.build(config, train, test, settings)
     except common.UserError as error:
         common.fail("poisoning", str(error))
-    spec, arrays = federation.build(config, train, test, settings)
     print(
         f"poisoning: {len(settings)} settings x {config.n_runs} run(s) x {config.rounds} rounds "
         f"x {config.n_clients} clients x {config.local_updates} interactions in one program",

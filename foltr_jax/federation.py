@@ -66,6 +66,13 @@ class FederationConfig:
     display_groups: int = 4  # lanes sample their lists in this many groups of similar length
     window_scoring: str = "map"  # score each lane's window in turn (map) or batched (vmap)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
+    # Scale: clients of a round in chunks of this many (0: all at once), FedAvg as a running sum.
+    client_chunk: int = 0
+    n_devices: int = 1  # lanes of a round (or chunk) sharded over this many devices
+
+    @property
+    def chunked(self) -> bool:
+        return 0 < self.client_chunk < self.n_clients
 
     def validate(self) -> FederationConfig:
         """Raises ConfigError naming the setting when a value is out of range."""
@@ -94,6 +101,16 @@ class FederationConfig:
                 raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
         if not self.clip_factor > 0:
             raise ConfigError("clip_factor", f"must be positive, got {self.clip_factor}")
+        if self.client_chunk < 0:
+            raise ConfigError("client_chunk", f"must be at least 0, got {self.client_chunk}")
+        if self.chunked and self.n_clients % self.client_chunk:
+            raise ConfigError(
+                "client_chunk",
+                f"must divide n_clients = {self.n_clients} (chunks are equal), "
+                f"got {self.client_chunk}",
+            )
+        if self.n_devices < 1:
+            raise ConfigError("n_devices", f"must be at least 1, got {self.n_devices}")
         self.setting().validate(self.n_clients)
         return self
 
@@ -420,6 +437,7 @@ def build(
     settings = list(settings) if settings else [config.setting()]
     for setting in settings:
         setting.validate(config.n_clients)
+    _check_scale(config, settings, history_every, clients)
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
     n_grades = config.n_grades or click_models.n_grades_for(max(train.max_label, test.max_label))
@@ -475,6 +493,33 @@ def build(
             clients=_client_arrays(spec, clients, train, names, len(settings), window)
         )
     return spec, arrays
+
+
+def _check_scale(config: FederationConfig, settings, history_every, clients) -> None:
+    """Client chunking keeps only running sums; device sharding needs equal shards."""
+    if config.chunked:
+        if any(s.aggregator != "fedavg" or s.model_attack for s in settings):
+            raise ConfigError(
+                "client_chunk", "needs FedAvg without model attacks (they see every client)"
+            )
+        if history_every or clients is not None:
+            raise ConfigError(
+                "client_chunk", "does not combine with update histories or non-IID client plans"
+            )
+    if config.n_devices > 1:
+        available = len(jax.devices())
+        if config.n_devices > available:
+            raise ConfigError(
+                "n_devices", f"asks for {config.n_devices} devices but {available} are visible"
+            )
+        per_round = config.client_chunk if config.chunked else config.n_clients
+        lanes = per_round * config.n_runs * len(settings)
+        if lanes % config.n_devices:
+            raise ConfigError(
+                "n_devices",
+                f"must divide the {lanes} lanes of a round (clients x runs x settings"
+                f"{', per chunk' if config.chunked else ''})",
+            )
 
 
 def _client_arrays(
@@ -779,6 +824,35 @@ def local_training(
     return params, outcome
 
 
+def train_lanes(
+    spec: Spec, arrays: Arrays, lane_params, lane_keys, lanes: Lanes, global_scores, lane_steps
+):
+    """``local_training``, with the lanes sharded over ``config.n_devices`` devices.
+
+    Every lane's interactions depend only on its own key and model, so each device
+    trains its shard of lanes (``shard_map`` over a one-axis ``Mesh``) and the
+    results are the single-device results, gathered in lane order.
+    """
+    n_devices = spec.config.n_devices
+    if n_devices == 1:
+        return local_training(
+            spec, arrays, lane_params, lane_keys, lanes, global_scores, lane_steps
+        )
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), ("lanes",))
+    split, whole = jax.sharding.PartitionSpec("lanes"), jax.sharding.PartitionSpec()
+
+    def shard(params, keys, lane_facts, scores, steps):
+        return local_training(spec, arrays, params, keys, lane_facts, scores, steps)
+
+    return jax.shard_map(
+        shard,
+        mesh=mesh,
+        in_specs=(split, split, split, whole, split),
+        out_specs=split,
+        check_vma=False,
+    )(lane_params, lane_keys, lanes, global_scores, lane_steps)
+
+
 def server_update(
     spec: Spec, global_params, client_params, settings: RunSettings, key, client_weights=None
 ):
@@ -904,7 +978,7 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
         global_scores = jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(
             global_params
         )
-    client_params, outcome = local_training(
+    client_params, outcome = train_lanes(
         spec, arrays, lane_params, lane_keys, lanes, global_scores, lane_steps
     )
     client_params = jax.tree_util.tree_map(
@@ -948,6 +1022,94 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
     )
 
 
+def chunked_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_index):
+    """``federated_round`` with the clients processed ``client_chunk`` at a time.
+
+    A ``lax.scan`` over equal client chunks trains each chunk's lanes and adds
+    them to running sums: Σ_c n_c θ_c (FedAvg) or Σ_c (θ_c − θ) ('sum_of_updates'),
+    and the online metrics.  Memory follows the chunk, not the number of clients;
+    client c keeps its key, so results equal the unchunked round's up to the order
+    of the floating-point sums.  Differential privacy adds each client's noise in
+    its chunk (drawn per chunk, so those runs differ from unchunked ones).
+    """
+    cfg = spec.config
+    n_slots, chunk = spec.n_slots, cfg.client_chunk
+    settings = jax.tree_util.tree_map(lambda x: jnp.repeat(x, cfg.n_runs), arrays.settings)
+    round_keys = jax.vmap(lambda k: jax.random.fold_in(k, round_index))(slot_keys)
+    server_keys = jax.vmap(lambda k: jax.random.fold_in(k, cfg.n_clients))(round_keys)
+    flat_global = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(global_params)
+    unravel_one = jax.flatten_util.ravel_pytree(
+        jax.tree_util.tree_map(lambda g: g[0], global_params)
+    )[1]
+    global_scores = None
+    if spec.shared_first_scores:
+        global_scores = jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(
+            global_params
+        )
+    slot = jnp.repeat(jnp.arange(n_slots), chunk)
+    poison = arrays.click_table.click_prob.shape[0] - 1
+
+    def one_chunk(sums, j):
+        positions = j * chunk + jnp.arange(chunk)
+        ids = jax.lax.dynamic_slice_in_dim(arrays.client_ids, j * chunk, chunk)
+        lane_keys = jax.vmap(lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(ids))(
+            round_keys
+        ).reshape(n_slots * chunk, -1)
+        client = jnp.tile(positions, n_slots)
+        poisoned = (client < settings.n_malicious[slot]) & settings.data_poisoning[slot]
+        click_index = jnp.where(poisoned, poison, settings.click_model[slot])
+        lanes = Lanes(
+            slot=slot,
+            click_model=jax.tree_util.tree_map(lambda x: x[click_index], arrays.click_table),
+            clip_norm=settings.sensitivity[slot] * cfg.clip_factor if spec.uses_privacy else None,
+        )
+        lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, chunk, axis=0), global_params)
+        client_params, outcome = train_lanes(
+            spec, arrays, lane_params, lane_keys, lanes, global_scores, None
+        )
+        models = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
+        models = models.reshape(n_slots, chunk, -1)
+        if spec.uses_privacy:
+            noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, j))(server_keys)
+            noise = jax.vmap(
+                lambda k, delta, eps: privacy.gamma_noise(
+                    k, models.shape[1:], cfg.n_clients, delta, jnp.maximum(eps, 1e-12)
+                )
+            )(noise_keys, settings.sensitivity, settings.epsilon)
+            models = models + jnp.where(settings.sensitivity[:, None, None] > 0, noise, 0.0)
+        present = (positions[None, :] >= settings.n_absent[:, None]).astype(jnp.float32)
+        if cfg.aggregation == "sum_of_updates":
+            total = jnp.sum(models - flat_global[:, None], axis=1)
+        else:
+            total = jnp.einsum("sc,scd->sd", present * cfg.local_updates, models)
+        per_client = lambda x: x.reshape(n_slots, chunk, -1).mean(axis=2)
+        model_sum, ndcg_sum, rr_sum = sums
+        return (
+            model_sum + total,
+            ndcg_sum + jnp.sum(per_client(outcome.ndcg) * present, axis=1),
+            rr_sum + jnp.sum(per_client(outcome.max_rr) * present, axis=1),
+        ), None
+
+    zeros = jnp.zeros((n_slots,), jnp.float32)
+    (model_sum, ndcg_sum, rr_sum), _ = jax.lax.scan(
+        one_chunk,
+        (jnp.zeros_like(flat_global), zeros, zeros),
+        jnp.arange(cfg.n_clients // chunk),
+    )
+    n_present = (cfg.n_clients - settings.n_absent).astype(jnp.float32)
+    if cfg.aggregation == "sum_of_updates":
+        flat_new = flat_global + model_sum
+    else:
+        flat_new = model_sum / (n_present * cfg.local_updates)[:, None]
+    new_global = jax.vmap(unravel_one)(flat_new)
+    offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
+    return (
+        new_global,
+        RoundMetrics(offline_ndcg, offline_mrr, ndcg_sum / n_present, rr_sum / n_present),
+        None,
+    )
+
+
 def history_length(rounds: int, every: int) -> int:
     """Stored updates for rounds 1, 1 + Δt, ... ≤ T: ⌈T / Δt⌉ (unlearning paper T_unlearn)."""
     return -(-rounds // every)
@@ -959,7 +1121,8 @@ def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
 
     def body(carry, t):
         params, history = carry
-        params, round_metrics, updates = federated_round(spec, arrays, params, slot_keys, t)
+        play = chunked_round if spec.config.chunked else federated_round
+        params, round_metrics, updates = play(spec, arrays, params, slot_keys, t)
         if history is not None:
             # Round t (0-based) is stored when t is a multiple of Δt, at t // Δt.
             index = t // spec.history_every

@@ -1,0 +1,127 @@
+"""Scale: client chunking and device sharding give the results of the plain round."""
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sample_data import REPO_ROOT
+
+from foltr_jax import data, federation
+
+TRAIN, TEST = data.synthetic_train_test(
+    0, n_train_queries=60, n_test_queries=30, n_features=8, mean_docs_per_query=20
+)
+BASE = federation.FederationConfig(n_clients=12, local_updates=2, rounds=5, n_runs=2)
+SETTINGS = [
+    federation.Setting(click_model="informational"),
+    federation.Setting(click_model="perfect", n_absent=2),
+    federation.Setting(click_model="navigational", n_malicious=3, attack="data_poisoning"),
+]
+
+
+def run(config, settings=SETTINGS):
+    spec, arrays = federation.build(config, TRAIN, TEST, settings)
+    return federation.run(spec, arrays)
+
+
+def assert_same_run(a, b):
+    """Equal up to the order of float32 sums (chunked sums, per-device batch shapes)."""
+    for field in ("offline_ndcg", "offline_mrr", "online_ndcg", "online_max_rr"):
+        np.testing.assert_allclose(getattr(a, field), getattr(b, field), atol=1e-6)
+    np.testing.assert_allclose(a.final_params["w"], b.final_params["w"], atol=1e-6)
+    assert a.interactions == b.interactions
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return run(BASE)
+
+
+@pytest.mark.parametrize("chunk", [3, 4])
+def test_chunked_clients_give_the_unchunked_results(plain, chunk):
+    assert_same_run(run(dataclasses.replace(BASE, client_chunk=chunk)), plain)
+
+
+def test_chunked_sum_of_updates_equals_the_unchunked_batch_baseline():
+    batch = federation.centralised(dataclasses.replace(BASE, rounds=3), "batch")
+    settings = [federation.Setting()]
+    assert_same_run(run(dataclasses.replace(batch, client_chunk=6), settings), run(batch, settings))
+
+
+def test_chunked_differential_privacy_clips_and_adds_noise_like_the_unchunked_round():
+    # Noise is drawn per chunk, so compare where it is negligible (ε huge: clipping only) ...
+    tiny = dataclasses.replace(BASE, rounds=4, epsilon=1e7, sensitivity=1.0)
+    plain_dp, chunked_dp = (
+        run(c, [tiny.setting()]) for c in (tiny, dataclasses.replace(tiny, client_chunk=4))
+    )
+    np.testing.assert_allclose(chunked_dp.final_params["w"], plain_dp.final_params["w"], atol=1e-4)
+    # ... and where it is not: the global model moves away from the noiseless one.
+    noisy = dataclasses.replace(tiny, epsilon=0.5, client_chunk=4)
+    moved = run(noisy, [noisy.setting()]).final_params["w"]
+    assert np.abs(moved - plain_dp.final_params["w"]).max() > 0.1
+
+
+@pytest.mark.parametrize(
+    "change, settings, field, message",
+    [
+        ({"client_chunk": 5}, None, "client_chunk", "must divide n_clients = 12"),
+        ({"client_chunk": -1}, None, "client_chunk", "at least 0"),
+        (
+            {"client_chunk": 4},
+            [federation.Setting(aggregator="krum", n_malicious=1)],
+            "client_chunk",
+            "needs FedAvg",
+        ),
+        ({"n_devices": 64}, None, "n_devices", "visible"),
+        ({"n_devices": 0}, None, "n_devices", "at least 1"),
+    ],
+)
+def test_bad_scale_settings_are_refused(change, settings, field, message):
+    with pytest.raises(federation.ConfigError, match=message) as error:
+        federation.build(dataclasses.replace(BASE, **change), TRAIN, TEST, settings)
+    assert error.value.field == field
+
+
+SHARDED = """
+import dataclasses, numpy as np, jax
+from foltr_jax import data, federation
+assert jax.device_count() == 8, jax.devices()
+train, test = data.synthetic_train_test(
+    0, n_train_queries=60, n_test_queries=30, n_features=8, mean_docs_per_query=20)
+base = federation.FederationConfig(n_clients=12, local_updates=2, rounds=4, n_runs=2)
+settings = [federation.Setting(click_model="informational"),
+            federation.Setting(click_model="perfect", n_malicious=3, attack="data_poisoning")]
+def run(config):
+    spec, arrays = federation.build(config, train, test, settings)
+    return federation.run(spec, arrays)
+one = run(base)
+for config in (dataclasses.replace(base, n_devices=8),
+               dataclasses.replace(base, n_devices=4, client_chunk=6)):
+    other = run(config)
+    for field in ("offline_ndcg", "online_ndcg"):
+        np.testing.assert_allclose(getattr(other, field), getattr(one, field), atol=1e-6)
+    np.testing.assert_allclose(other.final_params["w"], one.final_params["w"], atol=1e-6)
+print("sharded runs match")
+"""
+
+
+def test_sharding_over_eight_cpu_devices_gives_the_single_device_results():
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+        "JAX_PLATFORMS": "cpu",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SHARDED],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "sharded runs match" in done.stdout
