@@ -114,6 +114,11 @@ def define_federation_flags():
     flags.DEFINE_integer(
         "n_devices", defaults.n_devices, "Shard the clients of a round over this many devices."
     )
+    flags.DEFINE_bool(
+        "distributed",
+        False,
+        "Call jax.distributed.initialize() first (one process per host; see the README).",
+    )
     flags.DEFINE_bool("centralised", False, "Run the centralised PDGD baseline instead of FPDGD.")
     flags.DEFINE_string(
         "centralised_form",
@@ -137,6 +142,10 @@ def fail(program: str, message: str) -> None:
 
 
 def federation_config() -> federation.FederationConfig:
+    if FLAGS.distributed:
+        import jax
+
+        jax.distributed.initialize()  # reads the cluster from SLURM / JAX_* variables
     config = federation.FederationConfig(
         n_clients=FLAGS.n_clients,
         local_updates=FLAGS.local_updates,
