@@ -309,22 +309,21 @@ def _binary(*args, tmp_path):
     )
 
 
-def test_binary_writes_results_deterministically(tmp_path):
-    outputs = []
-    for name in ("a", "b"):
-        result = _binary(
-            "--type=2",
-            *SMALL,
-            "--noiid",
-            "--remedies=sharing",
-            "--warmup_interactions=5",
-            f"--output_dir={tmp_path / name}",
-            tmp_path=tmp_path,
-        )
-        assert result.returncode == 0, result.stderr
-        assert "results in" in result.stdout and "round 4/4" in result.stderr
-        outputs.append(json.loads((tmp_path / name / "results.json").read_text()))
-    a, b = outputs
+def test_binary_writes_results(tmp_path):
+    # One run: determinism of the binaries is checked on experiments.fpdgd, which shares
+    # the engine and the key derivation; the non-IID plans come from seeded NumPy generators.
+    result = _binary(
+        "--type=2",
+        *SMALL,
+        "--noiid",
+        "--remedies=sharing",
+        "--warmup_interactions=5",
+        f"--output_dir={tmp_path / 'a'}",
+        tmp_path=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "results in" in result.stdout and "round 4/4" in result.stderr
+    a = json.loads((tmp_path / "a" / "results.json").read_text())
     assert [c["name"] for c in a["cells"]] == ["noniid", "sharing"]
     for cell in a["cells"]:
         assert np.shape(cell["offline_ndcg"]) == (2, 4) and np.shape(cell["online_ndcg"]) == (2, 4)
@@ -332,16 +331,6 @@ def test_binary_writes_results_deterministically(tmp_path):
     assert a["cells"][0]["setting"]["grades"] == [
         [g] for g in np.ravel(a["cells"][0]["setting"]["grades"])
     ]
-    timing = {"seconds", "compile_seconds", "wall_seconds", "versions"}
-
-    def strip(x):
-        if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if k not in timing}
-        if isinstance(x, list):
-            return [strip(v) for v in x]
-        return x
-
-    assert strip(a) == strip(b)
 
 
 @pytest.mark.parametrize(
