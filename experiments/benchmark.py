@@ -49,7 +49,9 @@ flags.DEFINE_list("suite_rankers", ["linear", "neural"], "Rankers of the suite."
 flags.DEFINE_list("suite_variants", ["plain", "dp", "krum"], "plain | dp | krum.")
 flags.DEFINE_integer("suite_krum_max_clients", 10_000, "Larger client counts skip Krum.")
 flags.DEFINE_integer(
-    "suite_interactions", 400_000, "Interactions per case (rounds = this / (clients·B), ≥ 2)."
+    "suite_interactions",
+    400_000,
+    "Interactions per case (rounds = this / (clients·B), between 2 and 200).",
 )
 flags.DEFINE_integer(
     "suite_client_chunk", 20_000, "Rounds with more clients train them in chunks of this many."
@@ -73,7 +75,7 @@ def suite_cases() -> list:
     """(name, flags) of every case of the suite."""
     cases = []
     for n in (int(c) for c in FLAGS.suite_clients):
-        rounds = max(2, FLAGS.suite_interactions // (2 * n))
+        rounds = min(max(2, FLAGS.suite_interactions // (2 * n)), 200)
         for ranker in FLAGS.suite_rankers:
             for variant in FLAGS.suite_variants:
                 if variant == "krum" and n > FLAGS.suite_krum_max_clients:
