@@ -34,6 +34,12 @@ common.define_data_flags()
 common.define_federation_flags()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 flags.DEFINE_string("output_dir", "results/fpdgd", "Folder for results.json.")
+flags.DEFINE_bool(
+    "checkpoint",
+    True,
+    "Save the run's state in <output_dir>/.checkpoint.pkl after every chunk of rounds; a run "
+    "started again with the same flags resumes from it.",
+)
 flags.DEFINE_list(
     "click_models", [], "A grid of click models run in one program (instead of --click_model)."
 )
@@ -79,7 +85,7 @@ def cell_name(setting: federation.Setting) -> str:
     return f"{setting.click_model}_eps{setting.epsilon:g}_delta{setting.sensitivity:g}"
 
 
-def run_experiment() -> list:
+def run_experiment(checkpoint: str | None = None) -> list:
     """[(cell folder or None, results)]: one entry, or one per grid cell."""
     config = common.federation_config()
     settings = grid_settings(config)
@@ -95,7 +101,9 @@ def run_experiment() -> list:
         f"{what}, {train.n_queries} training queries",
         file=sys.stderr,
     )
-    result = federation.run(spec, arrays, progress=common.ProgressLog(method))
+    result = federation.run(
+        spec, arrays, progress=common.ProgressLog(method), checkpoint=checkpoint
+    )
     if not settings:
         return [(None, results_of(method, config, result, slice(None), train, test, source))]
     cells = []
@@ -151,7 +159,8 @@ def main(argv):
         common.fail("fpdgd", f"unexpected arguments {argv[1:]}; flags look like --name=value")
     output_dir = pathlib.Path(FLAGS.output_dir)
     try:
-        cells = run_experiment()
+        checkpoint = output_dir / ".checkpoint.pkl" if FLAGS.checkpoint else None
+        cells = run_experiment(str(checkpoint) if checkpoint else None)
     except common.UserError as error:
         common.fail("fpdgd", str(error))
     for name, results in cells:

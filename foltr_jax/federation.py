@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import os
+import pickle
+import tempfile
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -1180,41 +1184,115 @@ def _interactions_per_round(cfg: FederationConfig, arrays: Arrays) -> int:
     return cfg.n_clients * cfg.local_updates
 
 
-def scan_in_chunks(chunk_fn, static, consts, state, total: int, chunk: int, progress=None):
+def scan_in_chunks(
+    chunk_fn,
+    static,
+    consts,
+    state,
+    total: int,
+    chunk: int,
+    progress=None,
+    checkpoint=None,
+    fingerprint: str = "",
+):
     """Runs ``total`` steps of ``chunk_fn(static, n, consts, state, first) -> (state, out)``.
 
     ``chunk_fn`` is jitted with ``static`` and the chunk length n static.  Steps go
     in chunks of ``chunk`` (one compilation per distinct chunk length, timed
-    apart), and ``progress`` is called between chunks.
+    apart), and ``progress`` is called between chunks.  With ``checkpoint`` (a file
+    path) the state and outputs so far are saved atomically after every chunk, and
+    a run started again with the same ``fingerprint`` continues from the last
+    saved chunk: every key derives from the step index, so the result is the
+    uninterrupted run's.  The file is removed when the run completes.
     Returns (final state, [out per chunk] on the host, compile seconds, run seconds).
     """
     chunk = min(chunk, total)
     lengths = [chunk] * (total // chunk) + ([total % chunk] if total % chunk else [])
+    outputs, done = [], 0
+    saved = _load_checkpoint(checkpoint, fingerprint, total)
+    if saved is not None:
+        state = jax.tree_util.tree_map(jnp.asarray, saved["state"])
+        outputs, done = saved["outputs"], saved["done"]
+        while lengths and sum(lengths) > total - done:  # drop the chunks already done
+            lengths.pop(0)
     compile_start = time.perf_counter()
     compiled = {
         n: chunk_fn.lower(static, n, consts, state, jnp.int32(0)).compile()
         for n in sorted(set(lengths))
     }
     compile_seconds = time.perf_counter() - compile_start
-    outputs, done, run_start = [], 0, time.perf_counter()
+    run_start = time.perf_counter()
     for n in lengths:
         state, out = compiled[n](consts, state, jnp.int32(done))
         outputs.append(jax.device_get(out))
         done += n
+        if checkpoint and done < total:
+            _save_checkpoint(checkpoint, fingerprint, total, done, state, outputs)
         if progress is not None:
             progress(done, total, time.perf_counter() - run_start)
     state = jax.block_until_ready(state)
+    if checkpoint and os.path.exists(checkpoint):
+        os.remove(checkpoint)
     return state, outputs, compile_seconds, time.perf_counter() - run_start
 
 
+def _save_checkpoint(path, fingerprint, total, done, state, outputs) -> None:
+    """Writes the scan state through a temporary file and a rename (never half-written)."""
+    payload = {
+        "fingerprint": fingerprint,
+        "total": total,
+        "done": done,
+        "state": jax.device_get(state),
+        "outputs": outputs,
+    }
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            pickle.dump(payload, stream)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def _load_checkpoint(path, fingerprint, total):
+    """The saved payload when ``path`` holds a checkpoint of this very run, else None."""
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path, "rb") as stream:
+            saved = pickle.load(stream)
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return None
+    if saved.get("fingerprint") != fingerprint or saved.get("total") != total:
+        return None
+    return saved
+
+
+def _fingerprint(spec: Spec, arrays: Arrays, initial_params) -> str:
+    """What must match for a checkpoint to belong to this run: settings and data."""
+    digest = hashlib.sha256(repr(spec).encode())
+    for leaf in jax.tree_util.tree_leaves((arrays, initial_params)):
+        digest.update(np.ascontiguousarray(jax.device_get(leaf)).tobytes())
+    return digest.hexdigest()
+
+
 def run(
-    spec: Spec, arrays: Arrays, progress: ProgressFn | None = None, initial_params=None
+    spec: Spec,
+    arrays: Arrays,
+    progress: ProgressFn | None = None,
+    initial_params=None,
+    checkpoint: str | None = None,
 ) -> RunResult:
     """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart.
 
     ``initial_params`` (leaves [n_slots, ...]) replace the rankers' initialisation,
     e.g. a warm-up model (data sharing, thesis §4.4.3).  With FedPer
     ``final_params`` is (global params, personal params [n_slots, n_clients, ...]).
+    ``checkpoint``: a file where the run saves its state after every chunk of
+    rounds and from which an interrupted run resumes (see ``scan_in_chunks``).
     """
     cfg = spec.config
     base = jax.random.PRNGKey(cfg.seed)
@@ -1249,6 +1327,8 @@ def run(
         cfg.rounds,
         cfg.chunk_rounds,
         progress,
+        checkpoint,
+        _fingerprint(spec, arrays, initial_params) if checkpoint else "",
     )
     curves = {
         f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from sample_data import REPO_ROOT
 
@@ -61,3 +62,59 @@ def test_list_names_every_recipe(tmp_path):
     assert result.returncode == 0
     for name in ("fpdgd_fig2", "poisoning_figs2_4", "unlearning_table3", "fedips_fig1"):
         assert name in result.stdout
+
+
+def test_killing_a_run_midway_and_resuming_gives_the_uninterrupted_results(tmp_path):
+    args = [
+        "--synthetic_queries=30",
+        "--synthetic_features=8",
+        "--synthetic_docs_per_query=15",
+        "--n_clients=200",
+        "--rounds=400",
+        "--chunk_rounds=5",
+        "--n_runs=2",
+    ]
+    env = {**os.environ, "FOLTR_JAX_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
+    command = [sys.executable, "-m", "experiments.fpdgd", *args]
+    whole = subprocess.run(
+        [*command, f"--output_dir={tmp_path / 'whole'}"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert whole.returncode == 0, whole.stderr
+    assert not (tmp_path / "whole" / ".checkpoint.pkl").exists()  # removed when done
+
+    out = tmp_path / "killed"
+    process = subprocess.Popen(
+        [*command, f"--output_dir={out}"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 600
+    while not (out / ".checkpoint.pkl").exists() and process.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    process.kill()  # SIGKILL: no chance to clean up
+    process.wait()
+    assert not (out / "results.json").exists(), "the run finished before it could be killed"
+    resumed = subprocess.run(
+        [*command, f"--output_dir={out}"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    first_progress = resumed.stderr.split("round ")[1].split("/")[0]
+    assert int(first_progress) > 5, resumed.stderr  # it continued, it did not start over
+    timing = {"seconds", "compile_seconds", "interactions_per_second", "versions"}
+    a, b = (json.loads((d / "results.json").read_text()) for d in (tmp_path / "whole", out))
+    assert {k: v for k, v in a.items() if k not in timing} == {
+        k: v for k, v in b.items() if k not in timing
+    }
