@@ -45,6 +45,46 @@ def gamma_noise(key: jax.Array, shape, n_clients, sensitivity, epsilon) -> jax.A
     """
     key_plus, key_minus = jax.random.split(key)
     concentration = 1.0 / jnp.asarray(n_clients, jnp.float32)
-    plus = jax.random.gamma(key_plus, concentration, shape, jnp.float32)
-    minus = jax.random.gamma(key_minus, concentration, shape, jnp.float32)
+    plus = small_shape_gamma(key_plus, concentration, shape)
+    minus = small_shape_gamma(key_minus, concentration, shape)
     return laplace_scale(sensitivity, epsilon) * (plus - minus)
+
+
+def small_shape_gamma(key: jax.Array, alpha, shape, attempts: int = 4) -> jax.Array:
+    """Gamma(α, 1) draws for 0 < α ≤ 1, exactly, in a few vectorised passes.
+
+    Gamma(α) = Gamma(α + 1) · U^(1/α) (Marsaglia & Tsang 2000, §6), with Gamma(α + 1)
+    from Marsaglia and Tsang's squeeze-free rejection method: ``attempts`` proposals
+    per entry at once, the first accepted one kept, and fresh rounds only for the rare
+    entries where all were rejected (acceptance is ≥ 0.95 for α + 1 ≥ 1).
+    ``jax.random.gamma`` runs a per-entry rejection loop, ~5x slower for the ~10^5
+    entries a round of FPDGD's differential privacy needs.
+    """
+    alpha = jnp.asarray(alpha, jnp.float32)
+    d = alpha + 1.0 - 1.0 / 3.0
+    c = 1.0 / jnp.sqrt(9.0 * d)
+    key_boost, key_loop = jax.random.split(key)
+
+    def propose(round_key):
+        key_normal, key_uniform = jax.random.split(round_key)
+        x = jax.random.normal(key_normal, (attempts, *shape), jnp.float32)
+        log_u = jnp.log(jax.random.uniform(key_uniform, (attempts, *shape), jnp.float32))
+        v = (1.0 + c * x) ** 3
+        safe_v = jnp.where(v > 0, v, 1.0)
+        accepted = (v > 0) & (log_u < 0.5 * x * x + d - d * v + d * jnp.log(safe_v))
+        first = jnp.argmax(accepted, axis=0)
+        value = d * jnp.take_along_axis(v, first[None], axis=0)[0]
+        return value, jnp.any(accepted, axis=0)
+
+    def pending(state):
+        return ~jnp.all(state[1])
+
+    def another_round(state):
+        value, done, round_index = state
+        fresh, ok = propose(jax.random.fold_in(key_loop, round_index))
+        return jnp.where(done, value, fresh), done | ok, round_index + 1
+
+    value, done = propose(jax.random.fold_in(key_loop, 0))
+    value, _, _ = jax.lax.while_loop(pending, another_round, (value, done, jnp.int32(1)))
+    boost = jax.random.uniform(key_boost, shape, jnp.float32, minval=jnp.finfo(jnp.float32).tiny)
+    return value * jnp.exp(jnp.log(boost) / alpha)
