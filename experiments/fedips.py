@@ -1,0 +1,253 @@
+r"""FedIPS (Li & Ouyang, federated unbiased learning to rank), FedAvg, or the λLinear baseline.
+
+    python -m experiments.fedips                              # synthetic data, γ = 1, known IPS
+    python -m experiments.fedips --propensity=none            # FedAvg: no IPS weighting
+    python -m experiments.fedips --propensity=estimated       # federated regression-EM propensities
+    python -m experiments.fedips --train_path=train.txt --test_path=test.txt --gamma=2 --n_runs=5
+    python -m experiments.fedips --baseline=lambdarank        # full-information linear LambdaRank
+
+Writes <output_dir>/results.json: the config, the logging policy f₀ and its NDCG, per-round offline
+NDCG@5 and NDCG@10 of the global model on the test split, clicks and lists per user, and timings.
+``offline_ndcg``, ``initial_offline_ndcg`` and ``final_offline_ndcg`` are NDCG@5 (the paper's
+metric; the same values as the ``...ndcg5`` keys); the ``...ndcg10`` keys hold NDCG@10.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import sys
+import time
+
+from absl import app, flags
+
+from experiments import common
+from foltr_jax import federation, fedips
+
+FLAGS = flags.FLAGS
+common.define_data_flags()
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+_D = fedips.FedIpsConfig()
+flags.DEFINE_integer("n_users", _D.n_users, "|U|: users (clients), all take part every round.")
+flags.DEFINE_integer("queries_per_user", _D.queries_per_user, "Queries a user issues per round.")
+flags.DEFINE_integer(
+    "clicks_per_user",
+    _D.clicks_per_user,
+    "m: clicks a user leaves per round (its queries are shown in turn until the m-th click); "
+    "0 shows each query once and keeps every click.",
+)
+flags.DEFINE_integer(
+    "max_sessions", _D.max_sessions, "Most lists shown to a user per round while collecting m."
+)
+flags.DEFINE_integer("top_k", _D.top_k, "K: documents shown per query.")
+flags.DEFINE_float("gamma", _D.gamma, "γ: mean position bias, p(e) = (1/rank)^γ_s.")
+flags.DEFINE_float("gamma_sd", _D.gamma_sd, "Standard deviation of the per-user γ_s.")
+flags.DEFINE_float(
+    "noise_click_prob", _D.noise_click_prob, "Click factor of non-relevant documents (eq. 11)."
+)
+flags.DEFINE_integer(
+    "relevant_from",
+    _D.relevant_from,
+    "Smallest relevant grade for clicks; 0: 3 on 5-grade labels, the top grade otherwise.",
+)
+flags.DEFINE_string(
+    "propensity", _D.propensity, "known | estimated (federated regression-EM) | none (FedAvg)."
+)
+flags.DEFINE_float("local_learning_rate", _D.local_lr, "η_l: clients' SGD step.")
+flags.DEFINE_float("global_learning_rate", _D.global_lr, "η_g: server step on the mean update.")
+flags.DEFINE_integer("rounds", _D.rounds, "T: global rounds.")
+flags.DEFINE_integer("n_runs", _D.n_runs, "Independent repetitions, run together in one program.")
+flags.DEFINE_integer("seed", _D.seed, "Seed (f₀'s queries, users' γ_s, queries, clicks).")
+flags.DEFINE_integer("chunk_rounds", _D.chunk_rounds, "Rounds per compiled chunk (progress).")
+flags.DEFINE_float(
+    "logging_fraction", _D.logging_fraction, "Share of training queries f₀ is trained on."
+)
+flags.DEFINE_float(
+    "logging_learning_rate", _D.logging_learning_rate, "f₀: LambdaRank gradient-descent step."
+)
+flags.DEFINE_integer("logging_steps", _D.logging_steps, "f₀: LambdaRank gradient-descent steps.")
+flags.DEFINE_string("em_scope", _D.em_scope, "Estimated propensities: user (per user) | global.")
+flags.DEFINE_float(
+    "em_learning_rate", _D.em_learning_rate, "Step of the regression-EM relevance model."
+)
+flags.DEFINE_float(
+    "em_prior_count", _D.em_prior_count, "Pseudo-impressions of the initial propensity 0.5."
+)
+flags.DEFINE_float(
+    "propensity_floor", _D.propensity_floor, "Lower bound of estimated propensities (rank 1 = 1)."
+)
+flags.DEFINE_string(
+    "baseline", "none", "none: FedIPS/FedAvg; lambdarank: full-information linear LambdaRank."
+)
+flags.DEFINE_float("lambdarank_learning_rate", 0.1, "λLinear baseline: gradient-descent step.")
+flags.DEFINE_integer("lambdarank_steps", 300, "λLinear baseline: full-batch steps.")
+flags.DEFINE_string("output_dir", "results/fedips", "Folder for results.json.")
+
+PROGRAM = "fedips"
+# Config fields whose flag has another name.
+FLAG_OF_FIELD = {"local_lr": "local_learning_rate", "global_lr": "global_learning_rate"}
+BASELINES = ("none", "lambdarank")
+
+
+def config_from_flags() -> fedips.FedIpsConfig:
+    fields = {f.name for f in dataclasses.fields(fedips.FedIpsConfig)}
+    values = {name: getattr(FLAGS, FLAG_OF_FIELD.get(name, name)) for name in fields}
+    config = fedips.FedIpsConfig(**values)
+    try:
+        config.validate()
+    except federation.ConfigError as error:
+        raise common.UserError(
+            f"--{FLAG_OF_FIELD.get(error.field, error.field)}: {error.message}"
+        ) from None
+    if FLAGS.baseline not in BASELINES:
+        raise common.UserError(f"--baseline: must be one of {BASELINES}, got {FLAGS.baseline!r}")
+    if FLAGS.baseline == "lambdarank":
+        if not FLAGS.lambdarank_learning_rate > 0:
+            raise common.UserError(
+                f"--lambdarank_learning_rate: must be positive, got {FLAGS.lambdarank_learning_rate}"
+            )
+        if FLAGS.lambdarank_steps < 1:
+            raise common.UserError(
+                f"--lambdarank_steps: must be at least 1, got {FLAGS.lambdarank_steps}"
+            )
+    return config
+
+
+def method_name(config: fedips.FedIpsConfig) -> str:
+    if FLAGS.baseline == "lambdarank":
+        return "lambdarank"
+    return "fedavg" if config.propensity == "none" else f"fedips/{config.propensity}"
+
+
+def run_experiment() -> dict:
+    config = config_from_flags()
+    train, test, source = common.load_datasets()
+    try:
+        spec, arrays, prepared = fedips.build(config, train, test)
+    except ValueError as error:
+        raise common.UserError(str(error)) from None
+    method = method_name(config)
+    common_part = {
+        "method": method,
+        "config": dataclasses.asdict(config),
+        "data": {
+            **source,
+            "train": common.dataset_summary(prepared.train),
+            "test": common.dataset_summary(prepared.test),
+            "dropped_single_label_queries": {
+                "train": prepared.dropped_train,
+                "test": prepared.dropped_test,
+            },
+            "relevant_from": spec.relevant_from,
+            "normalise": FLAGS.normalise,
+        },
+        "versions": common.versions(),
+        "metric": "offline_ndcg = NDCG@5 of the global model on the test split",
+        "logging_policy": {
+            "queries": prepared.logging_queries.tolist(),
+            "learning_rate": config.logging_learning_rate,
+            "steps": config.logging_steps,
+            "offline_ndcg5": prepared.logging_ndcg5,
+            "offline_ndcg10": prepared.logging_ndcg10,
+        },
+    }
+    if method == "lambdarank":
+        return {**common_part, **run_lambdarank(prepared, arrays)}
+    print(
+        f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_users} users x "
+        f"{config.queries_per_user} queries, m = {config.clicks_per_user} clicks, "
+        f"K = {config.top_k}, γ = {config.gamma}, {prepared.train.n_queries} training queries; "
+        f"f₀ NDCG@5 {prepared.logging_ndcg5:.4f}",
+        file=sys.stderr,
+    )
+    result = fedips.run(spec, arrays, progress=common.ProgressLog(method))
+    n5, n10 = result.offline_ndcg5, result.offline_ndcg10
+    return {
+        **common_part,
+        "initial_offline_ndcg": result.initial_offline_ndcg5.tolist(),
+        "initial_offline_ndcg5": result.initial_offline_ndcg5.tolist(),
+        "initial_offline_ndcg10": result.initial_offline_ndcg10.tolist(),
+        "offline_ndcg": n5.tolist(),
+        "offline_ndcg5": n5.tolist(),
+        "offline_ndcg10": n10.tolist(),
+        "final_offline_ndcg": n5[:, -1].tolist(),
+        "final_offline_ndcg5": n5[:, -1].tolist(),
+        "final_offline_ndcg10": n10[:, -1].tolist(),
+        "clicks_per_user": (result.clicks / config.n_users).tolist(),
+        "sessions_per_user": (result.sessions / config.n_users).tolist(),
+        "user_gamma_mean": result.user_gammas.mean(axis=1).tolist(),
+        "estimated_propensities": None
+        if result.estimated_propensities is None
+        else result.estimated_propensities.tolist(),
+        "interactions": result.interactions,
+        "clicks": int(result.clicks.sum()),
+        "seconds": result.run_seconds,
+        "compile_seconds": result.compile_seconds,
+        "interactions_per_second": result.interactions_per_second,
+    }
+
+
+def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> dict:
+    """The λLinear baseline: full-batch linear LambdaRank on every training query's labels."""
+    steps, lr = FLAGS.lambdarank_steps, FLAGS.lambdarank_learning_rate
+    print(
+        f"lambdarank: {steps} full-batch steps, learning rate {lr}, "
+        f"{prepared.train.n_queries} training queries",
+        file=sys.stderr,
+    )
+    start = time.perf_counter()
+    _, (n5, n10) = fedips.train_lambdarank(prepared.train, lr, steps, arrays.test)
+    seconds = time.perf_counter() - start
+    initial5, initial10 = fedips.evaluate(
+        fedips.rankers.LinearRanker(prepared.train.n_features).init(None), arrays.test
+    )
+    print(f"[lambdarank] {steps} steps, {seconds:.1f} s (compilation included)", file=sys.stderr)
+    return {
+        "lambdarank": {"learning_rate": lr, "steps": steps},
+        "initial_offline_ndcg": [float(initial5)],
+        "initial_offline_ndcg5": [float(initial5)],
+        "initial_offline_ndcg10": [float(initial10)],
+        "offline_ndcg": [n5.tolist()],
+        "offline_ndcg5": [n5.tolist()],
+        "offline_ndcg10": [n10.tolist()],
+        "final_offline_ndcg": [float(n5[-1])],
+        "final_offline_ndcg5": [float(n5[-1])],
+        "final_offline_ndcg10": [float(n10[-1])],
+        "interactions": 0,
+        "seconds": seconds,
+        "compile_seconds": 0.0,
+        "interactions_per_second": 0.0,
+    }
+
+
+def summary(results: dict) -> str:
+    """One line: the mean offline NDCG@5 curve at a few rounds, f₀'s NDCG@5, and the speed."""
+    curves = results["offline_ndcg5"]
+    rounds = len(curves[0])
+    mean_at = lambda t: sum(c[t - 1] for c in curves) / len(curves)
+    initial = sum(results["initial_offline_ndcg5"]) / len(curves)
+    marks = sorted({1, max(rounds // 10, 1), max(rounds // 2, 1), rounds})
+    unit = "step" if results["method"] == "lambdarank" else "round"
+    curve = ", ".join(f"{unit} {t}: {mean_at(t):.4f}" for t in marks)
+    return (
+        f"{results['method']}: offline NDCG@5 (mean of {len(curves)} run(s)) initial: "
+        f"{initial:.4f}, {curve}; f₀ {results['logging_policy']['offline_ndcg5']:.4f}; "
+        f"{results['interactions_per_second']:,.0f} lists/s"
+    )
+
+
+def main(argv):
+    common.quiet_logs()
+    if len(argv) > 1:
+        common.fail(PROGRAM, f"unexpected arguments {argv[1:]}; flags look like --name=value")
+    output = pathlib.Path(FLAGS.output_dir) / "results.json"
+    try:
+        results = run_experiment()
+    except common.UserError as error:
+        common.fail(PROGRAM, str(error))
+    common.write_json_atomic(output, results)
+    print(summary(results) + f"; results in {output}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,828 @@
+"""FedIPS: federated unbiased (counterfactual) learning to rank (Li & Ouyang, FedIPS paper).
+
+The lists users see come from a fixed logging policy f₀, a linear ranker trained with full
+information (linear LambdaRank) on ``logging_fraction`` (1 %, at least one) of the training queries
+(§4 "Logging policy").  Every round each of the |U| users issues ``queries_per_user`` queries drawn
+uniformly from the training split and sees f₀'s top K of each.  Clicks follow the paper's PBM
+(eq. 11): P(click) = p(e) if rel ≥ ``relevant_from`` (rel ∈ {3, 4} on 5-grade data; rel = 2 on
+3-grade data), else ``noise_click_prob``·p(e), with p(e) = (1 / rank under f₀)^γ_s and a per-user
+γ_s drawn once from N(γ, sd = ``gamma_sd``) left-truncated at 0 (we read the paper's 0.1 as the
+standard deviation; the paper does not say).
+
+"A user clicks m documents" per round (§4): a user shows its queries in turn (session s shows query
+s mod Q) until its m-th click, at most ``max_sessions`` lists; the clicks of those sessions, in
+order, are its local click log for the round.  ``clicks_per_user = 0`` shows each query once and
+keeps every click.  Each user then runs Algorithm 1's local SGD over its clicks with eq. 7's IPS
+weights: w ← w − η_l · (c / p) ∇h_{q,d}(w), h the hinge bound of eq. 4 summed over all the query's
+candidates (the d' = d term is the constant 1); the server steps θ ← θ + η_g · mean_u Δ_u (FedOpt
+with server SGD, Algorithm 1 line 11).  All users take part every round.
+
+Propensities p: 'known' uses each user's true examination probability (1/rank)^γ_s (eq. 9 needs the
+user's own propensity; the paper's estimated IPS is "personalized" too); 'none' sets p = 1 (the
+FedAvg baseline); 'estimated' runs the federated regression-EM of §5 / Figure 2 (right), see
+:func:`em_statistics`.  The full-information baseline is linear LambdaRank on every training query
+(:func:`train_lambdarank`).  Offline metrics: NDCG@5 (the paper's metric) and NDCG@10 of the global
+model on the test split after every round, over test queries with a relevant document.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from foltr_jax import metrics, rankers
+from foltr_jax.data import RankingDataset
+from foltr_jax.federation import ConfigError, window_widths
+
+PROPENSITIES = ("known", "estimated", "none")
+EM_SCOPES = ("user", "global")
+
+
+@dataclasses.dataclass(frozen=True)
+class FedIpsConfig:
+    """Settings of one FedIPS experiment (defaults: FedIPS paper §4)."""
+
+    n_users: int = 2000  # |U|, all of them take part every round
+    queries_per_user: int = 5  # queries a user issues per round
+    top_k: int = 5  # K, documents shown per query
+    clicks_per_user: int = 10  # m, clicks a user leaves per round; 0: each query shown once
+    max_sessions: int = 50  # most lists a user is shown per round while collecting m clicks
+    gamma: float = 1.0  # γ, mean position bias
+    gamma_sd: float = 0.1  # standard deviation of the per-user γ_s (left-truncated at 0)
+    noise_click_prob: float = 0.1  # click probability factor of non-relevant documents (eq. 11)
+    relevant_from: int = 0  # smallest relevant grade; 0: 3 on 5-grade labels, else the top grade
+    local_lr: float = 0.01  # η_l
+    global_lr: float = 1.0  # η_g
+    rounds: int = 300  # T
+    propensity: str = "known"  # PROPENSITIES
+    logging_fraction: float = 0.01  # share of training queries f₀ is trained on (at least 1)
+    logging_learning_rate: float = 0.1  # f₀: full-batch linear LambdaRank
+    logging_steps: int = 100
+    em_scope: str = "user"  # 'estimated': per-user (paper: personalized) or pooled propensities
+    em_learning_rate: float = 1.0  # step of the federated relevance model F (regression-EM)
+    em_prior_count: float = 1.0  # pseudo-observations of the initial propensity 0.5 per position
+    propensity_floor: float = 0.01  # estimated propensities (relative to rank 1) are at least this
+    n_runs: int = 1
+    seed: int = 0
+    chunk_rounds: int = 50  # rounds per compiled scan chunk
+
+    def validate(self) -> FedIpsConfig:
+        """Raises federation.ConfigError naming the offending field."""
+        for name in ("n_users", "queries_per_user", "top_k", "rounds", "n_runs", "chunk_rounds"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
+        for name in ("clicks_per_user", "logging_steps", "relevant_from"):
+            if getattr(self, name) < 0:
+                raise ConfigError(name, f"must be at least 0, got {getattr(self, name)}")
+        if self.clicks_per_user > 0 and self.max_sessions < 1:
+            raise ConfigError("max_sessions", f"must be at least 1, got {self.max_sessions}")
+        positive = ("local_lr", "global_lr", "logging_learning_rate", "em_learning_rate")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ConfigError(name, f"must be positive, got {getattr(self, name)}")
+        if not self.gamma >= 0:
+            raise ConfigError("gamma", f"must be at least 0, got {self.gamma}")
+        if not self.gamma_sd >= 0:
+            raise ConfigError("gamma_sd", f"must be at least 0, got {self.gamma_sd}")
+        if not 0 <= self.noise_click_prob <= 1:
+            raise ConfigError("noise_click_prob", f"must be in [0, 1], got {self.noise_click_prob}")
+        if not 0 < self.logging_fraction <= 1:
+            raise ConfigError("logging_fraction", f"must be in (0, 1], got {self.logging_fraction}")
+        if not 0 < self.propensity_floor <= 1:
+            raise ConfigError("propensity_floor", f"must be in (0, 1], got {self.propensity_floor}")
+        if not self.em_prior_count > 0:
+            raise ConfigError("em_prior_count", f"must be positive, got {self.em_prior_count}")
+        if self.propensity not in PROPENSITIES:
+            raise ConfigError(
+                "propensity", f"must be one of {PROPENSITIES}, got {self.propensity!r}"
+            )
+        if self.em_scope not in EM_SCOPES:
+            raise ConfigError("em_scope", f"must be one of {EM_SCOPES}, got {self.em_scope!r}")
+        return self
+
+    @property
+    def sessions(self) -> int:
+        """Lists simulated per user and round (static)."""
+        return self.max_sessions if self.clicks_per_user > 0 else self.queries_per_user
+
+    @property
+    def records(self) -> int:
+        """Click records per user and round (static): m, or every shown slot when m = 0."""
+        return self.clicks_per_user if self.clicks_per_user > 0 else self.sessions * self.top_k
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------------------------
+
+
+def drop_single_label_queries(dataset: RankingDataset) -> tuple[RankingDataset, int]:
+    """Drops queries whose documents all share one label (FedIPS §4); returns (kept, n dropped)."""
+    keep = [
+        np.ptp(dataset.labels[o : o + n]) > 0
+        for o, n in zip(dataset.query_offsets, dataset.query_lengths)
+    ]
+    keep = np.asarray(keep, bool)
+    return dataset.subset(keep), int(np.sum(~keep))
+
+
+def infer_relevant_from(max_label: int) -> int:
+    """Smallest relevant grade: 3 on 5-grade labels (rel ∈ {3, 4}, eq. 11), else the top grade."""
+    return 3 if max_label >= 3 else max(int(max_label), 1)
+
+
+class RankBatch(NamedTuple):
+    """Queries padded to one width (for full-information training and evaluation)."""
+
+    features: jax.Array  # float32 [n, width, F]
+    labels: jax.Array  # int32 [n, width]
+    valid: jax.Array  # bool [n, width]
+
+
+def rank_batches(dataset: RankingDataset, k: int = 10) -> tuple:
+    """The queries grouped by length (metrics.length_buckets), features gathered once."""
+    widths = window_widths(dataset.max_query_length, k)
+    batches = []
+    for bucket in metrics.length_buckets(dataset.query_offsets, dataset.query_lengths, widths):
+        index, valid = np.asarray(bucket.doc_index), np.asarray(bucket.valid)
+        batches.append(
+            RankBatch(
+                jnp.asarray(np.where(valid[..., None], dataset.features[index], 0.0), jnp.float32),
+                jnp.asarray(np.where(valid, dataset.labels[index], 0), jnp.int32),
+                jnp.asarray(valid),
+            )
+        )
+    return tuple(batches)
+
+
+class TestData(NamedTuple):
+    """The test split for offline NDCG@5 and NDCG@10."""
+
+    features: jax.Array  # float32 [n_docs, F]
+    labels: jax.Array  # int32 [n_docs]
+    ideal5: jax.Array  # float32 [n_queries]
+    ideal10: jax.Array
+    buckets: tuple  # metrics.LengthBucket
+
+
+def test_data(dataset: RankingDataset) -> TestData:
+    args = (dataset.labels, dataset.query_offsets, dataset.query_lengths)
+    return TestData(
+        jnp.asarray(dataset.features, jnp.float32),
+        jnp.asarray(dataset.labels, jnp.int32),
+        jnp.asarray(metrics.ideal_dcg(*args, 5)),
+        jnp.asarray(metrics.ideal_dcg(*args, 10)),
+        metrics.length_buckets(
+            dataset.query_offsets,
+            dataset.query_lengths,
+            window_widths(dataset.max_query_length, 10),
+        ),
+    )
+
+
+def evaluate(params, test: TestData):
+    """Offline (NDCG@5, NDCG@10) of a linear ranker, over test queries with a relevant doc."""
+    scores = test.features @ params["w"]
+    relevant = test.ideal10 > 0
+    n_relevant = jnp.maximum(jnp.sum(relevant), 1)
+    out = []
+    for k, ideal in ((5, test.ideal5), (10, test.ideal10)):
+        ndcg, _ = metrics.per_query_rank_metrics(scores, test.labels, ideal, test.buckets, k)
+        out.append(jnp.sum(jnp.where(relevant, ndcg, 0.0)) / n_relevant)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Full information: linear LambdaRank (logging policy f₀ and the λLinear baseline)
+# ---------------------------------------------------------------------------------------------
+
+
+def lambdarank_loss(params, batches: tuple):
+    """LambdaRank (Burges 2010): Σ_{y_i > y_j} |ΔNDCG_ij| · log(1 + e^{−(s_i − s_j)}) per query,
+    |ΔNDCG_ij| from the current ranking of the whole list (not truncated), averaged over the
+    queries that have a pair."""
+    total, n_queries = 0.0, 0.0
+    for batch in batches:
+        width = batch.valid.shape[1]
+        scores = batch.features @ params["w"]
+        masked = jnp.where(batch.valid, jax.lax.stop_gradient(scores), -jnp.inf)
+        order = jnp.argsort(-masked, axis=1, stable=True)
+        rank = jnp.argsort(order, axis=1)
+        discount = 1.0 / jnp.log2(rank + 2.0)
+        gain = jnp.where(batch.valid, metrics.gains(batch.labels.astype(jnp.float32)), 0.0)
+        ideal = jnp.sum(-jnp.sort(-gain, axis=1) / jnp.log2(jnp.arange(width) + 2.0), axis=1)
+        delta = jnp.abs(gain[:, :, None] - gain[:, None, :]) * jnp.abs(
+            discount[:, :, None] - discount[:, None, :]
+        )
+        delta = delta / jnp.where(ideal > 0, ideal, 1.0)[:, None, None]
+        pairs = (
+            (batch.labels[:, :, None] > batch.labels[:, None, :])
+            & batch.valid[:, :, None]
+            & batch.valid[:, None, :]
+        )
+        pair_loss = jax.nn.softplus(-(scores[:, :, None] - scores[:, None, :]))
+        total = total + jnp.sum(jnp.where(pairs, delta * pair_loss, 0.0))
+        n_queries = n_queries + jnp.sum(jnp.any(pairs, axis=(1, 2)))
+    return total / jnp.maximum(n_queries, 1.0)
+
+
+@functools.partial(jax.jit, static_argnames=("steps", "with_curve"))
+def _lambdarank_steps(params, batches, test, learning_rate, steps: int, with_curve: bool):
+    grad = jax.grad(lambdarank_loss)
+
+    def step(p, _):
+        g = grad(p, batches)
+        p = jax.tree_util.tree_map(lambda a, b: a - learning_rate * b, p, g)
+        return p, (evaluate(p, test) if with_curve else None)
+
+    return jax.lax.scan(step, params, None, length=steps)
+
+
+def train_lambdarank(
+    dataset: RankingDataset,
+    learning_rate: float,
+    steps: int,
+    test: TestData | None = None,
+):
+    """Full-batch gradient descent on :func:`lambdarank_loss` from zero weights.
+
+    Returns (params, curve) where curve is (NDCG@5 [steps], NDCG@10 [steps]) on ``test`` after
+    every step, or None without ``test``.
+    """
+    params = rankers.LinearRanker(dataset.n_features).init(None)
+    if steps == 0:
+        return params, None
+    params, curve = _lambdarank_steps(
+        params, rank_batches(dataset), test, jnp.float32(learning_rate), steps, test is not None
+    )
+    return jax.device_get(params), (None if curve is None else jax.device_get(curve))
+
+
+def logging_queries(n_queries: int, fraction: float, seed: int) -> np.ndarray:
+    """The ``fraction`` of training queries f₀ is trained on (at least one), drawn from ``seed``."""
+    n = min(max(1, round(fraction * n_queries)), n_queries)
+    return np.sort(np.random.default_rng(seed).choice(n_queries, n, replace=False))
+
+
+# ---------------------------------------------------------------------------------------------
+# Clicks (eq. 11) and the IPS hinge loss (eqs. 3-4, 7)
+# ---------------------------------------------------------------------------------------------
+
+
+def examination(gamma_s, k: int):
+    """p(e) at ranks 1..k for position bias γ_s: (1/rank)^γ_s (§4), float32 [k]."""
+    return (1.0 / jnp.arange(1, k + 1, dtype=jnp.float32)) ** gamma_s
+
+
+def click_probabilities(relevant, shown, gamma_s, noise_click_prob):
+    """Eq. 11: p(e) for relevant documents, noise·p(e) for the others, 0 where nothing is shown.
+
+    ``relevant``/``shown``: bool [..., K] in displayed order.
+    """
+    k = relevant.shape[-1]
+    p = examination(gamma_s, k) * jnp.where(relevant, 1.0, noise_click_prob)
+    return jnp.where(shown, p, 0.0)
+
+
+def simulate_clicks(key, relevant, shown, gamma_s, noise_click_prob, uniforms=None):
+    """Independent Bernoulli clicks of eq. 11 (PBM), bool [..., K]: click where U(0, 1) < p.
+
+    ``uniforms`` (same shape) replace the draw from ``key`` when given.
+    """
+    p = click_probabilities(relevant, shown, gamma_s, noise_click_prob)
+    if uniforms is None:
+        uniforms = jax.random.uniform(key, p.shape)
+    return uniforms < p
+
+
+def sample_user_gammas(key, n_users: int, gamma: float, sd: float):
+    """Per-user γ_s ~ N(γ, sd²) left-truncated at 0 (§4), float32 [n_users]."""
+    if sd == 0:
+        return jnp.full((n_users,), gamma, jnp.float32)
+    lower = -gamma / sd
+    z = jax.random.truncated_normal(key, lower, jnp.inf, (n_users,), jnp.float32)
+    return jnp.maximum(gamma + sd * z, 0.0)
+
+
+def hinge_rank_bound(scores, valid, index):
+    """h_{q,d}(w) = Σ_{d' ∈ D_q} max(0, 1 − (f(d) − f(d'))) for d = candidate ``index`` (eq. 4).
+
+    ``scores`` [W] over the query's candidates, ``valid`` [W] marks real ones; ``index`` may be an
+    array of candidates (the result then has its shape).
+    """
+    margins = 1.0 - (scores[jnp.asarray(index)][..., None] - scores)
+    return jnp.sum(jnp.where(valid, jnp.maximum(margins, 0.0), 0.0), axis=-1)
+
+
+def ips_hinge_loss(params, features, valid, shown_index, clicks, propensities):
+    """Eq. 7 for one query: Σ_k c_k · h_{q,d_k}(w) / p_k over the shown positions k.
+
+    ``features`` [W, F] the query's candidates, ``shown_index`` [K] the candidate shown at each
+    position, ``clicks`` [K] (0/1), ``propensities`` [K] (all 1: the unweighted FedAvg loss).
+    """
+    h = hinge_rank_bound(features @ params["w"], valid, shown_index)
+    return jnp.sum(jnp.where(clicks > 0, clicks * h / propensities, 0.0))
+
+
+def full_information_loss(params, features, valid, shown_index, relevance):
+    """Eq. 8 with the hinge surrogate: Σ_k r_k · h_{q,d_k}(w) over the shown positions."""
+    h = hinge_rank_bound(features @ params["w"], valid, shown_index)
+    return jnp.sum(relevance * h)
+
+
+# ---------------------------------------------------------------------------------------------
+# Regression-EM propensity estimation (Wang et al. 2018, federated as in FedIPS §5)
+# ---------------------------------------------------------------------------------------------
+
+
+def relevance_model(params, features):
+    """F: the estimated relevance σ(x·v + b), a logistic-linear function (FedIPS §5)."""
+    return jax.nn.sigmoid(features @ params["v"] + params["b"])
+
+
+def init_relevance_model(n_features: int):
+    return {"v": jnp.zeros((n_features,), jnp.float32), "b": jnp.zeros((), jnp.float32)}
+
+
+class EmStatistics(NamedTuple):
+    """One client's E-step statistics (Wang et al. 2018, Algorithm 1)."""
+
+    examined: jax.Array  # [K] Σ P(E = 1 | c, θ, γ) of the impressions at each position
+    impressions: jax.Array  # [K] impressions at each position
+    relevance_gradient: object  # ∇ of the mean cross-entropy of F against P(R = 1 | c)
+
+
+def em_statistics(theta, rel_params, features, impressions, clicks) -> EmStatistics:
+    """E-step of regression-EM on one client's log under the PBM c = e·r.
+
+    ``features`` [..., K, F] of the shown documents, ``impressions``/``clicks`` [..., K]: how often
+    each was shown and clicked; ``theta`` [K] the client's current propensities.  For a skip,
+    P(E=1 | c=0) = θ(1−γ)/(1−θγ) and P(R=1 | c=0) = (1−θ)γ/(1−θγ); a click has both 1.  The
+    server's M-step: θ_k = Σ examined_k / Σ impressions_k, and F steps against the mean of
+    the clients' gradients (FedSGD; soft targets P(R=1 | c) instead of Wang et al.'s sampled
+    labels).
+    """
+    gamma = relevance_model(rel_params, features)
+    denom = jnp.maximum(1.0 - theta * gamma, 1e-6)
+    skips = impressions - clicks
+    examined = clicks + skips * theta * (1.0 - gamma) / denom
+    target = jax.lax.stop_gradient(clicks + skips * (1.0 - theta) * gamma / denom)
+    n = jnp.maximum(jnp.sum(impressions), 1.0)
+    axes = tuple(range(impressions.ndim - 1))
+
+    def cross_entropy(p):
+        logit = features @ p["v"] + p["b"]
+        # Σ over impressions i of −[t_i log σ + (1 − t_i) log(1 − σ)]; ``target`` is Σ_i t_i.
+        return jnp.sum(impressions * jax.nn.softplus(logit) - target * logit) / n
+
+    return EmStatistics(
+        jnp.sum(examined, axis=axes),
+        jnp.sum(impressions, axis=axes),
+        jax.grad(cross_entropy)(rel_params),
+    )
+
+
+def regression_em(features, positions, clicks, n_positions: int, iterations: int, lr: float):
+    """Batch federated regression-EM over click logs of C clients (for checks and offline use).
+
+    ``features`` [C, N, F], ``positions`` int [C, N] (0-based), ``clicks`` [C, N].  Each
+    iteration: every client computes :func:`em_statistics`, the server sums them (M-step for θ)
+    and steps F by ``lr`` times the mean gradient.  Returns (θ [n_positions], F params).
+    """
+    one_hot = jax.nn.one_hot(positions, n_positions)  # [C, N, K]
+    impressions = one_hot
+    click_slots = one_hot * clicks[..., None]
+    slot_features = jnp.broadcast_to(features[:, :, None, :], one_hot.shape + (features.shape[-1],))
+
+    def step(state, _):
+        theta, rel = state
+        stats = jax.vmap(em_statistics, in_axes=(None, None, 0, 0, 0))(
+            theta, rel, slot_features, impressions, click_slots
+        )
+        theta = jnp.sum(stats.examined, 0) / jnp.maximum(jnp.sum(stats.impressions, 0), 1e-9)
+        rel = jax.tree_util.tree_map(
+            lambda p, g: p - lr * jnp.mean(g, 0), rel, stats.relevance_gradient
+        )
+        return (theta, rel), None
+
+    init = (jnp.full((n_positions,), 0.5, jnp.float32), init_relevance_model(features.shape[-1]))
+    (theta, rel), _ = jax.lax.scan(step, init, None, length=iterations)
+    return theta, rel
+
+
+# ---------------------------------------------------------------------------------------------
+# The federated simulation
+# ---------------------------------------------------------------------------------------------
+
+
+class TrainData(NamedTuple):
+    """The training split as flat device arrays plus f₀'s fixed top-K per query."""
+
+    features: jax.Array  # float32 [n_docs + window, F] (window zero rows of padding)
+    query_offsets: jax.Array  # int32 [n_queries]
+    query_lengths: jax.Array  # int32 [n_queries]
+    shown_index: jax.Array  # int32 [n_queries, K] candidate (within the query) at each position
+    shown: jax.Array  # bool [n_queries, K] (queries shorter than K show fewer)
+    relevant: jax.Array  # bool [n_queries, K] label ≥ relevant_from, in displayed order
+    shown_features: jax.Array  # float32 [n_queries, K, F] (for the regression-EM)
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """Static part of a FedIPS experiment (hashable: one compilation per Spec)."""
+
+    config: FedIpsConfig
+    n_features: int
+    window: int  # candidate slice width: the longest training query
+    widths: tuple  # slice widths, narrowest first (federation.window_widths)
+    relevant_from: int
+
+
+class Arrays(NamedTuple):
+    train: TrainData
+    test: TestData
+
+
+@dataclasses.dataclass
+class Prepared:
+    """What :func:`build` did to the data before the simulation."""
+
+    train: RankingDataset  # after dropping single-label queries
+    test: RankingDataset
+    dropped_train: int
+    dropped_test: int
+    logging_params: dict
+    logging_queries: np.ndarray
+    logging_ndcg5: float
+    logging_ndcg10: float
+
+
+def displayed_lists(dataset: RankingDataset, logging_params, k: int):
+    """f₀'s top k of every query (ties keep the file order): (index [n, k], shown [n, k])."""
+    scores = dataset.features @ np.asarray(logging_params["w"], np.float32)
+    index = np.zeros((dataset.n_queries, k), np.int32)
+    shown = np.zeros((dataset.n_queries, k), bool)
+    for q, (o, n) in enumerate(zip(dataset.query_offsets, dataset.query_lengths)):
+        top = np.argsort(-scores[o : o + n], kind="stable")[:k]
+        index[q, : len(top)] = top
+        shown[q, : len(top)] = True
+    return index, shown
+
+
+def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
+    """Validates ``config``, drops single-label queries, trains f₀ and puts the data on the device.
+
+    Returns (Spec, Arrays, Prepared).
+    """
+    config.validate()
+    if train.n_features != test.n_features:
+        raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
+    train, dropped_train = drop_single_label_queries(train)
+    test, dropped_test = drop_single_label_queries(test)
+    if train.n_queries == 0 or test.n_queries == 0:
+        raise ValueError("no query with two different labels is left in the train or test split")
+    relevant_from = config.relevant_from or infer_relevant_from(
+        max(train.max_label, test.max_label)
+    )
+    k = config.top_k
+    tdata = test_data(test)
+    chosen = logging_queries(train.n_queries, config.logging_fraction, config.seed)
+    logging_params, _ = train_lambdarank(
+        train.subset(chosen), config.logging_learning_rate, config.logging_steps
+    )
+    log5, log10 = jax.device_get(jax.jit(evaluate)(logging_params, tdata))
+    index, shown = displayed_lists(train, logging_params, k)
+    rows = train.query_offsets[:, None] + index
+    labels = np.where(shown, train.labels[rows], 0)
+    widths = window_widths(train.max_query_length, k)
+    window = widths[-1]
+    train_data = TrainData(
+        features=jnp.asarray(np.pad(train.features, ((0, window), (0, 0))), jnp.float32),
+        query_offsets=jnp.asarray(train.query_offsets, jnp.int32),
+        query_lengths=jnp.asarray(train.query_lengths, jnp.int32),
+        shown_index=jnp.asarray(index),
+        shown=jnp.asarray(shown),
+        relevant=jnp.asarray(shown & (labels >= relevant_from)),
+        shown_features=jnp.asarray(
+            np.where(shown[..., None], train.features[rows], 0.0), jnp.float32
+        ),
+    )
+    spec = Spec(config, train.n_features, window, widths, relevant_from)
+    prepared = Prepared(
+        train,
+        test,
+        dropped_train,
+        dropped_test,
+        logging_params,
+        chosen,
+        float(log5),
+        float(log10),
+    )
+    return spec, Arrays(train_data, tdata), prepared
+
+
+class ClickLog(NamedTuple):
+    """One user's round: its queries, sessions, clicks and the click records it learns from."""
+
+    queries: jax.Array  # int32 [Q] training queries issued this round
+    impressions: jax.Array  # float32 [Q, K] times each (query, position) was shown
+    clicks: jax.Array  # float32 [Q, K] clicks on it
+    sessions: jax.Array  # int32 [] lists shown
+    record_query: jax.Array  # int32 [R] training query of each click record
+    record_position: jax.Array  # int32 [R] 0-based position
+    record_valid: jax.Array  # bool [R] (fewer than m clicks within max_sessions: padding)
+
+
+def user_click_log(spec: Spec, train: TrainData, key, gamma_s) -> ClickLog:
+    """A user's queries and clicks for one round (eq. 11; "a user clicks m documents", §4)."""
+    cfg = spec.config
+    n_q, k, n_s = cfg.queries_per_user, cfg.top_k, cfg.sessions
+    # One draw per user and round (a single PRNG call site keeps compilation short): the first
+    # Q uniforms pick its queries, the rest decide its clicks.
+    uniforms = jax.random.uniform(key, (n_q + n_s * k,))
+    n_train = train.query_offsets.shape[0]
+    queries = jnp.minimum(jnp.floor(uniforms[:n_q] * n_train).astype(jnp.int32), n_train - 1)
+    slot = jnp.arange(n_s) % n_q
+    shown = train.shown[queries[slot]]
+    clicks = simulate_clicks(
+        None,
+        train.relevant[queries[slot]],
+        shown,
+        gamma_s,
+        cfg.noise_click_prob,
+        uniforms=uniforms[n_q:].reshape(n_s, k),
+    )
+    flat = clicks.reshape(-1)
+    if cfg.clicks_per_user > 0:
+        m = cfg.clicks_per_user
+        count = jnp.cumsum(flat.astype(jnp.int32))
+        # the j-th click is the first slot whose running count reaches j
+        index = jnp.searchsorted(count, jnp.arange(1, m + 1), side="left", method="compare_all")
+        valid = jnp.arange(m) < count[-1]
+        index = jnp.minimum(index, n_s * k - 1)
+        n_sessions = jnp.where(count[-1] >= m, index[m - 1] // k + 1, n_s)
+    else:
+        index = jnp.arange(n_s * k)
+        valid = flat
+        n_sessions = jnp.int32(n_s)
+    consumed = (jnp.arange(n_s) < n_sessions)[:, None] & shown
+    per_slot = lambda x: jnp.zeros((n_q, k), jnp.float32).at[slot].add(x.astype(jnp.float32))
+    return ClickLog(
+        queries=queries,
+        impressions=per_slot(consumed),
+        clicks=per_slot(consumed & clicks),
+        sessions=n_sessions.astype(jnp.int32),
+        record_query=queries[slot[index // k]],
+        record_position=(index % k).astype(jnp.int32),
+        record_valid=valid,
+    )
+
+
+def local_sgd(spec: Spec, train: TrainData, params, log: ClickLog, propensities):
+    """Algorithm 1 lines 5-8 with eq. 7's weights: one SGD step per click record, in order.
+
+    ``propensities`` [K] are the user's p at each position.  Returns the user's new params.
+    The query's candidates are one ``dynamic_slice`` at the narrowest width of ``spec.widths``
+    that holds the user's longest clicked query (``lax.switch``).
+    """
+    lr = spec.config.local_lr
+    weights = jnp.where(log.record_valid, 1.0 / propensities[log.record_position], 0.0)
+
+    def at_width(width, params):
+        def step(p, record):
+            query, position, weight = record
+            window = jax.lax.dynamic_slice_in_dim(
+                train.features, train.query_offsets[query], width, axis=0
+            )
+            valid = jnp.arange(width) < train.query_lengths[query]
+            index = train.shown_index[query, position]
+            g = jax.grad(lambda w: weight * hinge_rank_bound(window @ w["w"], valid, index))(p)
+            return jax.tree_util.tree_map(lambda a, b: a - lr * b, p, g), None
+
+        records = (log.record_query, log.record_position, weights)
+        return jax.lax.scan(step, params, records)[0]
+
+    longest = jnp.max(jnp.where(log.record_valid, train.query_lengths[log.record_query], 1))
+    branch = jnp.searchsorted(jnp.asarray(spec.widths), longest)
+    return jax.lax.switch(branch, [functools.partial(at_width, w) for w in spec.widths], params)
+
+
+class EmState(NamedTuple):
+    """Regression-EM state of one run: each user's running E-step sums and the model F."""
+
+    examined: jax.Array  # [n_users, K]
+    impressions: jax.Array  # [n_users, K]
+    relevance: dict  # F params
+
+
+class State(NamedTuple):
+    params: dict  # global ranker, leaves [n_runs, ...]
+    em: EmState | None  # leaves [n_runs, ...]; None unless propensity == 'estimated'
+
+
+class RoundMetrics(NamedTuple):
+    offline_ndcg5: jax.Array  # [n_runs]
+    offline_ndcg10: jax.Array
+    clicks: jax.Array  # int32 [n_runs] click records learnt from, all users
+    sessions: jax.Array  # int32 [n_runs] lists shown, all users
+
+
+def init_em(spec: Spec) -> EmState:
+    cfg = spec.config
+    prior = jnp.full((cfg.n_users, cfg.top_k), cfg.em_prior_count, jnp.float32)
+    return EmState(0.5 * prior, prior, init_relevance_model(spec.n_features))
+
+
+def estimated_propensities(spec: Spec, em: EmState):
+    """θ̂ per user [n_users, K] relative to rank 1, floored (per user, or pooled with 'global')."""
+    examined, impressions = em.examined, em.impressions
+    if spec.config.em_scope == "global":
+        examined = jnp.sum(examined, 0, keepdims=True)
+        impressions = jnp.sum(impressions, 0, keepdims=True)
+    theta = examined / impressions
+    theta = theta / theta[:, :1]
+    theta = jnp.clip(theta, spec.config.propensity_floor, 1.0)
+    return jnp.broadcast_to(theta, (spec.config.n_users, spec.config.top_k))
+
+
+def em_round(spec: Spec, train: TrainData, em: EmState, logs: ClickLog) -> EmState:
+    """One online regression-EM step of a run: every user computes E-step statistics of its round
+    (with its current θ̂ and the global F), adds them to its running sums (online EM with step
+    1/t), and the server steps F with the mean of the users' gradients (FedSGD)."""
+    cfg = spec.config
+    theta = em.examined / em.impressions
+    if cfg.em_scope == "global":
+        theta = jnp.broadcast_to(jnp.sum(em.examined, 0) / jnp.sum(em.impressions, 0), theta.shape)
+    features = train.shown_features[logs.queries]  # [U, Q, K, F]
+    stats = jax.vmap(em_statistics, in_axes=(0, None, 0, 0, 0))(
+        theta[:, None, :], em.relevance, features, logs.impressions, logs.clicks
+    )
+    relevance = jax.tree_util.tree_map(
+        lambda p, g: p - cfg.em_learning_rate * jnp.mean(g, 0),
+        em.relevance,
+        stats.relevance_gradient,
+    )
+    return EmState(em.examined + stats.examined, em.impressions + stats.impressions, relevance)
+
+
+def user_keys(run_key, t, n_users: int):
+    """Key of user u in round t of a run: fold_in(fold_in(run_key, t), u)."""
+    round_key = jax.random.fold_in(run_key, t)
+    return jax.vmap(lambda u: jax.random.fold_in(round_key, u))(jnp.arange(n_users))
+
+
+def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t):
+    """One round of every run: users click, train locally (all users of all runs in one
+    ``lax.map``), servers average the updates and step with η_g, the global models are evaluated.
+
+    ``run_keys`` [n_runs] training keys, ``gammas`` [n_runs, n_users] the users' γ_s.
+    Returns (new State, RoundMetrics, ClickLog with leaves [n_runs, n_users, ...]).
+    """
+    cfg = spec.config
+    train = arrays.train
+    keys = jax.vmap(lambda k: user_keys(k, t, cfg.n_users))(run_keys)
+    logs = jax.vmap(jax.vmap(functools.partial(user_click_log, spec, train)))(keys, gammas)
+    em = state.em
+    if cfg.propensity == "known":
+        propensities = jax.vmap(jax.vmap(lambda g: examination(g, cfg.top_k)))(gammas)
+    elif cfg.propensity == "estimated":
+        em = jax.vmap(functools.partial(em_round, spec, train))(em, logs)
+        propensities = jax.vmap(functools.partial(estimated_propensities, spec))(em)
+    else:
+        propensities = jnp.ones(gammas.shape + (cfg.top_k,), jnp.float32)
+
+    n_lanes = cfg.n_runs * cfg.n_users
+    lane = lambda x: x.reshape((n_lanes,) + x.shape[2:])
+    lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, cfg.n_users, axis=0), state.params)
+    local = jax.lax.map(
+        lambda a: local_sgd(spec, train, *a),
+        (lane_params, jax.tree_util.tree_map(lane, logs), lane(propensities)),
+    )
+    delta = jax.tree_util.tree_map(
+        lambda c, g: (c - g).reshape((cfg.n_runs, cfg.n_users) + c.shape[1:]).mean(axis=1),
+        local,
+        lane_params,
+    )
+    params = jax.tree_util.tree_map(lambda g, d: g + cfg.global_lr * d, state.params, delta)
+    ndcg5, ndcg10 = jax.vmap(evaluate, in_axes=(0, None))(params, arrays.test)
+    round_metrics = RoundMetrics(
+        ndcg5,
+        ndcg10,
+        jnp.sum(logs.record_valid, axis=(1, 2), dtype=jnp.int32),
+        jnp.sum(logs.sessions, axis=1, dtype=jnp.int32),
+    )
+    return State(params, em), round_metrics, logs
+
+
+def _run_chunk(spec: Spec, n_rounds: int, arrays: Arrays, state, run_keys, gammas, first_round):
+    def body(s, t):
+        s, m, _ = fedips_round(spec, arrays, s, run_keys, gammas, t)
+        return s, m
+
+    return jax.lax.scan(body, state, first_round + jnp.arange(n_rounds))
+
+
+@dataclasses.dataclass
+class FedIpsResult:
+    """Per-round curves ``[n_runs, rounds]`` and timings of one experiment."""
+
+    offline_ndcg5: np.ndarray
+    offline_ndcg10: np.ndarray
+    clicks: np.ndarray  # [n_runs, rounds] click records learnt from, all users
+    sessions: np.ndarray  # [n_runs, rounds] lists shown, all users
+    initial_offline_ndcg5: np.ndarray  # [n_runs]
+    initial_offline_ndcg10: np.ndarray
+    final_params: dict
+    # [n_runs, K] at the end: the users' mean θ̂ relative to rank 1 (no floor); None unless estimated
+    estimated_propensities: np.ndarray | None
+    user_gammas: np.ndarray  # [n_runs, n_users]
+    compile_seconds: float
+    run_seconds: float
+
+    @property
+    def interactions(self) -> int:
+        """Lists shown (sessions), all runs and rounds."""
+        return int(self.sessions.sum())
+
+    @property
+    def interactions_per_second(self) -> float:
+        return self.interactions / max(self.run_seconds, 1e-9)
+
+
+ProgressFn = Callable[[int, int, float], None]
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def run_keys_and_gammas(config: FedIpsConfig):
+    """(training keys [n_runs], user γ_s [n_runs, n_users]) from (seed, run)."""
+    base = jax.random.PRNGKey(config.seed)
+    run_keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(config.n_runs))
+    gamma_keys, train_keys = jax.vmap(jax.random.split)(run_keys).transpose(1, 0, 2)
+    gammas = jax.vmap(
+        lambda k: sample_user_gammas(k, config.n_users, config.gamma, config.gamma_sd)
+    )(gamma_keys)
+    return train_keys, gammas
+
+
+def initial_state(spec: Spec) -> State:
+    cfg = spec.config
+    params = {"w": jnp.zeros((cfg.n_runs, spec.n_features), jnp.float32)}
+    em = None
+    if cfg.propensity == "estimated":
+        em = jax.tree_util.tree_map(
+            lambda x: jnp.broadcast_to(x, (cfg.n_runs,) + x.shape), init_em(spec)
+        )
+    return State(params, em)
+
+
+def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> FedIpsResult:
+    """Runs ``config.rounds`` rounds of every repetition (compiled chunks of ``chunk_rounds``)."""
+    cfg = spec.config
+    train_keys, gammas = run_keys_and_gammas(cfg)
+    state = initial_state(spec)
+    init5, init10 = jax.jit(jax.vmap(evaluate, in_axes=(0, None)))(state.params, arrays.test)
+
+    chunk_fn = jax.jit(_run_chunk, static_argnums=(0, 1))
+    chunk = min(cfg.chunk_rounds, cfg.rounds)
+    lengths = [chunk] * (cfg.rounds // chunk) + ([cfg.rounds % chunk] if cfg.rounds % chunk else [])
+    compile_start = time.perf_counter()
+    compiled = {
+        n: chunk_fn.lower(spec, n, arrays, state, train_keys, gammas, jnp.int32(0)).compile()
+        for n in sorted(set(lengths))
+    }
+    compile_seconds = time.perf_counter() - compile_start
+
+    outputs, done, start = [], 0, time.perf_counter()
+    for n in lengths:
+        state, out = compiled[n](arrays, state, train_keys, gammas, jnp.int32(done))
+        outputs.append(jax.device_get(out))
+        done += n
+        if progress is not None:
+            progress(done, cfg.rounds, time.perf_counter() - start)
+    jax.block_until_ready(state)
+    run_seconds = time.perf_counter() - start
+    curves = {
+        f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
+        for f in RoundMetrics._fields
+    }
+    theta = None
+    if state.em is not None:
+        theta = (state.em.examined / state.em.impressions).mean(axis=1)  # no floor, for reading
+        theta = np.asarray(theta / theta[:, :1])
+    return FedIpsResult(
+        **curves,
+        initial_offline_ndcg5=np.asarray(init5),
+        initial_offline_ndcg10=np.asarray(init10),
+        final_params=jax.device_get(state.params),
+        estimated_propensities=theta,
+        user_gammas=np.asarray(gammas),
+        compile_seconds=compile_seconds,
+        run_seconds=run_seconds,
+    )
