@@ -897,8 +897,12 @@ def server_update(
 def evaluate(spec: Spec, arrays: Arrays, params):
     """Offline nDCG@k and MRR@k of ``params`` on the test split (queries with a
     relevant document only)."""
-    test = arrays.test
-    scores = spec.ranker.apply(params, test.features)
+    return ranking_quality(spec.ranker.apply(params, arrays.test.features), arrays.test, spec)
+
+
+def ranking_quality(scores, test: DeviceData, spec):
+    """Mean nDCG@k and MRR@k of ranking ``test`` by ``scores`` (float [n_docs + pad]),
+    over the queries with a relevant document (FPDGD paper §4)."""
     ndcg, rr = metrics.per_query_rank_metrics(
         scores, test.labels, test.ideal_dcg, test.eval_buckets, spec.config.top_k
     )

@@ -364,17 +364,8 @@ def optimizer(config: FoltrEsConfig) -> optax.GradientTransformation:
 def evaluate(spec: Spec, arrays: Arrays, flat_params):
     """Offline nDCG@k and MRR@k of one model on the test split, averaged over queries
     with a relevant document (as ``federation.evaluate``)."""
-    test = arrays.test
-    scores = spec.ranker.apply(spec.unravel(flat_params), test.features)
-    ndcg, rr = metrics.per_query_rank_metrics(
-        scores, test.labels, test.ideal_dcg, test.eval_buckets, spec.config.top_k
-    )
-    relevant = test.ideal_dcg > 0
-    n_relevant = jnp.maximum(jnp.sum(relevant), 1)
-    return (
-        jnp.sum(jnp.where(relevant, ndcg, 0.0)) / n_relevant,
-        jnp.sum(jnp.where(relevant, rr, 0.0)) / n_relevant,
-    )
+    scores = spec.ranker.apply(spec.unravel(flat_params), arrays.test.features)
+    return federation.ranking_quality(scores, arrays.test, spec)
 
 
 class RoundMetrics(NamedTuple):

@@ -7,19 +7,11 @@ import sys
 import time
 
 from sample_data import REPO_ROOT
+from test_experiments import run
 
 
 def batch(*args, tmp_path):
-    env = {**os.environ, "FOLTR_JAX_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.batch", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    return run("batch", *args, cache_dir=tmp_path / "cache", timeout=900)
 
 
 def test_quick_recipe_runs_end_to_end_then_skips_what_is_done(tmp_path):

@@ -21,7 +21,8 @@ SMALL = [
 TIMINGS = {"seconds", "compile_seconds", "interactions_per_second", "versions"}
 
 
-def run(module, *args, cache_dir):
+def run(module, *args, cache_dir, timeout=300):
+    """``python -m experiments.<module> args`` as a user runs it, with its own cache folder."""
     env = {**os.environ, "FOLTR_JAX_CACHE": str(cache_dir), "JAX_PLATFORMS": "cpu"}
     return subprocess.run(
         [sys.executable, "-m", f"experiments.{module}", *args],
@@ -29,7 +30,8 @@ def run(module, *args, cache_dir):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
+        check=False,
     )
 
 

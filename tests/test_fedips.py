@@ -4,15 +4,12 @@ NumPy reference, the regression-EM, and the binary."""
 import functools
 import itertools
 import json
-import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from sample_data import REPO_ROOT
+from test_experiments import run
 
 from foltr_jax import data, fedips
 from foltr_jax.federation import ConfigError
@@ -266,16 +263,7 @@ TIMINGS = {"seconds", "compile_seconds", "interactions_per_second", "versions"}
 
 
 def run_binary(*args, cache_dir):
-    env = {**os.environ, "FOLTR_JAX_CACHE": str(cache_dir), "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.fedips", *args],
-        check=False,
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run("fedips", *args, cache_dir=cache_dir)
 
 
 def test_binary_writes_results_and_is_deterministic(tmp_path):

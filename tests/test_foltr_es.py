@@ -4,15 +4,12 @@ reference, antithetic pairs, learning, and the binary."""
 import dataclasses
 import json
 import math
-import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from sample_data import REPO_ROOT
+from test_experiments import run
 
 from foltr_jax import click_models, data, federation, foltr_es
 
@@ -270,16 +267,7 @@ KEYS = {
 
 
 def run_binary(*args, cache_dir):
-    env = {**os.environ, "FOLTR_JAX_CACHE": str(cache_dir), "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.foltr_es", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run("foltr_es", *args, cache_dir=cache_dir)
 
 
 def test_binary_writes_results_and_is_deterministic(tmp_path):

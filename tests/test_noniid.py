@@ -2,14 +2,11 @@
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
 import pytest
-from sample_data import REPO_ROOT
+from test_experiments import run
 
 from foltr_jax import data, federation, metrics, noniid
 
@@ -297,16 +294,7 @@ SMALL = [
 
 
 def _binary(*args, tmp_path):
-    env = {**os.environ, "FOLTR_JAX_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.noniid", *args],
-        check=False,
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run("noniid", *args, cache_dir=tmp_path / "cache")
 
 
 def test_binary_writes_results(tmp_path):
