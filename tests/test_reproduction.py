@@ -30,7 +30,7 @@ def summary(tmp_path_factory):
         "fpdgd": ["--n_clients=1000", "--rounds=200", "--click_model=perfect"],
         "foltr_es": ["--n_clients=2000", "--rounds=200", "--click_model=perfect"],
         "poisoning": [
-            "--rounds=300",
+            "--rounds=150",
             "--grid=paper",
             "--malicious_counts=4",
             "--click_models=informational",
