@@ -3,13 +3,33 @@
 The binaries' tests start many Python processes that compile the same programs
 (determinism checks run a binary twice, the resume test three times); a shared
 on-disk cache lets the later processes skip XLA compilation.  Results do not
-depend on it.
+depend on it.  Tests marked ``slow`` (minutes-long reproductions on the MSLR
+sample) run only with FOLTR_JAX_SLOW_TESTS=1.
 """
 
 import os
 import tempfile
 
+import pytest
+
 os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="foltr_jax_test_xla_cache_")
 )
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+
+SLOW = os.environ.get("FOLTR_JAX_SLOW_TESTS") == "1"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: minutes-long reproduction checks; run with FOLTR_JAX_SLOW_TESTS=1"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if SLOW:
+        return
+    skip = pytest.mark.skip(reason="slow reproduction check: set FOLTR_JAX_SLOW_TESTS=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

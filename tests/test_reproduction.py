@@ -16,6 +16,10 @@ checks the orderings on summary.json (never on pixels):
 import json
 
 import pytest
+
+pytestmark = (
+    pytest.mark.slow
+)  # ~3 min: FOLTR_JAX_SLOW_TESTS=1 python -m pytest tests/test_reproduction.py
 from sample_data import SAMPLE_DIR, needs_sample
 from test_experiments import run
 
