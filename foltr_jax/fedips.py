@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -39,7 +38,7 @@ import numpy as np
 
 from foltr_jax import metrics, rankers
 from foltr_jax.data import RankingDataset
-from foltr_jax.federation import ConfigError, window_widths
+from foltr_jax.federation import ConfigError, scan_in_chunks, window_widths
 
 PROPENSITIES = ("known", "estimated", "none")
 EM_SCOPES = ("user", "global")
@@ -721,12 +720,17 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t):
     return State(params, em), round_metrics, logs
 
 
-def _run_chunk(spec: Spec, n_rounds: int, arrays: Arrays, state, run_keys, gammas, first_round):
+def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
+    arrays, run_keys, gammas = consts
+
     def body(s, t):
         s, m, _ = fedips_round(spec, arrays, s, run_keys, gammas, t)
         return s, m
 
     return jax.lax.scan(body, state, first_round + jnp.arange(n_rounds))
+
+
+_run_chunk_jit = jax.jit(_run_chunk, static_argnums=(0, 1))
 
 
 @dataclasses.dataclass
@@ -789,25 +793,10 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> FedIp
     state = initial_state(spec)
     init5, init10 = jax.jit(jax.vmap(evaluate, in_axes=(0, None)))(state.params, arrays.test)
 
-    chunk_fn = jax.jit(_run_chunk, static_argnums=(0, 1))
-    chunk = min(cfg.chunk_rounds, cfg.rounds)
-    lengths = [chunk] * (cfg.rounds // chunk) + ([cfg.rounds % chunk] if cfg.rounds % chunk else [])
-    compile_start = time.perf_counter()
-    compiled = {
-        n: chunk_fn.lower(spec, n, arrays, state, train_keys, gammas, jnp.int32(0)).compile()
-        for n in sorted(set(lengths))
-    }
-    compile_seconds = time.perf_counter() - compile_start
-
-    outputs, done, start = [], 0, time.perf_counter()
-    for n in lengths:
-        state, out = compiled[n](arrays, state, train_keys, gammas, jnp.int32(done))
-        outputs.append(jax.device_get(out))
-        done += n
-        if progress is not None:
-            progress(done, cfg.rounds, time.perf_counter() - start)
-    jax.block_until_ready(state)
-    run_seconds = time.perf_counter() - start
+    consts = (arrays, train_keys, gammas)
+    state, outputs, compile_seconds, run_seconds = scan_in_chunks(
+        _run_chunk_jit, spec, consts, state, cfg.rounds, cfg.chunk_rounds, progress
+    )
     curves = {
         f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
         for f in RoundMetrics._fields

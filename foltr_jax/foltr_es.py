@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import time
 from typing import NamedTuple
 
 import jax
@@ -395,11 +394,16 @@ def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index):
     )
 
 
-def _run_chunk(spec: Spec, n_rounds: int, arrays: Arrays, state, run_keys, first_round):
+def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
+    arrays, run_keys = consts
+
     def body(carry, t):
         return federated_round(spec, arrays, carry, run_keys, t)
 
     return jax.lax.scan(body, state, first_round + jnp.arange(n_rounds))
+
+
+_run_chunk_jit = jax.jit(_run_chunk, static_argnums=(0, 1))
 
 
 @dataclasses.dataclass
@@ -446,25 +450,9 @@ def run(spec: Spec, arrays: Arrays, progress: federation.ProgressFn | None = Non
         arrays, state[0]
     )
 
-    chunk_fn = jax.jit(_run_chunk, static_argnums=(0, 1))
-    chunk = min(cfg.chunk_rounds, cfg.rounds)
-    lengths = [chunk] * (cfg.rounds // chunk) + ([cfg.rounds % chunk] if cfg.rounds % chunk else [])
-    compile_start = time.perf_counter()
-    compiled = {
-        n: chunk_fn.lower(spec, n, arrays, state, train_keys, jnp.int32(0)).compile()
-        for n in sorted(set(lengths))
-    }
-    compile_seconds = time.perf_counter() - compile_start
-
-    outputs, done, run_start = [], 0, time.perf_counter()
-    for n in lengths:
-        state, out = compiled[n](arrays, state, train_keys, jnp.int32(done))
-        outputs.append(jax.device_get(out))
-        done += n
-        if progress is not None:
-            progress(done, cfg.rounds, time.perf_counter() - run_start)
-    jax.block_until_ready(state)
-    run_seconds = time.perf_counter() - run_start
+    state, outputs, compile_seconds, run_seconds = federation.scan_in_chunks(
+        _run_chunk_jit, spec, (arrays, train_keys), state, cfg.rounds, cfg.chunk_rounds, progress
+    )
     curves = {
         f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
         for f in RoundMetrics._fields
