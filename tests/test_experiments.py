@@ -35,23 +35,30 @@ def run(module, *args, cache_dir, timeout=300):
     )
 
 
-def test_fpdgd_writes_results_and_is_deterministic(tmp_path):
+def without_timings(results: dict) -> dict:
+    """A results file without the fields that differ between identical runs."""
+    return {k: v for k, v in results.items() if k not in TIMINGS}
+
+
+def run_twice(module, *args, tmp_path):
+    """Runs a binary twice, into tmp_path/a and tmp_path/b.
+
+    Returns (results a, results b, the second process); both runs must succeed and
+    name their results file.
+    """
     outputs = []
     for name in ("a", "b"):
-        result = run(
-            "fpdgd",
-            *SMALL,
-            "--n_runs=2",
-            f"--output_dir={tmp_path / name}",
-            cache_dir=tmp_path / "cache",
-        )
+        output = tmp_path / name
+        result = run(module, *args, f"--output_dir={output}", cache_dir=tmp_path / "cache")
         assert result.returncode == 0, result.stderr
-        assert str(tmp_path / name / "results.json") in result.stdout
-        outputs.append(json.loads((tmp_path / name / "results.json").read_text()))
-    a, b = outputs
-    assert {k: v for k, v in a.items() if k not in TIMINGS} == {
-        k: v for k, v in b.items() if k not in TIMINGS
-    }
+        assert str(output / "results.json") in result.stdout
+        outputs.append(json.loads((output / "results.json").read_text()))
+    return outputs[0], outputs[1], result
+
+
+def test_fpdgd_writes_results_and_is_deterministic(tmp_path):
+    a, b, result = run_twice("fpdgd", *SMALL, "--n_runs=2", tmp_path=tmp_path)
+    assert without_timings(a) == without_timings(b)
     assert len(a["offline_ndcg"]) == 2 and len(a["offline_ndcg"][0]) == 6
     assert len(a["online_ndcg"][1]) == 6 and len(a["online_performance"]) == 2
     assert a["config"]["n_clients"] == 4 and a["config"]["click_model"] == "informational"

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_experiments import run
+from test_experiments import run, run_twice, without_timings
 
 from foltr_jax import data, fedips
 from foltr_jax.federation import ConfigError
@@ -259,7 +259,6 @@ SMALL = [
     "--chunk_rounds=3",  # one compilation
     "--logging_steps=10",
 ]
-TIMINGS = {"seconds", "compile_seconds", "interactions_per_second", "versions"}
 
 
 def run_binary(*args, cache_dir):
@@ -267,21 +266,10 @@ def run_binary(*args, cache_dir):
 
 
 def test_binary_writes_results_and_is_deterministic(tmp_path):
-    outputs = []
-    for name in ("a", "b"):
-        result = run_binary(
-            *SMALL,
-            "--n_runs=2",
-            "--propensity=estimated",
-            f"--output_dir={tmp_path / name}",
-            cache_dir=tmp_path / "cache",
-        )
-        assert result.returncode == 0, result.stderr
-        assert str(tmp_path / name / "results.json") in result.stdout
-        outputs.append(json.loads((tmp_path / name / "results.json").read_text()))
-    a, b = outputs
-    strip = lambda r: {k: v for k, v in r.items() if k not in TIMINGS}
-    assert strip(a) == strip(b)
+    a, b, result = run_twice(
+        "fedips", *SMALL, "--n_runs=2", "--propensity=estimated", tmp_path=tmp_path
+    )
+    assert without_timings(a) == without_timings(b)
     assert a["method"] == "fedips/estimated" and a["config"]["n_users"] == 20
     for key in ("offline_ndcg", "offline_ndcg5", "offline_ndcg10", "clicks_per_user"):
         assert np.asarray(a[key]).shape == (2, 6), key

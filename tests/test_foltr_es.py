@@ -2,14 +2,13 @@
 reference, antithetic pairs, learning, and the binary."""
 
 import dataclasses
-import json
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_experiments import run
+from test_experiments import run, run_twice, without_timings
 
 from foltr_jax import click_models, data, federation, foltr_es
 
@@ -245,7 +244,6 @@ SMALL = [
     "--rounds=6",
     "--chunk_rounds=6",
 ]
-TIMINGS = {"seconds", "compile_seconds", "interactions_per_second", "versions"}
 KEYS = {
     "method",
     "config",
@@ -271,23 +269,9 @@ def run_binary(*args, cache_dir):
 
 
 def test_binary_writes_results_and_is_deterministic(tmp_path):
-    outputs = []
-    for name in ("a", "b"):
-        result = run_binary(
-            *SMALL,
-            "--n_runs=2",
-            "--privacy_p=0.9",
-            f"--output_dir={tmp_path / name}",
-            cache_dir=tmp_path / "cache",
-        )
-        assert result.returncode == 0, result.stderr
-        assert str(tmp_path / name / "results.json") in result.stdout
-        outputs.append(json.loads((tmp_path / name / "results.json").read_text()))
-    a, b = outputs
+    a, b, result = run_twice("foltr_es", *SMALL, "--n_runs=2", "--privacy_p=0.9", tmp_path=tmp_path)
     assert set(a) == KEYS
-    assert {k: v for k, v in a.items() if k not in TIMINGS} == {
-        k: v for k, v in b.items() if k not in TIMINGS
-    }
+    assert without_timings(a) == without_timings(b)
     assert a["method"] == "foltr_es" and a["epsilon"] == pytest.approx(math.log(90))
     for key in ("offline_ndcg", "offline_mrr", "online_ndcg", "online_max_rr"):
         assert np.asarray(a[key]).shape == (2, 6), key
