@@ -6,6 +6,7 @@ dataclasses and datasets, and the binaries pass those down.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -235,6 +236,35 @@ def load_datasets():
             }
         },
     )
+
+
+def results_file(method, config, result, train, test, source, slots=slice(None)) -> dict:
+    """The shared results.json of an online-LTR run: config, data, the per-round curves of
+    the runs in ``slots`` (one setting's repetitions) and the program's timings."""
+    pick = lambda values: values[slots]
+    return {
+        "method": method,
+        "config": dataclasses.asdict(config),
+        "data": {
+            **source,
+            "train": dataset_summary(train),
+            "test": dataset_summary(test),
+            "normalise": FLAGS.normalise,
+        },
+        "versions": versions(),
+        "initial_offline_ndcg": pick(result.initial_offline_ndcg).tolist(),
+        "offline_ndcg": pick(result.offline_ndcg).tolist(),
+        "offline_mrr": pick(result.offline_mrr).tolist(),
+        "online_ndcg": pick(result.online_ndcg).tolist(),
+        "online_max_rr": pick(result.online_max_rr).tolist(),
+        "online_performance": pick(result.online_performance).tolist(),
+        "final_offline_ndcg": pick(result.offline_ndcg)[:, -1].tolist(),
+        # The program's totals: a grid cell shares them with the other cells.
+        "interactions": result.interactions,
+        "seconds": result.run_seconds,
+        "compile_seconds": result.compile_seconds,
+        "interactions_per_second": result.interactions_per_second,
+    }
 
 
 def dataset_summary(dataset: data.RankingDataset) -> dict:

@@ -14,7 +14,6 @@ no privatisation).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import pathlib
 import sys
@@ -111,29 +110,9 @@ def run_experiment() -> dict:
         file=sys.stderr,
     )
     result = foltr_es.run(spec, arrays, progress=common.ProgressLog("foltr_es"))
-    return {
-        "method": "foltr_es",
-        "config": dataclasses.asdict(config),
-        "data": {
-            **source,
-            "train": common.dataset_summary(train),
-            "test": common.dataset_summary(test),
-            "normalise": FLAGS.normalise,
-        },
-        "versions": common.versions(),
-        "epsilon": epsilon if math.isfinite(epsilon) else None,
-        "initial_offline_ndcg": result.initial_offline_ndcg.tolist(),
-        "offline_ndcg": result.offline_ndcg.tolist(),
-        "offline_mrr": result.offline_mrr.tolist(),
-        "online_ndcg": result.online_ndcg.tolist(),
-        "online_max_rr": result.online_max_rr.tolist(),
-        "online_performance": result.online_performance.tolist(),
-        "final_offline_ndcg": result.offline_ndcg[:, -1].tolist(),
-        "interactions": result.interactions,
-        "seconds": result.run_seconds,
-        "compile_seconds": result.compile_seconds,
-        "interactions_per_second": result.interactions_per_second,
-    }
+    results = common.results_file("foltr_es", config, result, train, test, source)
+    results["epsilon"] = epsilon if math.isfinite(epsilon) else None
+    return results
 
 
 def summary(results: dict) -> str:

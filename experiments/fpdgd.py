@@ -126,31 +126,9 @@ def run_experiment(checkpoint: str | None = None) -> list:
 
 def results_of(method, config, result, slots, train, test, source) -> dict:
     """The results file of the runs in ``slots`` (one setting's repetitions)."""
-    pick = lambda values: values[slots]
-    return {
-        "method": method,
-        "config": dataclasses.asdict(config),
-        "data": {
-            **source,
-            "train": common.dataset_summary(train),
-            "test": common.dataset_summary(test),
-            "normalise": FLAGS.normalise,
-        },
-        "versions": common.versions(),
-        "initial_offline_ndcg": pick(result.initial_offline_ndcg).tolist(),
-        "offline_ndcg": pick(result.offline_ndcg).tolist(),
-        "offline_mrr": pick(result.offline_mrr).tolist(),
-        "online_ndcg": pick(result.online_ndcg).tolist(),
-        "online_max_rr": pick(result.online_max_rr).tolist(),
-        "online_performance": pick(result.online_performance).tolist(),
-        "final_offline_ndcg": pick(result.offline_ndcg)[:, -1].tolist(),
-        # The program's totals: a grid cell shares them with the other cells.
-        "interactions": result.interactions,
-        "program_cells": len(result.offline_ndcg) // len(pick(result.offline_ndcg)),
-        "seconds": result.run_seconds,
-        "compile_seconds": result.compile_seconds,
-        "interactions_per_second": result.interactions_per_second,
-    }
+    results = common.results_file(method, config, result, train, test, source, slots)
+    results["program_cells"] = len(result.offline_ndcg) // len(results["offline_ndcg"])
+    return results
 
 
 def main(argv):
