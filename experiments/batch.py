@@ -6,7 +6,7 @@ r"""Reproduce the papers' figures and tables: one recipe per figure or table.
   python -m experiments.batch --recipe=all --quick --data_root=../shared/data/mslr_sample
 
 A recipe is a list of runs of the experiment binaries.  Each run writes
-<results_dir>/<recipe>/<run>/results.json; a run whose results.json exists is
+<results_dir>/<recipe>/<fold>/<run>/results.json; a run whose results.json exists is
 skipped, so re-running a recipe (e.g. after an interruption) only does what is
 missing.  Runs of a long binary report their own progress; the batch prints how
 many runs are done and an estimate of the time left.  When its runs are done,
@@ -18,10 +18,16 @@ train.txt and test.txt (MQ2007, MSLR-WEB10K), or one train.txt + test.txt
 (Yahoo, Istella-S); every fold found is a separate run, as the papers average
 over folds.  Without --data_root the runs use the synthetic dataset.
 --quick shrinks every recipe (rounds, runs, clients) to finish in minutes.
+--jobs=N runs N runs at a time (worth it with many cores, or one GPU per run).
+
+Non-IID Type 1 (intents) runs are always on synthetic intents (they need the
+thesis's intent-change collection, not a LETOR fold; give its files to
+experiments/noniid.py --intent_files directly).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import pathlib
 import subprocess
@@ -41,6 +47,9 @@ flags.DEFINE_string("data_root", "", "Dataset folder (FoldN/ or train.txt + test
 flags.DEFINE_string("results_dir", "results/batch", "Where every run's results go.")
 flags.DEFINE_integer("n_runs", 0, "Repetitions per fold; 0: 5 as the papers (2 with --quick).")
 flags.DEFINE_bool("dry_run", False, "Print the commands instead of running them.")
+flags.DEFINE_integer(
+    "jobs", 1, "Runs at a time (each is one process; on a many-core machine or one per GPU)."
+)
 
 CLICKS = ("perfect", "navigational", "informational")
 DP_GRID = ((1.2, 3.0), (2.3, 3.0), (4.5, 5.0), (10.0, 5.0))  # (ε, Δ), FPDGD paper §4
@@ -53,6 +62,7 @@ class Run:
     name: str  # folder under the recipe's folder
     binary: str
     flags: tuple  # ("--name=value", ...)
+    own_data: bool = False  # ignores --data_root (non-IID Type 1: intents, not a LETOR fold)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +106,7 @@ def recipes(quick: bool) -> dict:
     out.append(
         Recipe(
             "fpdgd_fig2",
-            "FPDGD paper Figure 2 and Table 2: FPDGD (ε), PDGD, FOLtR-ES (p)",
+            "FPDGD paper Figures 2-3 and Table 2: FPDGD (ε), PDGD, FOLtR-ES (p); nDCG, MaxRR",
             tuple(fig2),
             baseline="epsilon=4.5",
         )
@@ -130,6 +140,81 @@ def recipes(quick: bool) -> dict:
     out.append(
         Recipe(
             "fpdgd_fig6", "FPDGD paper Figure 6: B under a fixed interaction budget", tuple(fig6)
+        )
+    )
+
+    # Thesis ch. 4, non-IID data: a run per click model, each run's cells one program each ----
+    def per_click(name: str, values: tuple, own_data: bool = False) -> list:
+        return [
+            Run(f"{name}_{click}", "noniid", values + _f(click_model=click), own_data)
+            for click in CLICKS
+        ]
+
+    noniid_rounds = _f(rounds=rounds(10_000, 40), chunk_rounds=rounds(500, 20))
+    mus = _f(prox_mu="0.01,1" if quick else "0.001,0.01,0.1,1,10")
+    type1 = _f(type=1) + noniid_rounds
+    out.append(
+        Recipe(
+            "noniid_type1",
+            "Thesis Figures 4.3-4.4, Table 4.2: Type 1 (intents); FedProx, FedPer",
+            tuple(
+                per_click("linear", type1 + _f(remedies="fedprox") + mus, own_data=True)
+                + per_click("neural", type1 + _f(remedies="fedper", ranker="neural"), True)
+            ),
+            baseline="iid",
+        )
+    )
+    type2 = _f(type=2, grades_per_client=1, n_clients=5) + noniid_rounds
+    runs = []
+    for ranker in ("linear", "neural"):
+        for b in (2, 5, 10):
+            if quick and ranker == "neural" and b != 5:
+                continue
+            values = type2 + _f(ranker=ranker, local_updates=b)
+            if b == 5:  # Figure 4.7: the remedies at |C| = 5, B = 5
+                remedies = "fedprox,sharing" if ranker == "linear" else "fedprox,fedper,sharing"
+                values += _f(remedies=remedies) + (_f(prox_mu=0.1) if quick else mus)
+            runs += per_click(f"{ranker}_b{b}", values)
+    out.append(
+        Recipe(
+            "noniid_type2",
+            "Thesis Figures 4.5 and 4.7, Table 4.3: Type 2 (#R = 1), B; data sharing, FedProx, "
+            "FedPer",
+            tuple(runs),
+            baseline="iid",
+        )
+    )
+    type2_r2 = _f(type=2, grades_per_client=2, n_clients=10, local_updates=5) + noniid_rounds
+    out.append(
+        Recipe(
+            "noniid_type2_r2",
+            "Thesis Figure 4.6: Type 2 (#R = 2)",
+            tuple(
+                run
+                for ranker in (("linear",) if quick else ("linear", "neural"))
+                for run in per_click(ranker, type2_r2 + _f(ranker=ranker))
+            ),
+            baseline="iid",
+        )
+    )
+    out.append(
+        Recipe(
+            "noniid_type3",
+            "Thesis Figure 4.8: Type 3 (each client its own click model: CCM, PBM)",
+            tuple(Run(c, "noniid", _f(type=3, clicks=c) + noniid_rounds) for c in ("ccm", "pbm")),
+            baseline="iid",
+        )
+    )
+    out.append(
+        Recipe(
+            "noniid_type4",
+            "Thesis Figure 4.9: Type 4 (data quantity), alone and mixed with Types 1 and 2",
+            tuple(
+                per_click("alone", _f(type=4) + noniid_rounds)
+                + per_click("intents", _f(type=4, mix=1) + noniid_rounds, own_data=True)
+                + per_click("labels", _f(type=4, mix=2) + noniid_rounds)
+            ),
+            baseline="iid",
         )
     )
 
@@ -227,11 +312,16 @@ def _commands(recipe: Recipe, results_dir: pathlib.Path, folds, n_runs: int, qui
     commands = []
     for fold, data in folds:
         for run in recipe.runs:
-            out = results_dir / recipe.name / fold / run.name
+            own = run.own_data and data  # the run's synthetic data, once for all folds
+            if own and fold != folds[0][0]:
+                continue
+            out = results_dir / recipe.name / ("synthetic" if own else fold) / run.name
             extra = (f"--n_runs={n_runs}",) if n_runs else ()
             if quick and run.binary in ("fpdgd", "poisoning", "unlearning") and not data:
                 extra += ("--synthetic_queries=60",)
-            argv = [sys.executable, "-m", f"experiments.{run.binary}", *data, *run.flags, *extra]
+            data_flags = () if run.own_data else data
+            argv = [sys.executable, "-m", f"experiments.{run.binary}", *data_flags, *run.flags]
+            argv += extra
             commands.append((out, argv + [f"--output_dir={out}"]))
     return commands
 
@@ -241,7 +331,9 @@ def _complete(out: pathlib.Path) -> bool:
     return (out / "results.json").is_file() or (out / "grid.json").is_file()
 
 
-def run_recipe(recipe: Recipe, results_dir: pathlib.Path, folds, n_runs, quick, dry_run) -> bool:
+def run_recipe(
+    recipe: Recipe, results_dir: pathlib.Path, folds, n_runs, quick, dry_run, jobs=1
+) -> bool:
     """Runs what is missing, then the report; False when a run failed."""
     commands = _commands(recipe, results_dir, folds, n_runs, quick)
     todo = [(out, argv) for out, argv in commands if not _complete(out)]
@@ -250,24 +342,31 @@ def run_recipe(recipe: Recipe, results_dir: pathlib.Path, folds, n_runs, quick, 
         f"[{recipe.name}] {recipe.title}: {len(commands)} run(s), {done_before} already done",
         file=sys.stderr,
     )
-    failed, start = [], time.perf_counter()
-    for i, (out, argv) in enumerate(todo, 1):
-        if dry_run:
+    if dry_run:
+        for _, argv in todo:
             print(" ".join(argv))
-            continue
-        result = subprocess.run(argv, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            failed.append(out)
-            tail = result.stderr.strip().splitlines()[-3:]
-            print(f"[{recipe.name}] FAILED {out}: {' | '.join(tail)}", file=sys.stderr)
-        elapsed = time.perf_counter() - start
-        print(
-            f"[{recipe.name}] {done_before + i}/{len(commands)} runs done, {elapsed:.0f} s, "
-            f"~{elapsed / i * (len(todo) - i):.0f} s left",
-            file=sys.stderr,
-            flush=True,
-        )
-    if dry_run or failed:
+        return True
+    failed, start = [], time.perf_counter()
+
+    def execute(argv):
+        return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(execute, argv): out for out, argv in todo}
+        for i, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            out, result = futures[future], future.result()
+            if result.returncode != 0:
+                failed.append(out)
+                tail = result.stderr.strip().splitlines()[-3:]
+                print(f"[{recipe.name}] FAILED {out}: {' | '.join(tail)}", file=sys.stderr)
+            elapsed = time.perf_counter() - start
+            print(
+                f"[{recipe.name}] {done_before + i}/{len(commands)} runs done, {elapsed:.0f} s, "
+                f"~{elapsed / i * (len(todo) - i):.0f} s left",
+                file=sys.stderr,
+                flush=True,
+            )
+    if failed:
         return not failed
     summary = report.build_report(
         results_dir / recipe.name, baseline=recipe.baseline, paired=recipe.paired
@@ -296,6 +395,8 @@ def main(argv):
     unknown = [n for n in names if n not in available]
     if unknown:
         common.fail("batch", f"--recipe: unknown recipe(s) {unknown}; see --list")
+    if FLAGS.jobs < 1:
+        common.fail("batch", f"--jobs must be at least 1, got {FLAGS.jobs}")
     if FLAGS.n_runs < 0:
         common.fail("batch", f"--n_runs must be at least 0, got {FLAGS.n_runs}")
     try:
@@ -305,7 +406,7 @@ def main(argv):
     n_runs = FLAGS.n_runs or (2 if FLAGS.quick else 5)
     results_dir = pathlib.Path(FLAGS.results_dir)
     outcomes = [
-        run_recipe(available[n], results_dir, folds, n_runs, FLAGS.quick, FLAGS.dry_run)
+        run_recipe(available[n], results_dir, folds, n_runs, FLAGS.quick, FLAGS.dry_run, FLAGS.jobs)
         for n in names
     ]
     ok = all(outcomes)

@@ -2,11 +2,13 @@
 
 Every results.json becomes a list of Series (one setting, one click model, its runs) through
 the first adapter in ADAPTERS that recognises its layout: `run_results` for the fpdgd-style
-files (one setting per file), `poisoning_results` for a grid's `cells`. A new layout needs one
-adapter function returning Series, or None when the layout is not its own.
+files (one setting per file), `poisoning_results` for a grid's `cells`, `unlearning_results`
+and `noniid_results` for those binaries. A new layout needs one adapter function returning
+Series, or None when the layout is not its own.
 
-Series are grouped by dataset (and experiment: poisoning grids, or a file's "experiment" key).
-Each group gets one figure (a panel per click model, a mean ± sd line per setting) and one table
+Series are grouped by dataset (and experiment: poisoning grids, non-IID types, or a file's
+"experiment" key). Each group gets one figure (a panel per click model, a mean ± sd line per
+setting; a second one of offline MaxRR where every setting recorded it) and one table
 per metric (a row per setting, a column per click model), with a two-tailed t-test of every cell
 against the baseline row of its column, Bonferroni-corrected over the table's comparisons.
 Labels name the method and the config fields that differ between the group's settings.
@@ -63,6 +65,7 @@ class Series:
     final_offline_ndcg: np.ndarray  # [runs]
     online_performance: np.ndarray | None = None  # [runs]
     offline_ndcg: np.ndarray | None = None  # [runs, rounds]
+    offline_mrr: np.ndarray | None = None  # [runs, rounds]: MaxRR curves (FPDGD paper Figure 3)
     initial_offline_ndcg: np.ndarray | None = None  # [runs]
     figure: str | None = ""  # splits a group's curves into figures; None: drawn in all of them
     offline: str = "nDCG@10"  # the offline metric (FedIPS files: nDCG@5)
@@ -92,6 +95,7 @@ def _runs(container: dict, where: str, config: dict) -> dict:
     """The per-run arrays of one setting, checked to agree on the number of runs."""
     arrays = {
         "offline_ndcg": _numbers(container, "offline_ndcg", 2, where),
+        "offline_mrr": _numbers(container, "offline_mrr", 2, where),
         "initial_offline_ndcg": _numbers(container, "initial_offline_ndcg", 1, where),
         "final_offline_ndcg": _numbers(container, "final_offline_ndcg", 1, where),
         "online_performance": _numbers(container, "online_performance", 1, where),
@@ -125,6 +129,11 @@ def dataset_name(data) -> str:
                 path = pathlib.PurePath(data[key])
                 path = path if key == "fold_dir" else path.parent
                 return "/".join(path.parts[-2:])
+        intents = data.get("synthetic_multi_intent")
+        if isinstance(intents, dict):
+            return (
+                f"synthetic intents (seed {intents.get('seed')}, {intents.get('intents')} intents)"
+            )
         synthetic = data.get("synthetic")
         if isinstance(synthetic, dict):
             return (
@@ -238,7 +247,54 @@ def unlearning_results(payload: dict, source: str) -> list[Series] | None:
     return series
 
 
-ADAPTERS = [unlearning_results, poisoning_results, run_results]
+def noniid_results(payload: dict, source: str) -> list[Series] | None:
+    """experiments/noniid.py: a Series per cell (iid, noniid, fedprox_mu=…, fedper, sharing).
+
+    The group is the dataset, the non-IID type and what sets its figure apart in the
+    thesis (ch. 4): #R and |C| (Type 2), the clients' click models (Type 3), the mix
+    (Type 4), the ranker and B; so every group has its own IID baseline and non-IID
+    cell, as in Figures 4.3-4.9.  Panels are the click model (Type 3: CCM or PBM).
+    """
+    info = payload.get("noniid")
+    if not isinstance(info, dict) or "cells" not in payload:
+        return None
+    cells = payload["cells"]
+    if not isinstance(cells, list) or not cells:
+        raise LayoutError("'cells' is not a non-empty list")
+    config = _config(payload)
+    kind = info.get("type")
+    parts = [f"non-IID type {kind}"]
+    if kind == 2:
+        parts.append(f"#R={info.get('grades_per_client')}, |C|={config.get('n_clients')}")
+    if kind == 4 and info.get("mix") not in (None, "none"):
+        parts.append(f"mixed with type {info.get('mix')}")
+    parts.append(f"{config.get('ranker')} ranker")
+    if kind != 4:
+        parts.append(f"B={config.get('local_updates')}")
+    group = ", ".join([dataset_name(payload.get("data")), *parts])
+    if kind == 3:
+        panel = f"{str(info.get('clicks', '')).upper()} clients"
+    else:
+        panel = str(config.get("click_model", "(no click_model)"))
+    series = []
+    for i, cell in enumerate(cells):
+        where = f"cells[{i}]: "
+        if not isinstance(cell, dict) or not isinstance(cell.get("name"), str):
+            raise LayoutError(f"{where}no 'name'")
+        series.append(
+            Series(
+                source=source,
+                group=group,
+                panel=panel,
+                fields={"method": cell["name"]},
+                always=("method",),
+                **_runs(cell, where, config),
+            )
+        )
+    return series
+
+
+ADAPTERS = [unlearning_results, noniid_results, poisoning_results, run_results]
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -567,8 +623,18 @@ def figure_sets(members: list[Series]) -> dict[str, list[Series]]:
     return {key: [s for s in members if s.figure in (key, None)] for key in keys}
 
 
-def plot_curves(title: str, members: list[Series]) -> Figure:
-    """Offline metric per round: a panel per click model, mean line and ±sd band per setting."""
+CURVES = {  # Series attribute -> y-axis name ({offline}: the group's offline metric)
+    "offline_ndcg": "offline {offline}",
+    "offline_mrr": "offline MaxRR",  # reciprocal rank of the top relevant document
+}
+
+
+def plot_curves(title: str, members: list[Series], curve: str = "offline_ndcg") -> Figure:
+    """A metric per round: a panel per click model, mean line and ±sd band per setting.
+
+    ``curve`` names the Series attribute drawn (CURVES): offline nDCG, or offline
+    MaxRR as the FPDGD paper's Figure 3 draws it.
+    """
     panels = _panels(members)
     labels = list(dict.fromkeys(s.label for s in members))
     width = max(4.0 * len(panels), 7.0)
@@ -583,9 +649,9 @@ def plot_curves(title: str, members: list[Series]) -> Figure:
             s = next((s for s in members if s.label == label and s.panel == panel), None)
             if s is None:
                 continue
-            curves = s.offline_ndcg
+            curves = getattr(s, curve)
             x = np.arange(1, curves.shape[1] + 1)
-            if s.initial_offline_ndcg is not None:
+            if curve == "offline_ndcg" and s.initial_offline_ndcg is not None:
                 curves = np.column_stack([s.initial_offline_ndcg, curves])
                 x = np.concatenate([[0], x])
             keep = np.unique(np.linspace(0, len(x) - 1, min(len(x), MAX_POINTS)).astype(int))
@@ -598,7 +664,7 @@ def plot_curves(title: str, members: list[Series]) -> Figure:
         ax.set_title(panel)
         ax.set_xlabel("round")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"offline {members[0].offline}")
+    axes[0].set_ylabel(CURVES[curve].format(offline=members[0].offline))
     handles = [Line2D([], [], **_style(i)) for i in range(len(labels))]
     figure.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize="small")
     figure.suptitle(title)
@@ -689,11 +755,15 @@ def build_report(
             title = f"{name}, {key}" if key else name
             if not shown:
                 continue
-            figure = plot_curves(title, shown)
             stem = "curves_" + _slug(title, taken)
-            for suffix in ("png", "pdf"):
-                _save_figure(figure, output_dir / f"{stem}.{suffix}")
-                summary["groups"][name]["figures"].append(f"{stem}.{suffix}")
+            for curve in CURVES:
+                if any(getattr(s, curve) is None for s in shown):
+                    continue  # MaxRR curves only where every setting recorded them
+                figure = plot_curves(title, shown, curve)
+                name_of = stem if curve == "offline_ndcg" else f"{stem}_maxrr"
+                for suffix in ("png", "pdf"):
+                    _save_figure(figure, output_dir / f"{name_of}.{suffix}")
+                    summary["groups"][name]["figures"].append(f"{name_of}.{suffix}")
     _write_text(output_dir / "table.md", markdown_tables(summary))
     _write_text(output_dir / "table.tex", latex_tables(summary))
     _write_text(output_dir / "summary.json", json.dumps(summary, indent=1) + "\n")

@@ -16,7 +16,7 @@ def batch(*args, tmp_path):
 
 def test_quick_recipe_runs_end_to_end_then_skips_what_is_done(tmp_path):
     results = tmp_path / "results"
-    args = ("--recipe=fpdgd_fig5", "--quick", f"--results_dir={results}")
+    args = ("--recipe=fpdgd_fig5", "--quick", "--jobs=2", f"--results_dir={results}")
     first = batch(*args, tmp_path=tmp_path)
     assert first.returncode == 0, first.stderr
     assert "3 run(s), 0 already done" in first.stderr
@@ -54,6 +54,29 @@ def test_list_names_every_recipe(tmp_path):
     assert result.returncode == 0
     for name in ("fpdgd_fig2", "poisoning_figs2_4", "unlearning_table3", "fedips_fig1"):
         assert name in result.stdout
+    for name in ("noniid_type1", "noniid_type2", "noniid_type2_r2", "noniid_type3", "noniid_type4"):
+        assert name in result.stdout
+
+
+def test_dry_run_runs_every_fold_and_type1_once_on_its_own_data(tmp_path):
+    root = tmp_path / "MSLR"
+    for fold in ("Fold1", "Fold2"):
+        (root / fold).mkdir(parents=True)
+    results = tmp_path / "results"
+    args = ("--recipe=noniid_type3,noniid_type1", f"--data_root={root}", "--dry_run")
+    result = batch(*args, f"--results_dir={results}", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    commands = result.stdout.strip().splitlines()
+    type3 = [c for c in commands if "--type=3" in c]
+    assert len(type3) == 4  # CCM and PBM clients, on each fold
+    for fold in ("Fold1", "Fold2"):
+        assert sum(f"--fold_dir={root / fold}" in c for c in type3) == 2
+        assert sum(f"{results}/noniid_type3/{fold}/" in c for c in type3) == 2
+    type1 = [c for c in commands if "--type=1" in c]
+    assert len(type1) == 6  # linear and neural x 3 click models, once: synthetic intents
+    assert not any("--fold_dir" in c for c in type1)
+    assert all(f"{results}/noniid_type1/synthetic/" in c for c in type1)
+    assert not results.exists()  # a dry run writes nothing
 
 
 def test_killing_a_run_midway_and_resuming_gives_the_uninterrupted_results(tmp_path):

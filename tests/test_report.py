@@ -132,7 +132,9 @@ def test_library_report_numbers_tables_and_figures(results_dir, tmp_path):
     tex = (out / "table.tex").read_text()
     assert r"$0.6100 \pm 0.0100^\dagger$" in tex and r"\begin{tabular}{lcc}" in tex
     assert "foltr\\_es, n\\_clients=10" in tex
-    assert len(group["figures"]) == 2
+    # offline nDCG curves, and offline MaxRR ones (FPDGD paper Figure 3): every run recorded them
+    assert len(group["figures"]) == 4
+    assert [n for n in group["figures"] if "_maxrr." in n] == group["figures"][2:]
     for name in group["figures"]:
         assert name.endswith((".png", ".pdf"))
         assert (out / name).stat().st_size > 1000
@@ -207,6 +209,48 @@ def test_poisoning_cells(tmp_path):
     assert [name[-7:] for name in group["figures"]] == ["m-2.png", "m-2.pdf"]
 
 
+def noniid_cell(name, final, online):
+    return {
+        "name": name,
+        "setting": {"data": name},
+        "offline_ndcg": curves(final),
+        "online_performance": online,
+        "final_offline_ndcg_mean": float(np.mean(final)),
+    }
+
+
+def test_noniid_cells(tmp_path):
+    # Type 2 #R=1 on two B values, as the thesis's Figure 4.5: a group (figure, table) per B
+    iid, noniid = [0.80, 0.82, 0.84], [0.30, 0.40, 0.50]
+    for b in (2, 5):
+        for click_model in ("perfect", "informational"):
+            payload = {
+                "method": "fpdgd/noniid/type2",
+                "config": {**config(click_model, n_clients=5), "ranker": "linear"},
+                "noniid": {"type": 2, "grades_per_client": 1, "clicks": "ccm", "mix": "none"},
+                "data": DATA,
+                "cells": [
+                    noniid_cell("iid", iid, [3.0, 3.0, 3.0]),
+                    noniid_cell("noniid", noniid, [4.0, 4.0, 4.0]),
+                    noniid_cell("fedprox_mu=0.1", noniid, [4.0, 4.0, 4.0]),
+                ],
+            }
+            payload["config"]["local_updates"] = b
+            write(tmp_path / "noniid" / f"b{b}_{click_model}" / "results.json", payload)
+    summary = report.build_report(tmp_path, baseline="iid")
+    names = [f"{GROUP}, non-IID type 2, #R=1, |C|=5, linear ranker, B={b}" for b in (2, 5)]
+    assert list(summary["groups"]) == names
+    group = summary["groups"][names[0]]
+    assert group["panels"] == ["perfect", "informational"]
+    assert group["labels"] == ["iid", "noniid", "fedprox_mu=0.1"]
+    assert group["baseline"] == "iid"  # exact label, although 'noniid' contains it
+    cell = group["rows"]["noniid"]["informational"]["final_offline_ndcg"]
+    assert cell["mean"] == pytest.approx(0.4) and cell["sd"] == pytest.approx(0.1)
+    assert cell["test"] == "student" and cell["significant"]
+    assert group["comparisons"]["final_offline_ndcg"]["n_comparisons"] == 4
+    assert len(group["figures"]) == 2  # no MaxRR curves in non-IID files
+
+
 @pytest.mark.parametrize(
     "payload, message",
     [
@@ -251,7 +295,7 @@ def test_binary(results_dir, tmp_path):
     result = run_binary(f"--results_dir={results_dir}", "--baseline=fpdgd")
     assert result.returncode == 0, result.stderr
     out = results_dir / "report"
-    assert str(out) in result.stdout and "1 figure(s)" in result.stdout
+    assert str(out) in result.stdout and "2 figure(s)" in result.stdout  # nDCG and MaxRR
     summary = json.loads((out / "summary.json").read_text())
     cell = summary["groups"][GROUP]["rows"][LABELS["foltr_es"]]["perfect"]["final_offline_ndcg"]
     assert cell["mean"] == pytest.approx(0.61) and cell["significant"]
