@@ -980,6 +980,7 @@ def synthetic_train_test(
     n_features: int = 32,
     mean_docs_per_query: float = 40,
     n_grades: int = 5,
+    max_docs_per_query: int | None = None,
 ) -> tuple[RankingDataset, RankingDataset]:
     """A synthetic train and test set sharing one hidden relevance function.
 
@@ -994,11 +995,13 @@ def synthetic_train_test(
     n_grades = _check_positive_int("n_grades", n_grades, 2)
     if not mean_docs_per_query >= 2:
         raise ValueError(f"mean_docs_per_query must be >= 2, got {mean_docs_per_query!r}")
+    if max_docs_per_query is not None:
+        max_docs_per_query = _check_positive_int("max_docs_per_query", max_docs_per_query, 2)
     rng = np.random.default_rng(seed)
     common = dict(
         n_features=n_features,
         mean_docs=float(mean_docs_per_query),
-        max_docs=None,
+        max_docs=max_docs_per_query,
         n_grades=n_grades,
         hidden_weights=None,
     )

@@ -125,3 +125,24 @@ def test_sharding_over_eight_cpu_devices_gives_the_single_device_results():
     )
     assert done.returncode == 0, done.stderr
     assert "sharded runs match" in done.stdout
+
+
+def test_the_length_ladder_gives_the_results_of_scoring_every_query_at_full_width():
+    # long-tailed lengths (2..120 documents), so lanes take different ladder widths
+    train, test = data.synthetic_train_test(
+        1,
+        n_train_queries=80,
+        n_test_queries=20,
+        n_features=8,
+        mean_docs_per_query=30,
+        max_docs_per_query=120,
+    )
+    config = dataclasses.replace(BASE, display_groups=3)
+    spec, arrays = federation.build(config, train, test)
+    assert len(spec.widths) > 3 and spec.widths[-1] == int(max(train.query_lengths))
+    ladder = federation.run(spec, arrays)
+    one_width = federation.run(dataclasses.replace(spec, widths=(spec.window,)), arrays)
+    np.testing.assert_array_equal(ladder.offline_ndcg, one_width.offline_ndcg)
+    np.testing.assert_array_equal(ladder.online_ndcg, one_width.online_ndcg)
+    # the gradient sums run over differently padded rows: equal up to float32 rounding
+    np.testing.assert_allclose(ladder.final_params["w"], one_width.final_params["w"], atol=1e-6)
