@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import pickle
 import platform
 import resource
 import sys
@@ -126,6 +127,85 @@ def define_federation_flags():
         "same_budget",
         "same_updates | same_budget | batch: which reading of the FPDGD paper's baseline (§4).",
     )
+
+
+def define_checkpoint_flag():
+    flags.DEFINE_bool(
+        "checkpoint",
+        True,
+        "Resume an interrupted run: save the simulation's state in <output_dir>/.checkpoint*.pkl "
+        "after every chunk of rounds (a binary running several cells or phases keeps one file "
+        "per part, and each finished part's results in <output_dir>/.cells/ or .phases/); a run "
+        "started again with the same flags continues from there instead of starting over, with "
+        "the same results. The files are removed when results.json is written; --nocheckpoint "
+        "turns this off.",
+    )
+
+
+def checkpoint_file(output_dir, part: str = "") -> str | None:
+    """The checkpoint of the run (or of one ``part`` of it) under ``output_dir``; None
+    with --nocheckpoint."""
+    if not FLAGS.checkpoint:
+        return None
+    name = f".checkpoint-{part}.pkl" if part else ".checkpoint.pkl"
+    return str(pathlib.Path(output_dir) / name)
+
+
+class FinishedParts:
+    """The results of the finished parts (cells, phases) of a binary that runs several,
+    so that an interrupted invocation started again skips what it already computed.
+
+    Each part is saved atomically in ``<folder>/<name>.json`` (``pickled``: ``.pkl``)
+    with the fingerprint of its settings (``federation.fingerprint``): a saved part of
+    other settings is never reused.  ``clear`` removes them once results.json is
+    written.  With ``folder`` None (--nocheckpoint) nothing is saved or reused.
+    """
+
+    def __init__(self, folder, pickled: bool = False):
+        self.folder = None if folder is None else pathlib.Path(folder)
+        self.suffix = ".pkl" if pickled else ".json"
+
+    @property
+    def enabled(self) -> bool:
+        return self.folder is not None
+
+    def _path(self, name: str) -> pathlib.Path:
+        return self.folder / f"{name}{self.suffix}"
+
+    def load(self, name: str, fingerprint: str):
+        """The saved result of part ``name`` when its fingerprint matches, else None."""
+        if self.folder is None or not self._path(name).is_file():
+            return None
+        try:
+            if self.suffix == ".pkl":
+                saved = pickle.loads(self._path(name).read_bytes())
+            else:
+                saved = json.loads(self._path(name).read_text())
+        except (OSError, ValueError, EOFError, pickle.UnpicklingError):
+            return None
+        if not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint:
+            return None
+        return saved.get("result")
+
+    def save(self, name: str, fingerprint: str, result) -> None:
+        if self.folder is None:
+            return
+        payload = {"fingerprint": fingerprint, "result": result}
+        if self.suffix == ".pkl":
+            write_bytes_atomic(self._path(name), pickle.dumps(payload))
+        else:
+            write_json_atomic(self._path(name), payload)
+
+    def clear(self) -> None:
+        """Removes the saved parts (and the folder when nothing else is in it)."""
+        if self.folder is None or not self.folder.is_dir():
+            return
+        for path in self.folder.glob(f"*{self.suffix}"):
+            path.unlink(missing_ok=True)
+        try:
+            self.folder.rmdir()
+        except OSError:
+            pass  # something else lives there: leave it
 
 
 class UserError(Exception):
@@ -298,12 +378,17 @@ def write_json_atomic(path: pathlib.Path, payload: dict) -> None:
 
 def write_text_atomic(path: pathlib.Path, text: str) -> None:
     """Writes text through a temporary file and a rename."""
+    write_bytes_atomic(path, text.encode())
+
+
+def write_bytes_atomic(path: pathlib.Path, payload: bytes) -> None:
+    """Writes bytes through a temporary file and a rename."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(payload)
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)

@@ -26,6 +26,7 @@ from foltr_jax import federation, fedips
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
+common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 _D = fedips.FedIpsConfig()
 flags.DEFINE_integer("n_users", _D.n_users, "|U|: users (clients), all take part every round.")
@@ -119,7 +120,7 @@ def method_name(config: fedips.FedIpsConfig) -> str:
     return "fedavg" if config.propensity == "none" else f"fedips/{config.propensity}"
 
 
-def run_experiment() -> dict:
+def run_experiment(checkpoint: str | None = None) -> dict:
     config = config_from_flags()
     train, test, source = common.load_datasets()
     try:
@@ -160,7 +161,7 @@ def run_experiment() -> dict:
         f"f₀ NDCG@5 {prepared.logging_ndcg5:.4f}",
         file=sys.stderr,
     )
-    result = fedips.run(spec, arrays, progress=common.ProgressLog(method))
+    result = fedips.run(spec, arrays, progress=common.ProgressLog(method), checkpoint=checkpoint)
     n5, n10 = result.offline_ndcg5, result.offline_ndcg10
     return {
         **common_part,
@@ -242,7 +243,7 @@ def main(argv):
         common.fail(PROGRAM, f"unexpected arguments {argv[1:]}; flags look like --name=value")
     output = pathlib.Path(FLAGS.output_dir) / "results.json"
     try:
-        results = run_experiment()
+        results = run_experiment(common.checkpoint_file(FLAGS.output_dir))
     except common.UserError as error:
         common.fail(PROGRAM, str(error))
     common.write_json_atomic(output, results)

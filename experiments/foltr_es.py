@@ -25,6 +25,7 @@ from foltr_jax import federation, foltr_es
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
+common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 _DEFAULTS = foltr_es.FoltrEsConfig()
 flags.DEFINE_integer("n_clients", _DEFAULTS.n_clients, "Clients per round N.")
@@ -97,7 +98,7 @@ def config_from_flags() -> foltr_es.FoltrEsConfig:
         raise common.UserError(f"--{error.field}: {error.message}") from None
 
 
-def run_experiment() -> dict:
+def run_experiment(checkpoint: str | None = None) -> dict:
     config = config_from_flags()
     train, test, source = common.load_datasets()
     spec, arrays = foltr_es.build(config, train, test)
@@ -109,7 +110,9 @@ def run_experiment() -> dict:
         f"{train.n_queries} training queries",
         file=sys.stderr,
     )
-    result = foltr_es.run(spec, arrays, progress=common.ProgressLog("foltr_es"))
+    result = foltr_es.run(
+        spec, arrays, progress=common.ProgressLog("foltr_es"), checkpoint=checkpoint
+    )
     results = common.results_file("foltr_es", config, result, train, test, source)
     results["epsilon"] = epsilon if math.isfinite(epsilon) else None
     return results
@@ -137,7 +140,7 @@ def main(argv):
         common.fail("foltr_es", f"unexpected arguments {argv[1:]}; flags look like --name=value")
     output = pathlib.Path(FLAGS.output_dir) / "results.json"
     try:
-        results = run_experiment()
+        results = run_experiment(common.checkpoint_file(FLAGS.output_dir))
     except common.UserError as error:
         common.fail("foltr_es", str(error))
     common.write_json_atomic(output, results)

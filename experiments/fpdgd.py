@@ -32,14 +32,9 @@ from foltr_jax import federation
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_federation_flags()
+common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 flags.DEFINE_string("output_dir", "results/fpdgd", "Folder for results.json.")
-flags.DEFINE_bool(
-    "checkpoint",
-    True,
-    "Save the run's state in <output_dir>/.checkpoint.pkl after every chunk of rounds; a run "
-    "started again with the same flags resumes from it.",
-)
 flags.DEFINE_list(
     "click_models", [], "A grid of click models run in one program (instead of --click_model)."
 )
@@ -137,8 +132,7 @@ def main(argv):
         common.fail("fpdgd", f"unexpected arguments {argv[1:]}; flags look like --name=value")
     output_dir = pathlib.Path(FLAGS.output_dir)
     try:
-        checkpoint = output_dir / ".checkpoint.pkl" if FLAGS.checkpoint else None
-        cells = run_experiment(str(checkpoint) if checkpoint else None)
+        cells = run_experiment(common.checkpoint_file(output_dir))
     except common.UserError as error:
         common.fail("fpdgd", str(error))
     for name, results in cells:

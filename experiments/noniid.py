@@ -20,7 +20,11 @@ Type 1 has no held-out test set: offline nDCG@10 on the training queries under e
 intent's labels, online nDCG averaged over the intents; run r reshuffles the intents
 per query.  FedPer's offline nDCG is the mean over clients of each personalised model.
 
-Writes <output_dir>/results.json and table.txt; progress on stderr.
+Writes <output_dir>/results.json and table.txt; progress on stderr.  An interrupted
+invocation started again with the same flags (--checkpoint) skips the cells it finished
+(<output_dir>/.cells/<cell>.json) and resumes the cell it was running
+(<output_dir>/.checkpoint-<cell>.pkl, and .checkpoint-<cell>-warmup.pkl for sharing's
+warm-up).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from foltr_jax import click_models, data, federation, noniid
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
+common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)
 flags.DEFINE_string(
     "type", "2", "Non-IID type: 1 (intents) | 2 (labels) | 3 (clicks) | 4 (quantity)."
@@ -304,21 +309,49 @@ def plan_cells(kind, remedies, mus, steps):
     }
 
 
-def run_cell(cell: Cell) -> dict:
+def cell_fingerprint(cell: Cell, spec, arrays) -> str:
+    """Everything the cell's results follow from: its name, settings and data (the built
+    spec and arrays) and the warm-up's shared queries."""
+    warmup = None
+    if cell.warmup is not None:
+        w = cell.warmup
+        warmup = (w.features, w.labels, w.query_offsets, w.query_lengths)
+    static = (cell.name, spec, cell.describe, cell.warmup is not None, FLAGS.warmup_interactions)
+    return federation.fingerprint(static, arrays, warmup)
+
+
+def run_cell(cell: Cell, output: pathlib.Path, finished: common.FinishedParts) -> dict:
+    """The cell's results: saved by an earlier, interrupted invocation, or computed now
+    (resuming from the cell's checkpoint) and saved in ``finished``."""
     start = time.perf_counter()
+    try:
+        spec, arrays = federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
+    except federation.ConfigError as error:
+        raise common.UserError(f"--{error.field}: {error.message}") from None
+    fingerprint = cell_fingerprint(cell, spec, arrays) if finished.enabled else ""
+    saved = finished.load(cell.name, fingerprint)
+    if saved is not None:
+        print(f"{PROGRAM}: [{cell.name}] finished by an earlier run, reused", file=sys.stderr)
+        return saved
     initial = None
     if cell.warmup is not None:
         print(
             f"{PROGRAM}: [{cell.name}] warm-up on {cell.warmup.n_queries} shared queries",
             file=sys.stderr,
         )
-        initial, _ = noniid.warm_up(cell.config, cell.warmup, cell.test, FLAGS.warmup_interactions)
-    try:
-        spec, arrays = federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
-    except federation.ConfigError as error:
-        raise common.UserError(f"--{error.field}: {error.message}") from None
+        initial, _ = noniid.warm_up(
+            cell.config,
+            cell.warmup,
+            cell.test,
+            FLAGS.warmup_interactions,
+            checkpoint=common.checkpoint_file(output, f"{cell.name}-warmup"),
+        )
     result = federation.run(
-        spec, arrays, progress=common.ProgressLog(f"{PROGRAM} {cell.name}"), initial_params=initial
+        spec,
+        arrays,
+        progress=common.ProgressLog(f"{PROGRAM} {cell.name}"),
+        initial_params=initial,
+        checkpoint=common.checkpoint_file(output, cell.name),
     )
     final = result.offline_ndcg[:, -1]
     performance = result.online_performance
@@ -326,7 +359,7 @@ def run_cell(cell: Cell) -> dict:
     def sd(x):
         return float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
 
-    return {
+    results = {
         "name": cell.name,
         "setting": cell.describe,
         "n_clients": cell.config.n_clients,
@@ -344,6 +377,8 @@ def run_cell(cell: Cell) -> dict:
         "compile_seconds": result.compile_seconds,
         "wall_seconds": time.perf_counter() - start,
     }
+    finished.save(cell.name, fingerprint, results)
+    return results
 
 
 def format_table(kind: int, cells) -> str:
@@ -375,8 +410,9 @@ def main(argv):
         f"{FLAGS.rounds} rounds",
         file=sys.stderr,
     )
-    results_cells = [run_cell(cell) for cell in cells]
     output = pathlib.Path(FLAGS.output_dir)
+    finished = common.FinishedParts(output / ".cells" if FLAGS.checkpoint else None)
+    results_cells = [run_cell(cell, output, finished) for cell in cells]
     results = {
         "method": f"fpdgd/noniid/type{kind}",
         "config": dataclasses.asdict(cells[0].config),
@@ -400,6 +436,7 @@ def main(argv):
     common.write_json_atomic(output / "results.json", results)
     table = format_table(kind, results_cells)
     common.write_text_atomic(output / "table.txt", table)
+    finished.clear()
     print(table, end="")
     summary = ", ".join(f"{c['name']} {c['final_offline_ndcg_mean']:.4f}" for c in results_cells)
     print(f"type {kind}: {summary}; results in {output / 'results.json'}")

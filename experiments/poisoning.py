@@ -32,6 +32,7 @@ from foltr_jax import aggregators, federation
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_federation_flags()
+common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 flags.DEFINE_string("output_dir", "results/poisoning", "Folder for results.json and table.txt.")
 flags.DEFINE_enum("grid", "paper", ["paper", "full"], "Which cells to run (see the module doc).")
@@ -107,7 +108,13 @@ def main(argv):
         f"x {config.n_clients} clients x {config.local_updates} interactions in one program",
         file=sys.stderr,
     )
-    result = federation.run(spec, arrays, progress=common.ProgressLog("poisoning"))
+    output = pathlib.Path(FLAGS.output_dir)
+    result = federation.run(
+        spec,
+        arrays,
+        progress=common.ProgressLog("poisoning"),
+        checkpoint=common.checkpoint_file(output),
+    )
     n = len(settings)
     offline = result.per_setting(result.offline_ndcg, n)
     online = result.per_setting(result.online_ndcg, n)
@@ -125,7 +132,6 @@ def main(argv):
                 "final_offline_ndcg_sd": float(final.std(ddof=1)) if len(final) > 1 else 0.0,
             }
         )
-    output = pathlib.Path(FLAGS.output_dir)
     results = {
         "method": f"fpdgd/poisoning/{FLAGS.grid}",
         "config": dataclasses.asdict(config),

@@ -14,6 +14,11 @@ Writes <output_dir>/results.json (curves of every configuration and cell, the
 efficiency accounting, history memory, timings) and <output_dir>/table.txt (the
 Table-3 grid: final offline nDCG@10, mean ± sd over runs, paired t-tests against
 the retrained model with Bonferroni correction).
+
+An interrupted invocation started again with the same flags (--checkpoint) reuses the
+trainings it finished (<output_dir>/.phases/<honest|malicious|retrained>.pkl) and
+resumes the phase it was running (<output_dir>/.checkpoint-<phase>.pkl, the replay's
+phase being 'replay').
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from foltr_jax import federation, statistics, unlearning
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_federation_flags()
+common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 flags.DEFINE_string("output_dir", "results/unlearning", "Folder for results.json and table.txt.")
 flags.DEFINE_list(
@@ -81,7 +87,10 @@ def _stats(values) -> dict:
     return {"mean": float(values.mean()), "sd": sd}
 
 
-def run_experiment() -> dict:
+def run_experiment(output: pathlib.Path, finished: common.FinishedParts) -> dict:
+    """The results file; the trainings finished by an earlier, interrupted invocation
+    come from ``finished``, the others run (resuming from their checkpoints) and are
+    saved there."""
     config = unlearning_config()
     train, test, source = common.load_datasets()
     cfg, labels = config.federation, config.labels()
@@ -94,9 +103,21 @@ def run_experiment() -> dict:
     )
     trained, seconds = {}, {}
     for kind in ("honest", "malicious", "retrained"):
-        spec, arrays, result = unlearning.train(
-            config, train, test, kind, progress=common.ProgressLog(labels[kind])
+        spec, arrays = unlearning.build_training(config, train, test, kind)
+        fingerprint = (
+            federation.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
         )
+        result = finished.load(kind, fingerprint)
+        if result is None:
+            result = federation.run(
+                spec,
+                arrays,
+                progress=common.ProgressLog(labels[kind]),
+                checkpoint=common.checkpoint_file(output, kind),
+            )
+            finished.save(kind, fingerprint, result)
+        else:
+            print(f"[{labels[kind]}] finished by an earlier run, reused", file=sys.stderr)
         trained[kind], seconds[kind] = result, result.run_seconds
         if kind == "malicious":
             malicious_spec, malicious_arrays = spec, arrays
@@ -107,6 +128,7 @@ def run_experiment() -> dict:
         malicious_arrays,
         history,
         progress=common.ProgressLog(labels["unlearned"]),
+        checkpoint=common.checkpoint_file(output, "replay"),
     )
 
     training = []
@@ -249,13 +271,15 @@ def main(argv):
     if len(argv) > 1:
         common.fail("unlearning", f"unexpected arguments {argv[1:]}")
     output = pathlib.Path(FLAGS.output_dir)
+    finished = common.FinishedParts(output / ".phases" if FLAGS.checkpoint else None, pickled=True)
     try:
-        results = run_experiment()
+        results = run_experiment(output, finished)
     except common.UserError as error:
         common.fail("unlearning", str(error))
     table = format_table(results)
     common.write_json_atomic(output / "results.json", results)
     common.write_text_atomic(output / "table.txt", table)
+    finished.clear()
     print(table)
     wall = results["wall_seconds"]
     print(

@@ -1275,12 +1275,21 @@ def _load_checkpoint(path, fingerprint, total):
     return saved
 
 
+def fingerprint(static, *trees) -> str:
+    """What must match for a checkpoint to belong to a run: the repr of its static
+    settings (frozen configs, specs) and the shape, type and bytes of every array leaf
+    of ``trees`` (data, keys, initial parameters)."""
+    digest = hashlib.sha256(repr(static).encode())
+    for leaf in jax.tree_util.tree_leaves(trees):
+        value = np.ascontiguousarray(jax.device_get(leaf))
+        digest.update(f"{value.shape}{value.dtype}".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
 def _fingerprint(spec: Spec, arrays: Arrays, initial_params) -> str:
     """What must match for a checkpoint to belong to this run: settings and data."""
-    digest = hashlib.sha256(repr(spec).encode())
-    for leaf in jax.tree_util.tree_leaves((arrays, initial_params)):
-        digest.update(np.ascontiguousarray(jax.device_get(leaf)).tobytes())
-    return digest.hexdigest()
+    return fingerprint(spec, arrays, initial_params)
 
 
 def run(

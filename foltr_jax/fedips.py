@@ -38,7 +38,7 @@ import numpy as np
 
 from foltr_jax import metrics, rankers
 from foltr_jax.data import RankingDataset
-from foltr_jax.federation import ConfigError, scan_in_chunks, window_widths
+from foltr_jax.federation import ConfigError, fingerprint, scan_in_chunks, window_widths
 
 PROPENSITIES = ("known", "estimated", "none")
 EM_SCOPES = ("user", "global")
@@ -786,8 +786,17 @@ def initial_state(spec: Spec) -> State:
     return State(params, em)
 
 
-def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> FedIpsResult:
-    """Runs ``config.rounds`` rounds of every repetition (compiled chunks of ``chunk_rounds``)."""
+def run(
+    spec: Spec,
+    arrays: Arrays,
+    progress: ProgressFn | None = None,
+    checkpoint: str | None = None,
+) -> FedIpsResult:
+    """Runs ``config.rounds`` rounds of every repetition (compiled chunks of ``chunk_rounds``).
+
+    ``checkpoint``: a file where the run saves its state after every chunk of rounds
+    and from which an interrupted run resumes (see ``scan_in_chunks``).
+    """
     cfg = spec.config
     train_keys, gammas = run_keys_and_gammas(cfg)
     state = initial_state(spec)
@@ -795,7 +804,15 @@ def run(spec: Spec, arrays: Arrays, progress: ProgressFn | None = None) -> FedIp
 
     consts = (arrays, train_keys, gammas)
     state, outputs, compile_seconds, run_seconds = scan_in_chunks(
-        _run_chunk_jit, spec, consts, state, cfg.rounds, cfg.chunk_rounds, progress
+        _run_chunk_jit,
+        spec,
+        consts,
+        state,
+        cfg.rounds,
+        cfg.chunk_rounds,
+        progress,
+        checkpoint,
+        fingerprint(spec, consts, state) if checkpoint else "",
     )
     curves = {
         f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T

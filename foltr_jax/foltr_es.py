@@ -442,16 +442,34 @@ def initial_state(spec: Spec):
     return train_keys, (flat, jax.vmap(optimizer(cfg).init)(flat))
 
 
-def run(spec: Spec, arrays: Arrays, progress: federation.ProgressFn | None = None) -> RunResult:
-    """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart."""
+def run(
+    spec: Spec,
+    arrays: Arrays,
+    progress: federation.ProgressFn | None = None,
+    checkpoint: str | None = None,
+) -> RunResult:
+    """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart.
+
+    ``checkpoint``: a file where the run saves its state after every chunk of rounds
+    and from which an interrupted run resumes (see ``federation.scan_in_chunks``).
+    """
     cfg = spec.config
     train_keys, state = initial_state(spec)
     initial_ndcg, _ = jax.jit(jax.vmap(functools.partial(evaluate, spec), in_axes=(None, 0)))(
         arrays, state[0]
     )
 
+    consts = (arrays, train_keys)
     state, outputs, compile_seconds, run_seconds = federation.scan_in_chunks(
-        _run_chunk_jit, spec, (arrays, train_keys), state, cfg.rounds, cfg.chunk_rounds, progress
+        _run_chunk_jit,
+        spec,
+        consts,
+        state,
+        cfg.rounds,
+        cfg.chunk_rounds,
+        progress,
+        checkpoint,
+        federation.fingerprint(spec, consts, state) if checkpoint else "",
     )
     curves = {
         f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T

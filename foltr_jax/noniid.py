@@ -327,10 +327,12 @@ def warm_up(
     shared: RankingDataset,
     test: RankingDataset,
     interactions: int,
+    checkpoint: str | None = None,
 ):
     """A warm-up model per run: centralised PDGD (one client, one interaction per
     update) for ``interactions`` updates on the shared data G, from the runs' usual
-    initial models.  Returns (final params [n_runs, ...], its RunResult)."""
+    initial models.  Returns (final params [n_runs, ...], its RunResult).
+    ``checkpoint``: a file to save and resume the warm-up from (``federation.run``)."""
     central = dataclasses.replace(
         config,
         n_clients=1,
@@ -339,5 +341,5 @@ def warm_up(
         chunk_rounds=min(config.chunk_rounds * config.local_updates, interactions),
     )
     spec, arrays = federation.build(central, shared, test)
-    result = federation.run(spec, arrays)
+    result = federation.run(spec, arrays, checkpoint=checkpoint)
     return result.final_params, result

@@ -134,14 +134,11 @@ def training_settings(config: UnlearningConfig, kind: str) -> list:
     return [make(click) for click in config.click_models]
 
 
-def train(config: UnlearningConfig, train_set, test_set, kind: str, progress=None):
-    """Federated training of one configuration for every click model.
-
-    'malicious' training stores the update history the replay needs.
-    Returns (Spec, Arrays, RunResult); slot = click model index × n_runs + run.
-    """
+def build_training(config: UnlearningConfig, train_set, test_set, kind: str):
+    """(Spec, Arrays) of the training of one configuration ('honest', 'malicious' or
+    'retrained') for every click model; 'malicious' stores the update history."""
     config.validate()
-    spec, arrays = federation.build(
+    return federation.build(
         config.federation,
         train_set,
         test_set,
@@ -149,7 +146,24 @@ def train(config: UnlearningConfig, train_set, test_set, kind: str, progress=Non
         history_every=config.store_every if kind == "malicious" else 0,
         client_ids=config.client_order(),
     )
-    return spec, arrays, federation.run(spec, arrays, progress)
+
+
+def train(
+    config: UnlearningConfig,
+    train_set,
+    test_set,
+    kind: str,
+    progress=None,
+    checkpoint: str | None = None,
+):
+    """Federated training of one configuration for every click model.
+
+    'malicious' training stores the update history the replay needs.
+    ``checkpoint``: a file to save and resume the training from (``federation.run``).
+    Returns (Spec, Arrays, RunResult); slot = click model index × n_runs + run.
+    """
+    spec, arrays = build_training(config, train_set, test_set, kind)
+    return spec, arrays, federation.run(spec, arrays, progress, checkpoint=checkpoint)
 
 
 def history_bytes(rounds: int, every: int, n_clients: int, n_params: int) -> int:
@@ -265,12 +279,16 @@ def replay(
     arrays: federation.Arrays,
     history: np.ndarray,
     progress=None,
+    checkpoint: str | None = None,
 ) -> ReplayResult:
     """Unlearns ``config.forget_clients`` for every cell of ``config.cells()``.
 
     Args:
         spec, arrays, history: from ``train(config, ..., 'malicious')`` (its
             RunResult.history, [n_click_models × n_runs, L, n_clients, d]).
+        checkpoint: a file where the replay saves its state after every chunk of
+            rounds and from which an interrupted replay resumes
+            (``federation.scan_in_chunks``).
     """
     config.validate()
     cfg = config.federation
@@ -319,6 +337,8 @@ def replay(
         int(rounds.max()),
         cfg.chunk_rounds,
         progress,
+        checkpoint,
+        federation.fingerprint((config, replay_spec), consts, flat_initial) if checkpoint else "",
     )
     ndcg = np.concatenate([o[0] for o in outputs], axis=0).T
     mrr = np.concatenate([o[1] for o in outputs], axis=0).T

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -79,29 +80,44 @@ def test_dry_run_runs_every_fold_and_type1_once_on_its_own_data(tmp_path):
     assert not results.exists()  # a dry run writes nothing
 
 
-def test_killing_a_run_midway_and_resuming_gives_the_uninterrupted_results(tmp_path):
-    args = [
-        "--synthetic_queries=30",
-        "--synthetic_features=8",
-        "--synthetic_docs_per_query=15",
-        "--n_clients=200",
-        "--rounds=400",
-        "--chunk_rounds=5",
-        "--n_runs=2",
-    ]
-    env = {**os.environ, "FOLTR_JAX_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
-    command = [sys.executable, "-m", "experiments.fpdgd", *args]
-    whole = subprocess.run(
-        [*command, f"--output_dir={tmp_path / 'whole'}"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert whole.returncode == 0, whole.stderr
-    assert not (tmp_path / "whole" / ".checkpoint.pkl").exists()  # removed when done
+TINY = ["--synthetic_queries=30", "--synthetic_features=8", "--synthetic_docs_per_query=15"]
+CELL_TIMINGS = {"seconds", "compile_seconds", "wall_seconds"}
 
+
+def kill_and_resume(module, *args, tmp_path, checkpoint=".checkpoint.pkl"):
+    """Runs ``experiments.<module> args`` to completion into tmp_path/whole, then into
+    tmp_path/killed: SIGKILLed (no chance to clean up) as soon as
+    <output_dir>/<checkpoint> appears, and run again with the same flags.
+
+    Returns (results of the whole run, results of the resumed run, the resumed
+    process).  Both runs must succeed and leave no checkpoint behind.
+    """
+    env = {
+        **os.environ,
+        "FOLTR_JAX_CACHE": str(tmp_path / "cache"),
+        "JAX_PLATFORMS": "cpu",
+        # The three processes compile the same programs: compile them once.
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax_cache"),
+    }
+    command = [sys.executable, "-m", f"experiments.{module}", *args]
+
+    def complete(output):
+        result = subprocess.run(
+            [*command, f"--output_dir={output}"],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        hidden = sorted(p.name for p in output.iterdir() if p.name.startswith("."))
+        assert not hidden, hidden  # checkpoints and finished parts are removed when done
+        return result
+
+    whole = tmp_path / "whole"
+    complete(whole)
     out = tmp_path / "killed"
     process = subprocess.Popen(
         [*command, f"--output_dir={out}"],
@@ -111,22 +127,55 @@ def test_killing_a_run_midway_and_resuming_gives_the_uninterrupted_results(tmp_p
         stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 600
-    while not (out / ".checkpoint.pkl").exists() and process.poll() is None:
+    while not (out / checkpoint).exists() and process.poll() is None:
         assert time.time() < deadline
-        time.sleep(0.05)
+        time.sleep(0.02)
     process.kill()  # SIGKILL: no chance to clean up
     process.wait()
     assert not (out / "results.json").exists(), "the run finished before it could be killed"
-    resumed = subprocess.run(
-        [*command, f"--output_dir={out}"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert resumed.returncode == 0, resumed.stderr
-    first_progress = resumed.stderr.split("round ")[1].split("/")[0]
-    assert int(first_progress) > 5, resumed.stderr  # it continued, it did not start over
-    a, b = (json.loads((d / "results.json").read_text()) for d in (tmp_path / "whole", out))
+    resumed = complete(out)
+    a, b = (json.loads((d / "results.json").read_text()) for d in (whole, out))
+    return a, b, resumed
+
+
+def first_round(stderr: str, label: str) -> int:
+    """The first round the progress lines of ``label`` report."""
+    return int(re.search(rf"\[{re.escape(label)}\] round (\d+)/", stderr).group(1))
+
+
+def test_killing_a_run_midway_and_resuming_gives_the_uninterrupted_results(tmp_path):
+    args = [*TINY, "--n_clients=200", "--rounds=400", "--chunk_rounds=5", "--n_runs=2"]
+    a, b, resumed = kill_and_resume("fpdgd", *args, tmp_path=tmp_path)
+    assert first_round(resumed.stderr, "fpdgd") > 5, resumed.stderr  # it did not start over
     assert without_timings(a) == without_timings(b)
+
+
+def test_foltr_es_resumes_a_killed_run(tmp_path):
+    args = [*TINY, "--n_clients=2000", "--rounds=100", "--chunk_rounds=5", "--n_runs=2"]
+    a, b, resumed = kill_and_resume("foltr_es", *args, tmp_path=tmp_path)
+    assert first_round(resumed.stderr, "foltr_es") > 5, resumed.stderr
+    assert without_timings(a) == without_timings(b)
+
+
+def test_fedips_resumes_a_killed_run_with_estimated_propensities(tmp_path):
+    args = [*TINY, "--rounds=40", "--chunk_rounds=5", "--n_runs=2", "--propensity=estimated"]
+    a, b, resumed = kill_and_resume("fedips", *args, tmp_path=tmp_path)
+    assert first_round(resumed.stderr, "fedips/estimated") > 5, resumed.stderr
+    assert without_timings(a) == without_timings(b)
+
+
+def test_noniid_reuses_finished_cells_and_resumes_the_killed_one(tmp_path):
+    args = [*TINY, "--type=2", "--rounds=1000", "--chunk_rounds=5", "--n_runs=2"]
+    # Killed once the second cell has a checkpoint: the first ('iid') is finished.
+    a, b, resumed = kill_and_resume(
+        "noniid", *args, tmp_path=tmp_path, checkpoint=".checkpoint-noniid.pkl"
+    )
+    assert "[iid] finished by an earlier run, reused" in resumed.stderr
+    assert "[noniid iid] round" not in resumed.stderr, resumed.stderr  # not recomputed
+    assert first_round(resumed.stderr, "noniid noniid") > 5, resumed.stderr
+    assert [c["name"] for c in b["cells"]] == ["iid", "noniid"]
+    strip = lambda results: {
+        **without_timings(results),
+        "cells": [{k: v for k, v in c.items() if k not in CELL_TIMINGS} for c in results["cells"]],
+    }
+    assert strip(a) == strip(b)
