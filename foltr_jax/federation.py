@@ -1038,7 +1038,7 @@ def chunked_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_in
     and the online metrics.  Memory follows the chunk, not the number of clients;
     client c keeps its key, so results equal the unchunked round's up to the order
     of the floating-point sums.  Differential privacy adds each client's noise in
-    its chunk (drawn per chunk, so those runs differ from unchunked ones).
+    its chunk, from the client's own key, as the unchunked round does.
     """
     cfg = spec.config
     n_slots, chunk = spec.n_slots, cfg.client_chunk
@@ -1078,10 +1078,17 @@ def chunked_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_in
         models = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
         models = models.reshape(n_slots, chunk, -1)
         if spec.uses_privacy:
-            noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, j))(server_keys)
+            # server_update's chain here is [gamma_noise, aggregate]: the noise stage's key
+            noise_keys = jax.vmap(lambda k: pipeline.stage_keys(k, 2)[0])(server_keys)
             noise = jax.vmap(
-                lambda k, delta, eps: privacy.gamma_noise(
-                    k, models.shape[1:], cfg.n_clients, delta, jnp.maximum(eps, 1e-12)
+                lambda k, delta, eps: privacy.clients_gamma_noise(
+                    k,
+                    j * chunk,
+                    chunk,
+                    models.shape[2],
+                    cfg.n_clients,
+                    delta,
+                    jnp.maximum(eps, 1e-12),
                 )
             )(noise_keys, settings.sensitivity, settings.epsilon)
             models = models + jnp.where(settings.sensitivity[:, None, None] > 0, noise, 0.0)

@@ -42,7 +42,7 @@ def chain(*stages: Stage) -> Stage:
         return tuple(stage.init() for stage in stages)
 
     def update(state, updates, key):
-        keys = jax.random.split(key, max(len(stages), 1))
+        keys = stage_keys(key, len(stages))
         new_state = []
         for stage, stage_state, stage_key in zip(stages, state, keys):
             updates, stage_state = stage.update(stage_state, updates, stage_key)
@@ -50,6 +50,11 @@ def chain(*stages: Stage) -> Stage:
         return updates, tuple(new_state)
 
     return Stage(init, update)
+
+
+def stage_keys(key: jax.Array, n_stages: int) -> jax.Array:
+    """The key of each stage of a ``chain`` of ``n_stages`` stages, from the server's key."""
+    return jax.random.split(key, max(n_stages, 1))
 
 
 def stateless(fn: Callable[[ClientUpdates, jax.Array], ClientUpdates]) -> Stage:
@@ -87,8 +92,9 @@ def gamma_noise(n_clients: int, sensitivity, epsilon) -> Stage:
     """
 
     def apply(updates: ClientUpdates, key):
-        noise = privacy.gamma_noise(
-            key, updates.models.shape, n_clients, sensitivity, jnp.maximum(epsilon, 1e-12)
+        rows, d = updates.models.shape
+        noise = privacy.clients_gamma_noise(
+            key, 0, rows, d, n_clients, sensitivity, jnp.maximum(epsilon, 1e-12)
         )
         return updates._replace(models=updates.models + jnp.where(sensitivity > 0, noise, 0.0))
 

@@ -50,6 +50,19 @@ def gamma_noise(key: jax.Array, shape, n_clients, sensitivity, epsilon) -> jax.A
     return laplace_scale(sensitivity, epsilon) * (plus - minus)
 
 
+def clients_gamma_noise(key, first_client, n_rows: int, d: int, n_clients, sensitivity, epsilon):
+    """The noise of clients ``first_client .. first_client + n_rows - 1``: [n_rows, d].
+
+    Client c draws its share (``gamma_noise``) from its own key, ``fold_in(key, c)``, so
+    a round that adds the noise of its clients a chunk at a time adds exactly the noise
+    of the round that adds it all at once.
+    """
+    clients = first_client + jnp.arange(n_rows)
+    return jax.vmap(
+        lambda c: gamma_noise(jax.random.fold_in(key, c), (d,), n_clients, sensitivity, epsilon)
+    )(clients)
+
+
 def small_shape_gamma(key: jax.Array, alpha, shape, attempts: int = 4) -> jax.Array:
     """Gamma(α, 1) draws for 0 < α ≤ 1, exactly, in a few vectorised passes.
 
