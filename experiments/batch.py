@@ -52,6 +52,9 @@ flags.DEFINE_integer(
 )
 
 CLICKS = ("perfect", "navigational", "informational")
+# --quick without --data_root: these binaries share a smaller synthetic dataset (the same
+# one, so that FPDGD and FOLtR-ES are compared on the same queries).
+SMALL_SYNTHETIC = ("fpdgd", "foltr_es", "poisoning", "unlearning")
 DP_GRID = ((1.2, 3.0), (2.3, 3.0), (4.5, 5.0), (10.0, 5.0))  # (ε, Δ), FPDGD paper §4
 
 
@@ -317,7 +320,7 @@ def _commands(recipe: Recipe, results_dir: pathlib.Path, folds, n_runs: int, qui
                 continue
             out = results_dir / recipe.name / ("synthetic" if own else fold) / run.name
             extra = (f"--n_runs={n_runs}",) if n_runs else ()
-            if quick and run.binary in ("fpdgd", "poisoning", "unlearning") and not data:
+            if quick and run.binary in SMALL_SYNTHETIC and not data:
                 extra += ("--synthetic_queries=60",)
             data_flags = () if run.own_data else data
             argv = [sys.executable, "-m", f"experiments.{run.binary}", *data_flags, *run.flags]

@@ -179,3 +179,11 @@ def test_noniid_reuses_finished_cells_and_resumes_the_killed_one(tmp_path):
         "cells": [{k: v for k, v in c.items() if k not in CELL_TIMINGS} for c in results["cells"]],
     }
     assert strip(a) == strip(b)
+
+
+def test_quick_fig2_compares_fpdgd_and_foltr_es_on_the_same_synthetic_data(tmp_path):
+    result = batch("--recipe=fpdgd_fig2", "--quick", "--dry_run", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    commands = result.stdout.strip().splitlines()
+    assert {c.split()[2] for c in commands} == {"experiments.fpdgd", "experiments.foltr_es"}
+    assert all("--synthetic_queries=60" in c for c in commands)
