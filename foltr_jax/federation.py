@@ -1204,7 +1204,7 @@ def scan_in_chunks(
     chunk: int,
     progress=None,
     checkpoint=None,
-    fingerprint: str = "",
+    checkpoint_key: str | None = None,
 ):
     """Runs ``total`` steps of ``chunk_fn(static, n, consts, state, first) -> (state, out)``.
 
@@ -1212,7 +1212,8 @@ def scan_in_chunks(
     in chunks of ``chunk`` (one compilation per distinct chunk length, timed
     apart), and ``progress`` is called between chunks.  With ``checkpoint`` (a file
     path) the state and outputs so far are saved atomically after every chunk, and
-    a run started again with the same ``fingerprint`` continues from the last
+    a run started again with the same ``checkpoint_key`` (by default the
+    ``fingerprint`` of ``static``, ``consts`` and the initial ``state``) continues from the last
     saved chunk: every key derives from the step index, so the result is the
     uninterrupted run's.  The file is removed when the run completes.
     Returns (final state, [out per chunk] on the host, compile seconds, run seconds).
@@ -1220,7 +1221,9 @@ def scan_in_chunks(
     chunk = min(chunk, total)
     lengths = [chunk] * (total // chunk) + ([total % chunk] if total % chunk else [])
     outputs, done = [], 0
-    saved = _load_checkpoint(checkpoint, fingerprint, total)
+    if checkpoint and checkpoint_key is None:
+        checkpoint_key = fingerprint(static, consts, state)
+    saved = _load_checkpoint(checkpoint, checkpoint_key, total)
     if saved is not None:
         state = jax.tree_util.tree_map(jnp.asarray, saved["state"])
         outputs, done = saved["outputs"], saved["done"]
@@ -1238,7 +1241,7 @@ def scan_in_chunks(
         outputs.append(jax.device_get(out))
         done += n
         if checkpoint and done < total:
-            _save_checkpoint(checkpoint, fingerprint, total, done, state, outputs)
+            _save_checkpoint(checkpoint, checkpoint_key, total, done, state, outputs)
         if progress is not None:
             progress(done, total, time.perf_counter() - run_start)
     state = jax.block_until_ready(state)
@@ -1294,11 +1297,6 @@ def fingerprint(static, *trees) -> str:
     return digest.hexdigest()
 
 
-def _fingerprint(spec: Spec, arrays: Arrays, initial_params) -> str:
-    """What must match for a checkpoint to belong to this run: settings and data."""
-    return fingerprint(spec, arrays, initial_params)
-
-
 def run(
     spec: Spec,
     arrays: Arrays,
@@ -1348,7 +1346,6 @@ def run(
         cfg.chunk_rounds,
         progress,
         checkpoint,
-        _fingerprint(spec, arrays, initial_params) if checkpoint else "",
     )
     curves = {
         f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T

@@ -38,7 +38,7 @@ import numpy as np
 
 from foltr_jax import metrics, rankers
 from foltr_jax.data import RankingDataset
-from foltr_jax.federation import ConfigError, fingerprint, scan_in_chunks, window_widths
+from foltr_jax.federation import ConfigError, scan_in_chunks, window_widths
 
 PROPENSITIES = ("known", "estimated", "none")
 EM_SCOPES = ("user", "global")
@@ -812,7 +812,6 @@ def run(
         cfg.chunk_rounds,
         progress,
         checkpoint,
-        fingerprint(spec, consts, state) if checkpoint else "",
     )
     curves = {
         f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T

@@ -469,7 +469,6 @@ def run(
         cfg.chunk_rounds,
         progress,
         checkpoint,
-        federation.fingerprint(spec, consts, state) if checkpoint else "",
     )
     curves = {
         f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
