@@ -16,7 +16,8 @@ runs the performance record: FPDGD with B = 2 on MSLR-shaped synthetic data
 clients, linear and neural rankers, plain / with DP (ε = 4.5, Δ = 5) / with Krum,
 each case in its own process (so peak memory is the case's own).  It prints a
 table and writes --suite_output (JSON).  Krum is O(n²) in the clients and is
-skipped above --suite_krum_max_clients.
+skipped above --suite_krum_max_clients.  --window_scoring is passed on to every case
+(vmap on a GPU).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def suite_cases() -> list:
                     f"--rounds={rounds}",
                     f"--chunk_rounds={rounds}",
                     f"--ranker={ranker}",
+                    f"--window_scoring={FLAGS.window_scoring}",  # vmap on accelerators
                     *VARIANTS[variant],
                 )
                 cases.append((f"{n} clients, {ranker}, {variant}", args))

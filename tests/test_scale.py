@@ -1,6 +1,7 @@
 """Scale: client chunking and device sharding give the results of the plain round."""
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -146,3 +147,35 @@ def test_the_length_ladder_gives_the_results_of_scoring_every_query_at_full_widt
     np.testing.assert_array_equal(ladder.online_ndcg, one_width.online_ndcg)
     # the gradient sums run over differently padded rows: equal up to float32 rounding
     np.testing.assert_allclose(ladder.final_params["w"], one_width.final_params["w"], atol=1e-6)
+
+
+def test_benchmark_suite_writes_its_table_and_json(tmp_path):
+    output = tmp_path / "suite.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.benchmark",
+            "--suite",
+            "--suite_clients=10",
+            "--suite_rankers=linear",
+            "--suite_variants=plain",
+            "--suite_interactions=40",
+            "--window_scoring=vmap",
+            f"--suite_output={output}",
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "10 clients, linear, plain" in done.stdout
+    (case,) = json.loads(output.read_text())["cases"]
+    assert case["interactions"] == 2 * 10 * 2  # 2 rounds (the minimum) x 10 clients x B = 2
+    assert case["interactions_per_second"] > 0 and case["peak_rss_mb"] > 0
+    assert case["config"]["window_scoring"] == "vmap"  # passed on to the case
+    assert case["data"]["train"]["queries"] == 1000  # MSLR-shaped synthetic data
+    assert case["data"]["train"]["features"] == 136
