@@ -400,9 +400,16 @@ class ProgressLog:
 
     def __init__(self, label: str, stream=sys.stderr):
         self.label, self.stream = label, stream
+        self.resumed_at = 0  # rounds done by an earlier, interrupted invocation
 
     def __call__(self, done: int, total: int, seconds: float) -> None:
-        left = seconds / done * (total - done)
+        if seconds == 0 and done > 0:  # scan_in_chunks resuming from a checkpoint
+            self.resumed_at = done
+            print(
+                f"[{self.label}] round {done}/{total} resumed from the checkpoint", file=self.stream
+            )
+            return
+        left = seconds / max(done - self.resumed_at, 1) * (total - done)
         print(
             f"[{self.label}] round {done}/{total} ({100 * done / total:.0f}%), "
             f"{seconds:.1f} s elapsed, ~{left:.1f} s left",

@@ -1210,7 +1210,8 @@ def scan_in_chunks(
 
     ``chunk_fn`` is jitted with ``static`` and the chunk length n static.  Steps go
     in chunks of ``chunk`` (one compilation per distinct chunk length, timed
-    apart), and ``progress`` is called between chunks.  With ``checkpoint`` (a file
+    apart), and ``progress(done, total, seconds)`` is called between chunks (and
+    with seconds 0 where a resumed run starts).  With ``checkpoint`` (a file
     path) the state and outputs so far are saved atomically after every chunk, and
     a run started again with the same ``checkpoint_key`` (by default the
     ``fingerprint`` of ``static``, ``consts`` and the initial ``state``) continues from the last
@@ -1229,6 +1230,8 @@ def scan_in_chunks(
         outputs, done = saved["outputs"], saved["done"]
         while lengths and sum(lengths) > total - done:  # drop the chunks already done
             lengths.pop(0)
+        if progress is not None:
+            progress(done, total, 0.0)  # where it resumes; nothing timed yet
     compile_start = time.perf_counter()
     compiled = {
         n: chunk_fn.lower(static, n, consts, state, jnp.int32(0)).compile()
