@@ -13,6 +13,8 @@ All functions are pure and jit/vmap friendly; randomness comes from explicit key
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -63,25 +65,28 @@ def clients_gamma_noise(key, first_client, n_rows: int, d: int, n_clients, sensi
     )(clients)
 
 
-def small_shape_gamma(key: jax.Array, alpha, shape, attempts: int = 4) -> jax.Array:
-    """Gamma(α, 1) draws for 0 < α ≤ 1, exactly, in a few vectorised passes.
+def small_shape_gamma(key: jax.Array, alpha, shape) -> jax.Array:
+    """Gamma(α, 1) draws for 0 < α ≤ 1, exactly, in one vectorised pass and small retries.
 
     Gamma(α) = Gamma(α + 1) · U^(1/α) (Marsaglia & Tsang 2000, §6), with Gamma(α + 1)
-    from Marsaglia and Tsang's squeeze-free rejection method: ``attempts`` proposals
-    per entry at once, the first accepted one kept, and fresh rounds only for the rare
-    entries where all were rejected (acceptance is ≥ 0.95 for α + 1 ≥ 1).
-    ``jax.random.gamma`` runs a per-entry rejection loop, ~5x slower for the ~10^5
+    from Marsaglia and Tsang's squeeze-free rejection method.  Every entry gets one
+    proposal; acceptance is ≥ 0.95 for α + 1 ≥ 1, so about 5 % are rejected, and those
+    get fresh proposals (four at a time, the first accepted kept) a sixteenth of the
+    entries at a time, so the retries cost a fraction of the first pass.  It is ~8x
+    faster than ``jax.random.gamma``'s per-entry rejection loop for the 10^5 to 10^7
     entries a round of FPDGD's differential privacy needs.
     """
     alpha = jnp.asarray(alpha, jnp.float32)
     d = alpha + 1.0 - 1.0 / 3.0
     c = 1.0 / jnp.sqrt(9.0 * d)
     key_boost, key_loop = jax.random.split(key)
+    size = math.prod(shape)
+    retry = min(size, max(64, size // 16))
 
-    def propose(round_key):
+    def propose(round_key, n, attempts):
         key_normal, key_uniform = jax.random.split(round_key)
-        x = jax.random.normal(key_normal, (attempts, *shape), jnp.float32)
-        log_u = jnp.log(jax.random.uniform(key_uniform, (attempts, *shape), jnp.float32))
+        x = jax.random.normal(key_normal, (attempts, n), jnp.float32)
+        log_u = jnp.log(jax.random.uniform(key_uniform, (attempts, n), jnp.float32))
         v = (1.0 + c * x) ** 3
         safe_v = jnp.where(v > 0, v, 1.0)
         accepted = (v > 0) & (log_u < 0.5 * x * x + d - d * v + d * jnp.log(safe_v))
@@ -94,10 +99,15 @@ def small_shape_gamma(key: jax.Array, alpha, shape, attempts: int = 4) -> jax.Ar
 
     def another_round(state):
         value, done, round_index = state
-        fresh, ok = propose(jax.random.fold_in(key_loop, round_index))
-        return jnp.where(done, value, fresh), done | ok, round_index + 1
+        # up to ``retry`` of the entries still rejected; the rest of the slots point past
+        # the end and their writes are dropped
+        slots = jnp.nonzero(~done, size=retry, fill_value=size)[0]
+        fresh, ok = propose(jax.random.fold_in(key_loop, round_index), retry, 4)
+        value = value.at[slots].set(fresh, mode="drop")
+        done = done.at[slots].set(ok, mode="drop")
+        return value, done, round_index + 1
 
-    value, done = propose(jax.random.fold_in(key_loop, 0))
+    value, done = propose(jax.random.fold_in(key_loop, 0), size, 1)
     value, _, _ = jax.lax.while_loop(pending, another_round, (value, done, jnp.int32(1)))
     boost = jax.random.uniform(key_boost, shape, jnp.float32, minval=jnp.finfo(jnp.float32).tiny)
-    return value * jnp.exp(jnp.log(boost) / alpha)
+    return value.reshape(shape) * jnp.exp(jnp.log(boost) / alpha)

@@ -144,3 +144,19 @@ def test_sum_moments(sums):
     # Var(X²) = E X⁴ − (E X²)² = 24λ⁴ − 4λ⁴ = 20λ⁴ for Laplace(λ)
     var_se = math.sqrt(20.0) * SCALE**2 / math.sqrt(n)
     assert abs(sums.var() - 2 * SCALE**2) < 5 * var_se
+
+
+@pytest.mark.parametrize("alpha", [0.3, 1.0])
+def test_small_shape_gamma_retries_keep_the_gamma_distribution(alpha):
+    # one proposal per entry: ~5 % of the entries are rejected and retried (64 slots per
+    # retry round here, most of them unused and dropped); the draws must be Gamma(α, 1)
+    from scipy import stats
+
+    draws = jax.jit(jax.vmap(lambda k: privacy.small_shape_gamma(k, alpha, (4, 50))))(
+        jax.random.split(jax.random.key(7), 100)
+    )
+    draws = np.asarray(draws, np.float64).ravel()
+    assert draws.shape == (SMALL,) and np.all(draws >= 0) and np.all(np.isfinite(draws))
+    assert ks_statistic(draws, stats.gamma(alpha).cdf) < ks_critical(SMALL)
+    # and a wrong shape parameter is rejected by the same check
+    assert ks_statistic(draws, stats.gamma(alpha * 1.2).cdf) > ks_critical(SMALL)
