@@ -52,17 +52,23 @@ def gamma_noise(key: jax.Array, shape, n_clients, sensitivity, epsilon) -> jax.A
     return laplace_scale(sensitivity, epsilon) * (plus - minus)
 
 
+NOISE_BATCH_ENTRIES = 1 << 22  # noise entries drawn at once (~4M: ~150 MB of temporaries)
+
+
 def clients_gamma_noise(key, first_client, n_rows: int, d: int, n_clients, sensitivity, epsilon):
     """The noise of clients ``first_client .. first_client + n_rows - 1``: [n_rows, d].
 
     Client c draws its share (``gamma_noise``) from its own key, ``fold_in(key, c)``, so
     a round that adds the noise of its clients a chunk at a time adds exactly the noise
-    of the round that adds it all at once.
+    of the round that adds it all at once.  Clients are vmapped ``batch`` at a time, which
+    bounds the sampler's temporaries (several floats per entry) whatever ``n_rows`` is.
     """
     clients = first_client + jnp.arange(n_rows)
-    return jax.vmap(
-        lambda c: gamma_noise(jax.random.fold_in(key, c), (d,), n_clients, sensitivity, epsilon)
-    )(clients)
+    return jax.lax.map(
+        lambda c: gamma_noise(jax.random.fold_in(key, c), (d,), n_clients, sensitivity, epsilon),
+        clients,
+        batch_size=min(n_rows, max(1, NOISE_BATCH_ENTRIES // d)),
+    )
 
 
 def small_shape_gamma(key: jax.Array, alpha, shape) -> jax.Array:
