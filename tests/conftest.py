@@ -1,15 +1,19 @@
-"""Test-session setup: one persistent JAX compilation cache for the whole run.
+"""Test-session setup: one persistent JAX compilation cache for the binaries' processes.
 
 The binaries' tests start many Python processes that compile the same programs
-(determinism checks run a binary twice, the resume test three times); a shared
+(determinism checks run a binary twice, the resume tests three times); a shared
 on-disk cache lets the later processes skip XLA compilation.  Results do not
-depend on it.  Tests marked ``slow`` (minutes-long reproductions on the MSLR
-sample) run only with FOLTR_JAX_SLOW_TESTS=1.
+depend on it.  The pytest process itself does not write to it: jax is imported
+before the variable is set.  It gains nothing from it (its programs stay in
+memory), and once, late in a full run, XLA aborted the process while serialising
+an executable for that cache.  Tests marked ``slow`` (minutes-long reproductions
+on the MSLR sample) run only with FOLTR_JAX_SLOW_TESTS=1.
 """
 
 import os
 import tempfile
 
+import jax  # noqa: F401  (before JAX_COMPILATION_CACHE_DIR: see the module doc)
 import pytest
 
 os.environ.setdefault(
