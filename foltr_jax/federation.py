@@ -1253,6 +1253,14 @@ def scan_in_chunks(
     return state, outputs, compile_seconds, time.perf_counter() - run_start
 
 
+def round_curves(outputs) -> dict:
+    """``scan_in_chunks``'s per-chunk metric tuples as curves ``{field: [slots, rounds]}``."""
+    return {
+        f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
+        for f in outputs[0]._fields
+    }
+
+
 def _save_checkpoint(path, fingerprint, total, done, state, outputs) -> None:
     """Writes the scan state through a temporary file and a rename (never half-written)."""
     payload = {
@@ -1350,10 +1358,7 @@ def run(
         progress,
         checkpoint,
     )
-    curves = {
-        f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
-        for f in RoundMetrics._fields
-    }
+    curves = round_curves(outputs)
     return RunResult(
         **curves,
         initial_offline_ndcg=np.asarray(initial_ndcg),

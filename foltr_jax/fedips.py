@@ -38,7 +38,7 @@ import numpy as np
 
 from foltr_jax import metrics, rankers
 from foltr_jax.data import RankingDataset
-from foltr_jax.federation import ConfigError, scan_in_chunks, window_widths
+from foltr_jax.federation import ConfigError, round_curves, scan_in_chunks, window_widths
 
 PROPENSITIES = ("known", "estimated", "none")
 EM_SCOPES = ("user", "global")
@@ -813,10 +813,7 @@ def run(
         progress,
         checkpoint,
     )
-    curves = {
-        f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
-        for f in RoundMetrics._fields
-    }
+    curves = round_curves(outputs)
     theta = None
     if state.em is not None:
         theta = (state.em.examined / state.em.impressions).mean(axis=1)  # no floor, for reading

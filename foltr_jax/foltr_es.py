@@ -470,10 +470,7 @@ def run(
         progress,
         checkpoint,
     )
-    curves = {
-        f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
-        for f in RoundMetrics._fields
-    }
+    curves = federation.round_curves(outputs)
     return RunResult(
         **curves,
         initial_offline_ndcg=np.asarray(initial_ndcg),
