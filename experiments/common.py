@@ -19,7 +19,8 @@ import tempfile
 from absl import flags, logging
 
 import foltr_jax
-from foltr_jax import data, federation
+from foltr_jax import aggregators, data, federation
+from foltr_jax.config import ATTACKS, centralised
 
 FLAGS = flags.FLAGS
 
@@ -97,13 +98,13 @@ def define_federation_flags():
         "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0).",
     )
     flags.DEFINE_string(
-        "aggregator", defaults.aggregator, "fedavg | krum | multi_krum | trimmed_mean | median."
+        "aggregator", defaults.aggregator, f"Server aggregation rule: {aggregators.help_text()}."
     )
     flags.DEFINE_string(
         "attack",
         defaults.attack,
-        "none | data_poisoning | lie | fang_krum_full | fang_krum_partial | "
-        "fang_trimmed_mean_full | fang_trimmed_mean_partial.",
+        " | ".join(ATTACKS) + " (data_poisoning: malicious clients click with the poison model; "
+        "the others replace the malicious clients' models).",
     )
     flags.DEFINE_integer(
         "n_malicious", defaults.n_malicious, "m: the first m clients are malicious."
@@ -156,7 +157,7 @@ class FinishedParts:
     so that an interrupted invocation started again skips what it already computed.
 
     Each part is saved atomically in ``<folder>/<name>.json`` (``pickled``: ``.pkl``)
-    with the fingerprint of its settings (``federation.fingerprint``): a saved part of
+    with the fingerprint of its settings (``loop.fingerprint``): a saved part of
     other settings is never reused.  ``clear`` removes them once results.json is
     written.  With ``folder`` None (--nocheckpoint) nothing is saved or reused.
     """
@@ -252,7 +253,7 @@ def federation_config() -> federation.FederationConfig:
         config.validate()
         if FLAGS.centralised:
             try:
-                config = federation.centralised(config, FLAGS.centralised_form)
+                config = centralised(config, FLAGS.centralised_form)
             except ValueError as error:
                 raise federation.ConfigError("centralised_form", str(error)) from None
     except federation.ConfigError as error:

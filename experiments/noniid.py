@@ -38,7 +38,7 @@ import numpy as np
 from absl import app, flags
 
 from experiments import common
-from foltr_jax import click_models, data, federation, noniid
+from foltr_jax import click_models, data, federation, loop, noniid
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -317,7 +317,7 @@ def cell_fingerprint(cell: Cell, spec, arrays) -> str:
         w = cell.warmup
         warmup = (w.features, w.labels, w.query_offsets, w.query_lengths)
     static = (cell.name, spec, cell.describe, cell.warmup is not None, FLAGS.warmup_interactions)
-    return federation.fingerprint(static, arrays, warmup)
+    return loop.fingerprint(static, arrays, warmup)
 
 
 def run_cell(cell: Cell, output: pathlib.Path, finished: common.FinishedParts) -> dict:

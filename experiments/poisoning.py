@@ -28,6 +28,7 @@ from absl import app, flags
 
 from experiments import common
 from foltr_jax import aggregators, federation
+from foltr_jax.config import ATTACKS
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -45,7 +46,7 @@ FLAGS.set_default("local_updates", 5)
 FLAGS.set_default("rounds", 10_000)
 FLAGS.set_default("chunk_rounds", 500)
 
-DEFENCES = aggregators.AGGREGATORS[1:]
+DEFENCES = aggregators.BUILT_IN[1:]
 TARGETS = {
     "fang_krum_full": ("krum", "multi_krum"),
     "fang_krum_partial": ("krum", "multi_krum"),
@@ -61,16 +62,14 @@ def grid_settings(grid: str, click_models, counts) -> list[federation.Setting]:
         cells.append(federation.Setting(click_model=click))  # no attack, no defence
         for m in counts:
             if grid == "full":
-                for attack, aggregator in itertools.product(
-                    federation.ATTACKS, aggregators.AGGREGATORS
-                ):
+                for attack, aggregator in itertools.product(ATTACKS, aggregators.BUILT_IN):
                     if attack == "none" and aggregator == "fedavg":
                         continue
                     cells.append(federation.Setting(click, m, attack, aggregator))
                 continue
             cells += [federation.Setting(click, m, "none", d) for d in DEFENCES]
             cells += [
-                federation.Setting(click, m, "data_poisoning", d) for d in aggregators.AGGREGATORS
+                federation.Setting(click, m, "data_poisoning", d) for d in aggregators.BUILT_IN
             ]
             cells.append(federation.Setting(click, m, "lie", "fedavg"))
             for attack, defences in TARGETS.items():

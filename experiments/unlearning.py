@@ -31,7 +31,7 @@ import numpy as np
 from absl import app, flags
 
 from experiments import common
-from foltr_jax import federation, statistics, unlearning
+from foltr_jax import federation, loop, statistics, unlearning
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -104,9 +104,7 @@ def run_experiment(output: pathlib.Path, finished: common.FinishedParts) -> dict
     trained, seconds = {}, {}
     for kind in ("honest", "malicious", "retrained"):
         spec, arrays = unlearning.build_training(config, train, test, kind)
-        fingerprint = (
-            federation.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
-        )
+        fingerprint = loop.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
         result = finished.load(kind, fingerprint)
         if result is None:
             result = federation.run(

@@ -1,3 +1,90 @@
-"""foltr_jax: Federated Online Learning to Rank simulated in JAX."""
+"""foltr_jax: Federated Online Learning to Rank simulated in JAX.
+
+The Python API: the config objects and one ``run_*`` per method.
+
+    import foltr_jax
+    train, test = foltr_jax.data.synthetic_train_test(seed=0)
+    config = foltr_jax.FederationConfig(n_clients=100, local_updates=2, rounds=50)
+    result = foltr_jax.run_fpdgd(config, train, test)
+    result.offline_ndcg  # [runs, rounds]
+
+``foltr_jax.aggregators.register`` adds an aggregation rule that every method and
+binary can then name (see the README's "Use from Python").
+"""
 
 __version__ = "0.1.0"
+
+from foltr_jax import aggregators, attacks, click_models, data, rankers  # noqa: E402
+from foltr_jax.client_plan import ClientPlan  # noqa: E402
+from foltr_jax.config import ConfigError, FederationConfig, Setting  # noqa: E402
+from foltr_jax.fedips import FedIpsConfig  # noqa: E402
+from foltr_jax.foltr_es import FoltrEsConfig  # noqa: E402
+
+
+def run_fpdgd(
+    config: FederationConfig,
+    train: data.RankingDataset,
+    test: data.RankingDataset,
+    settings: list[Setting] | None = None,
+    *,
+    clients: ClientPlan | None = None,
+    progress=None,
+    checkpoint: str | None = None,
+):
+    """FPDGD (or centralised PDGD, see ``config.centralised``): a ``federation.RunResult``.
+
+    ``settings`` are the cells of a grid run in one program (default: the config's
+    own); ``clients`` makes the clients differ (non-IID plans and remedies).
+    """
+    from foltr_jax import federation
+
+    spec, arrays = federation.build(config, train, test, settings, clients=clients)
+    return federation.run(spec, arrays, progress, checkpoint=checkpoint)
+
+
+def run_foltr_es(
+    config: FoltrEsConfig,
+    train: data.RankingDataset,
+    test: data.RankingDataset,
+    *,
+    progress=None,
+    checkpoint: str | None = None,
+):
+    """FOLtR-ES (thesis §3.1): a ``foltr_es.RunResult``."""
+    from foltr_jax import foltr_es
+
+    spec, arrays = foltr_es.build(config, train, test)
+    return foltr_es.run(spec, arrays, progress, checkpoint)
+
+
+def run_fedips(
+    config: FedIpsConfig,
+    train: data.RankingDataset,
+    test: data.RankingDataset,
+    *,
+    progress=None,
+    checkpoint: str | None = None,
+):
+    """FedIPS (Li & Ouyang): a ``fedips.FedIpsResult``."""
+    from foltr_jax import fedips
+
+    spec, arrays, _ = fedips.build(config, train, test)
+    return fedips.run(spec, arrays, progress, checkpoint)
+
+
+__all__ = [
+    "ClientPlan",
+    "ConfigError",
+    "FedIpsConfig",
+    "FederationConfig",
+    "FoltrEsConfig",
+    "Setting",
+    "aggregators",
+    "attacks",
+    "click_models",
+    "data",
+    "rankers",
+    "run_fedips",
+    "run_foltr_es",
+    "run_fpdgd",
+]

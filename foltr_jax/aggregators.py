@@ -25,17 +25,93 @@ before a run.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-AGGREGATORS = ("fedavg", "krum", "multi_krum", "trimmed_mean", "median")
+
+class Aggregator(NamedTuple):
+    """A registered aggregation rule: ``rule(models, weights, n_malicious[, squared=])``."""
+
+    name: str
+    rule: Callable[..., jax.Array]
+    summary: str  # one line for --help
+    distances: bool  # takes ``squared`` (static): Euclidean or squared distances
+    check: Callable[[int, int], None] | None  # raises ValueError for an impossible (n, m)
+
+
+_REGISTRY: dict[str, Aggregator] = {}
+
+
+def register(
+    name: str,
+    summary: str,
+    *,
+    distances: bool = False,
+    check: Callable[[int, int], None] | None = None,
+):
+    """Decorator: registers ``rule(models [n, d], weights [n], n_malicious) -> [d]`` as ``name``.
+
+    The rule must accept a traced ``n_malicious`` (see the module doc).  Once registered
+    it can be named in a config (``aggregator=name``), a grid ``Setting`` and the
+    binaries' ``--aggregator``; ``distances`` rules also get ``squared=``.
+    """
+
+    def add(rule):
+        if name in _REGISTRY and _REGISTRY[name].rule is not rule:
+            raise ValueError(f"aggregator {name!r} is already registered")
+        _REGISTRY[name] = Aggregator(name, rule, summary, distances, check)
+        return rule
+
+    return add
+
+
+def names() -> tuple:
+    """Every registered aggregator, the built-in ones first."""
+    return tuple(_REGISTRY)
+
+
+def get(name: str) -> Aggregator:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown aggregator {name!r}; expected one of {names()}")
+    return _REGISTRY[name]
+
+
+def help_text() -> str:
+    """``name (summary) | ...`` for a flag's help."""
+    return " | ".join(f"{a.name} ({a.summary})" for a in _REGISTRY.values())
+
+
+def call(name: str, models, weights, n_malicious, squared: bool = True) -> jax.Array:
+    """Aggregator ``name`` on one run's models; ``squared`` reaches distance-based rules."""
+    found = get(name)
+    if found.distances:
+        return found.rule(models, weights, n_malicious, squared=squared)
+    return found.rule(models, weights, n_malicious)
+
+
+def _check_krum(n: int, m: int) -> None:
+    if n - m - 2 < 1:
+        raise ValueError(
+            f"Krum needs n - m - 2 >= 1 neighbours to score each client, "
+            f"got n={n}, m={m} (n - m - 2 = {n - m - 2})"
+        )
+
+
+def _check_trimmed(n: int, m: int) -> None:
+    if n - 2 * m < 1:
+        raise ValueError(
+            f"trimmed_mean needs n - 2m >= 1 values left after trimming, got n={n}, m={m}"
+        )
 
 
 def _as_int(n_malicious) -> jax.Array:
     return jnp.asarray(n_malicious, dtype=jnp.int32)
 
 
+@register("fedavg", "weighted mean of the client models")
 def fedavg(models: jax.Array, weights: jax.Array, n_malicious=0) -> jax.Array:
     """FedAvg (McMahan et al. 2017; FPDGD Alg. 2): Σ_c n_c θ_c / Σ_c n_c.  m is ignored."""
     del n_malicious
@@ -67,6 +143,7 @@ def krum_scores(models: jax.Array, n_malicious, squared: bool = True) -> jax.Arr
     return jnp.sum(jnp.where(keep[None, :], nearest, 0.0), axis=1)
 
 
+@register("krum", "the model of lowest Krum score", distances=True, check=_check_krum)
 def krum(models: jax.Array, weights: jax.Array, n_malicious, squared: bool = True) -> jax.Array:
     """Krum (Blanchard et al. 2017): the model of lowest Krum score (ties: lowest index)."""
     del weights
@@ -80,6 +157,7 @@ def _lowest_mask(scores: jax.Array, count) -> jax.Array:
     return jnp.zeros(n, dtype=bool).at[order].set(jnp.arange(n) < count)
 
 
+@register("multi_krum", "mean of the n - m lowest Krum scores", distances=True, check=_check_krum)
 def multi_krum(
     models: jax.Array, weights: jax.Array, n_malicious, squared: bool = True
 ) -> jax.Array:
@@ -92,6 +170,9 @@ def multi_krum(
     return total / f.astype(models.dtype)
 
 
+@register(
+    "trimmed_mean", "coordinate-wise mean without the m largest and smallest", check=_check_trimmed
+)
 def trimmed_mean(models: jax.Array, weights: jax.Array, n_malicious) -> jax.Array:
     """Coordinate-wise Trimmed Mean (Yin et al. 2018): drop the β = m largest and m smallest."""
     del weights
@@ -103,6 +184,7 @@ def trimmed_mean(models: jax.Array, weights: jax.Array, n_malicious) -> jax.Arra
     return total / (n - 2 * m).astype(models.dtype)
 
 
+@register("median", "coordinate-wise median")
 def median(models: jax.Array, weights: jax.Array, n_malicious=0) -> jax.Array:
     """Coordinate-wise Median (Yin et al. 2018); even n: mean of the two middle values."""
     del weights, n_malicious
@@ -114,26 +196,19 @@ def median(models: jax.Array, weights: jax.Array, n_malicious=0) -> jax.Array:
 def by_index(
     index, models: jax.Array, weights: jax.Array, n_malicious, squared: bool = True
 ) -> jax.Array:
-    """Aggregate with ``AGGREGATORS[index]`` through ``lax.switch`` (index may be traced).
+    """Aggregate with ``names()[index]`` through ``lax.switch`` (index may be traced).
 
-    ``squared`` (static) applies to Krum and Multi-Krum.  Under ``vmap`` with a batched index
-    every branch runs and the results are selected.
+    ``squared`` (static) applies to the distance-based rules.  Under ``vmap`` with a batched
+    index every branch runs and the results are selected.
     """
-    branches = (
-        lambda x, w, m: fedavg(x, w, m),
-        lambda x, w, m: krum(x, w, m, squared),
-        lambda x, w, m: multi_krum(x, w, m, squared),
-        lambda x, w, m: trimmed_mean(x, w, m),
-        lambda x, w, m: median(x, w, m),
-    )
+    branches = [lambda x, w, m, name=name: call(name, x, w, m, squared) for name in names()]
     index = jnp.asarray(index, dtype=jnp.int32)
     return jax.lax.switch(index, branches, models, weights, _as_int(n_malicious))
 
 
 def check_settings(name: str, n: int, n_malicious: int) -> None:
     """Raises ValueError when aggregator ``name`` cannot run with n clients, m of them malicious."""
-    if name not in AGGREGATORS:
-        raise ValueError(f"unknown aggregator {name!r}; expected one of {AGGREGATORS}")
+    found = get(name)
     n, m = operator.index(n), operator.index(n_malicious)
     if n < 1:
         raise ValueError(f"the number of clients n must be at least 1, got n={n}")
@@ -143,12 +218,9 @@ def check_settings(name: str, n: int, n_malicious: int) -> None:
         raise ValueError(
             f"the number of malicious clients m must be below n/2, got m={m} with n={n}"
         )
-    if name in ("krum", "multi_krum") and n - m - 2 < 1:
-        raise ValueError(
-            f"{name} needs n - m - 2 >= 1 neighbours to score each client, "
-            f"got n={n}, m={m} (n - m - 2 = {n - m - 2})"
-        )
-    if name == "trimmed_mean" and n - 2 * m < 1:
-        raise ValueError(
-            f"trimmed_mean needs n - 2m >= 1 values left after trimming, got n={n}, m={m}"
-        )
+    if found.check is not None:
+        found.check(n, m)
+
+
+# The rules above, in registration order (registering more extends ``names()``, not this).
+BUILT_IN = names()

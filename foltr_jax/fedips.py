@@ -440,7 +440,7 @@ class Spec:
     config: FedIpsConfig
     n_features: int
     window: int  # candidate slice width: the longest training query
-    widths: tuple  # slice widths, narrowest first (federation.window_widths)
+    widths: tuple  # slice widths, narrowest first (interaction.window_widths)
     relevant_from: int
 
 

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from foltr_jax import click_models, federation, metrics, rankers
+from foltr_jax import click_models, interaction, loop, metrics, rankers
 from foltr_jax.data import RankingDataset
 from foltr_jax.federation import ConfigError
 
@@ -199,7 +199,7 @@ class Spec:
     config: FoltrEsConfig
     ranker: object
     window: int  # candidate slice width: the longest training query, at least top_k
-    widths: tuple  # scoring widths, narrowest first (federation.window_widths)
+    widths: tuple  # scoring widths, narrowest first (interaction.window_widths)
 
     def unravel(self, flat: jax.Array):
         """A flat parameter vector [P] as the ranker's pytree."""
@@ -214,8 +214,8 @@ def _unraveller(ranker):
 class Arrays(NamedTuple):
     """The array part of an experiment."""
 
-    train: federation.DeviceData
-    test: federation.DeviceData
+    train: interaction.DeviceData
+    test: interaction.DeviceData
     click_model: click_models.ClickModel
 
 
@@ -225,11 +225,11 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
     n_grades = config.n_grades or click_models.n_grades_for(max(train.max_label, test.max_label))
-    widths = federation.window_widths(train.max_query_length, config.top_k)
+    widths = interaction.window_widths(train.max_query_length, config.top_k)
     spec = Spec(config, make_ranker(config.ranker, train.n_features), widths[-1], widths)
     arrays = Arrays(
-        federation.to_device(train, spec.window, config.top_k),
-        federation.to_device(test, spec.window, config.top_k, ranked=True),
+        interaction.to_device(train, spec.window, config.top_k),
+        interaction.to_device(test, spec.window, config.top_k, ranked=True),
         click_models.by_name(config.click_model, n_grades),
     )
     return spec, arrays
@@ -241,7 +241,7 @@ def rank_lanes(spec: Spec, arrays: Arrays, lane_params, queries) -> jax.Array:
     ``lane_params`` = (flat_global [R, P], noise [R·N, P], run [L], client [L],
     sign [L]): lane models are not materialised; each lane builds
     φ_run + sign·ε_client when it is scored.  As in
-    ``federation.display_lists``, scoring walks the lanes in turn (``lax.map``) at the
+    ``interaction.display_lists``, scoring walks the lanes in turn (``lax.map``) at the
     narrowest width holding the query (``lax.switch``); ``window_scoring='vmap'``
     scores all lanes batched at full width instead (for accelerators).
     """
@@ -312,7 +312,7 @@ def es_round(spec: Spec, arrays: Arrays, flat_global, run_keys, round_index) -> 
 
     train, k = arrays.train, cfg.top_k
     signs = jnp.asarray(interaction_signs(b, cfg.antithetic))
-    queries = jax.vmap(lambda key: federation.sample_query(key, train)[0])(query_keys)
+    queries = jax.vmap(lambda key: interaction.sample_query(key, train)[0])(query_keys)
     lane_run = jnp.repeat(jnp.arange(n_runs), n_clients * b)
     lane_client = jnp.repeat(jnp.arange(n_runs * n_clients), b)
     lane_sign = jnp.tile(signs, n_runs * n_clients)
@@ -362,9 +362,9 @@ def optimizer(config: FoltrEsConfig) -> optax.GradientTransformation:
 
 def evaluate(spec: Spec, arrays: Arrays, flat_params):
     """Offline nDCG@k and MRR@k of one model on the test split, averaged over queries
-    with a relevant document (as ``federation.evaluate``)."""
+    with a relevant document (as ``rounds.evaluate``)."""
     scores = spec.ranker.apply(spec.unravel(flat_params), arrays.test.features)
-    return federation.ranking_quality(scores, arrays.test, spec)
+    return interaction.ranking_quality(scores, arrays.test, spec)
 
 
 class RoundMetrics(NamedTuple):
@@ -445,13 +445,13 @@ def initial_state(spec: Spec):
 def run(
     spec: Spec,
     arrays: Arrays,
-    progress: federation.ProgressFn | None = None,
+    progress: loop.ProgressFn | None = None,
     checkpoint: str | None = None,
 ) -> RunResult:
     """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart.
 
     ``checkpoint``: a file where the run saves its state after every chunk of rounds
-    and from which an interrupted run resumes (see ``federation.scan_in_chunks``).
+    and from which an interrupted run resumes (see ``loop.scan_in_chunks``).
     """
     cfg = spec.config
     train_keys, state = initial_state(spec)
@@ -460,7 +460,7 @@ def run(
     )
 
     consts = (arrays, train_keys)
-    state, outputs, compile_seconds, run_seconds = federation.scan_in_chunks(
+    state, outputs, compile_seconds, run_seconds = loop.scan_in_chunks(
         _run_chunk_jit,
         spec,
         consts,
@@ -470,7 +470,7 @@ def run(
         progress,
         checkpoint,
     )
-    curves = federation.round_curves(outputs)
+    curves = loop.round_curves(outputs)
     return RunResult(
         **curves,
         initial_offline_ndcg=np.asarray(initial_ndcg),

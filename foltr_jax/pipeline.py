@@ -11,6 +11,7 @@ every combination under ``vmap`` with no Python branching per client.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -102,15 +103,10 @@ def gamma_noise(n_clients: int, sensitivity, epsilon) -> Stage:
 
 
 def aggregate(names: tuple, index, squared_distances: bool = True) -> Stage:
-    """Sets ``aggregate`` with aggregator ``names[index]`` (aggregators.AGGREGATORS)."""
-
-    def function(name):
-        fn = getattr(aggregators, name)
-        if name in ("krum", "multi_krum"):
-            return lambda x, w, m: fn(x, w, m, squared=squared_distances)
-        return lambda x, w, m: fn(x, w, m)
-
-    functions = [function(name) for name in names]
+    """Sets ``aggregate`` with aggregator ``names[index]`` (``aggregators.names()``)."""
+    functions = [
+        functools.partial(aggregators.call, name, squared=squared_distances) for name in names
+    ]
 
     def apply(updates: ClientUpdates, key):
         del key

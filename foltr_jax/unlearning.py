@@ -29,7 +29,8 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import attacks, federation
+from foltr_jax import attacks, federation, interaction, loop
+from foltr_jax.rounds import Arrays, Spec, evaluate, history_length
 
 NEGATION_Z = attacks.NEGATION_Z  # z of the malicious client to forget (§3.4)
 _REPLAY_STREAM = 0x554E4C52  # separates replay randomness from training randomness
@@ -168,7 +169,7 @@ def train(
 
 def history_bytes(rounds: int, every: int, n_clients: int, n_params: int) -> int:
     """Memory of one run's stored updates: ⌈T/Δt⌉ × clients × parameters × 4 bytes."""
-    return federation.history_length(rounds, every) * n_clients * n_params * 4
+    return history_length(rounds, every) * n_clients * n_params * 4
 
 
 def calibrate(new_updates: jax.Array, stored_updates: jax.Array) -> jax.Array:
@@ -206,7 +207,7 @@ class ReplayResult(NamedTuple):
 
 
 class _ReplayConsts(NamedTuple):
-    arrays: federation.Arrays
+    arrays: Arrays
     history: jax.Array  # [n_history_slots, L, n_clients, d]
     history_slot: jax.Array  # int [n_slots]
     stride: jax.Array  # int [n_slots] Δt / store_every
@@ -217,14 +218,14 @@ class _ReplayConsts(NamedTuple):
     slot_keys: jax.Array  # [n_slots] PRNG keys
 
 
-def _unravel(spec: federation.Spec):
+def _unravel(spec: Spec):
     """Turns a flat parameter vector back into the ranker's parameter pytree."""
     shapes = jax.eval_shape(spec.ranker.init, jax.random.PRNGKey(0))
     zeros = jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
     return jax.flatten_util.ravel_pytree(zeros)[1]
 
 
-def _replay_step(spec: federation.Spec, consts: _ReplayConsts, flat_global, s):
+def _replay_step(spec: Spec, consts: _ReplayConsts, flat_global, s):
     """Replayed round s for every slot: n′ local steps, calibration, FedAvg, evaluation."""
     n_slots, n_clients = flat_global.shape[0], consts.weights.shape[0]
     unravel = _unravel(spec)
@@ -235,7 +236,7 @@ def _replay_step(spec: federation.Spec, consts: _ReplayConsts, flat_global, s):
         step_keys
     ).reshape(n_slots * n_clients, -1)
     slot = jnp.repeat(jnp.arange(n_slots), n_clients)
-    lanes = federation.Lanes(
+    lanes = interaction.Lanes(
         slot=slot,
         click_model=jax.tree_util.tree_map(
             lambda x: x[consts.click_index[slot]], arrays.click_table
@@ -248,7 +249,7 @@ def _replay_step(spec: federation.Spec, consts: _ReplayConsts, flat_global, s):
         global_scores = jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(
             global_params
         )
-    client_params, _ = federation.local_training(
+    client_params, _ = interaction.local_training(
         spec, arrays, lane_params, lane_keys, lanes, global_scores, consts.local_steps[slot]
     )
     flat_clients = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
@@ -260,7 +261,7 @@ def _replay_step(spec: federation.Spec, consts: _ReplayConsts, flat_global, s):
     )
     active = (s < consts.rounds)[:, None]
     flat_global = jnp.where(active, replayed, flat_global)
-    ndcg, mrr = jax.vmap(lambda p: federation.evaluate(spec, arrays, unravel(p)))(flat_global)
+    ndcg, mrr = jax.vmap(lambda p: evaluate(spec, arrays, unravel(p)))(flat_global)
     nan = jnp.float32(jnp.nan)
     return flat_global, (jnp.where(active[:, 0], ndcg, nan), jnp.where(active[:, 0], mrr, nan))
 
@@ -275,8 +276,8 @@ _replay_chunk_jit = jax.jit(_replay_chunk, static_argnums=(0, 1))
 
 def replay(
     config: UnlearningConfig,
-    spec: federation.Spec,
-    arrays: federation.Arrays,
+    spec: Spec,
+    arrays: Arrays,
     history: np.ndarray,
     progress=None,
     checkpoint: str | None = None,
@@ -288,14 +289,14 @@ def replay(
             RunResult.history, [n_click_models × n_runs, L, n_clients, d]).
         checkpoint: a file where the replay saves its state after every chunk of
             rounds and from which an interrupted replay resumes
-            (``federation.scan_in_chunks``).
+            (``loop.scan_in_chunks``).
     """
     config.validate()
     cfg = config.federation
     cells = config.cells()
     n_runs = cfg.n_runs
     every = config.store_every
-    if history is None or history.shape[1] != federation.history_length(cfg.rounds, every):
+    if history is None or history.shape[1] != history_length(cfg.rounds, every):
         raise ValueError("history must come from train(config, ..., 'malicious')")
     max_steps = max(config.unlearn_local_updates)
     replay_spec = dataclasses.replace(
@@ -306,7 +307,7 @@ def replay(
     )
     click_names = sorted({c for c in config.click_models} - {"poison"}) + ["poison"]
     per_cell = lambda values: jnp.repeat(jnp.asarray(values, jnp.int32), n_runs)
-    rounds = np.array([federation.history_length(cfg.rounds, dt) for _, _, dt in cells])
+    rounds = np.array([history_length(cfg.rounds, dt) for _, _, dt in cells])
     base = jax.random.PRNGKey(cfg.seed)
     runs = np.tile(np.arange(n_runs), len(cells))
     consts = _ReplayConsts(
@@ -329,7 +330,7 @@ def replay(
     )
     initial = jax.vmap(replay_spec.ranker.init)(init_keys)
     flat_initial = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(initial)
-    flat_final, outputs, compile_seconds, run_seconds = federation.scan_in_chunks(
+    flat_final, outputs, compile_seconds, run_seconds = loop.scan_in_chunks(
         _replay_chunk_jit,
         replay_spec,
         consts,
@@ -338,14 +339,12 @@ def replay(
         cfg.chunk_rounds,
         progress,
         checkpoint,
-        federation.fingerprint((config, replay_spec), consts, flat_initial) if checkpoint else "",
+        loop.fingerprint((config, replay_spec), consts, flat_initial) if checkpoint else "",
     )
     ndcg = np.concatenate([o[0] for o in outputs], axis=0).T
     mrr = np.concatenate([o[1] for o in outputs], axis=0).T
     remaining = cfg.n_clients - config.n_forget
-    interactions = sum(
-        remaining * steps * federation.history_length(cfg.rounds, dt) for _, steps, dt in cells
-    )
+    interactions = sum(remaining * steps * history_length(cfg.rounds, dt) for _, steps, dt in cells)
     return ReplayResult(
         cells=cells,
         offline_ndcg=ndcg,
@@ -365,7 +364,7 @@ def efficiency(config: UnlearningConfig, local_steps: int, delta_t: int) -> dict
     The reductions are (n / n′)·Δt and Δt when Δt divides T.
     """
     cfg = config.federation
-    rounds = federation.history_length(cfg.rounds, delta_t)
+    rounds = history_length(cfg.rounds, delta_t)
     return {
         "unlearning_local_updates": local_steps * rounds,
         "retraining_local_updates": cfg.local_updates * cfg.rounds,

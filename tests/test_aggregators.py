@@ -217,7 +217,7 @@ def test_rules_match_references(n, m, d, squared):
         reference_krum_scores(x, m, squared),
         rtol=1e-4,
     )
-    for name in aggregators.AGGREGATORS:
+    for name in aggregators.BUILT_IN:
         got = np.asarray(_call(name, xj, wj, m, squared))
         np.testing.assert_allclose(
             got, reference(name, x, w, m, squared), rtol=1e-4, atol=1e-5, err_msg=name
@@ -232,14 +232,14 @@ def test_by_index_under_vmap_matches_direct_calls(squared):
     n, d = 9, 6
     x, w = _random_case(n, d, seed=7)
     xj, wj = jnp.asarray(x), jnp.asarray(w)
-    pairs = [(i, m) for i in range(len(aggregators.AGGREGATORS)) for m in (1, 2, 3, 4)]
+    pairs = [(i, m) for i in range(len(aggregators.BUILT_IN)) for m in (1, 2, 3, 4)]
     index = jnp.asarray([p[0] for p in pairs], dtype=jnp.int32)
     malicious = jnp.asarray([p[1] for p in pairs], dtype=jnp.int32)
     batched = jax.jit(jax.vmap(lambda i, m: aggregators.by_index(i, xj, wj, m, squared=squared)))(
         index, malicious
     )
     for row, (i, m) in enumerate(pairs):
-        name = aggregators.AGGREGATORS[i]
+        name = aggregators.BUILT_IN[i]
         direct = _call(name, xj, wj, m, squared)
         np.testing.assert_allclose(
             np.asarray(batched[row]), np.asarray(direct), rtol=1e-6, atol=1e-6, err_msg=name
@@ -299,7 +299,7 @@ def test_jit_with_traced_malicious_count_compiles_once():
 
 
 def test_check_settings():
-    for name in aggregators.AGGREGATORS:
+    for name in aggregators.BUILT_IN:
         with pytest.raises(ValueError, match="must be below n/2"):
             aggregators.check_settings(name, 10, 5)
         with pytest.raises(ValueError, match="at least 0"):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from experiments import reference_fpdgd
-from foltr_jax import click_models, data, federation
+from foltr_jax import click_models, data, federation, interaction, rounds
+from foltr_jax.config import centralised
 
 
 @pytest.fixture(scope="module")
@@ -69,24 +70,24 @@ def test_server_update_fedavg_and_summed_updates(tiny):
     start = {"w": jnp.ones(8)}
     settings = jax.tree_util.tree_map(lambda x: x[0], arrays.settings)
     key = jax.random.PRNGKey(0)
-    averaged = federation.server_update(spec, start, clients, settings, key)
+    averaged = rounds.server_update(spec, start, clients, settings, key)
     np.testing.assert_allclose(averaged["w"], clients["w"].mean(axis=0), rtol=1e-6)
     batch = dataclasses.replace(
         spec, config=dataclasses.replace(config, aggregation="sum_of_updates")
     )
-    summed = federation.server_update(batch, start, clients, settings, key)
+    summed = rounds.server_update(batch, start, clients, settings, key)
     np.testing.assert_allclose(summed["w"], 1 + (clients["w"] - 1).sum(axis=0), rtol=1e-6)
 
 
 def test_centralised_forms():
-    config = federation.FederationConfig(n_clients=100, local_updates=4)
-    assert federation.centralised(config, "same_updates").n_clients == 1
-    assert federation.centralised(config, "same_updates").local_updates == 1
-    assert federation.centralised(config, "same_budget").local_updates == 400
-    batch = federation.centralised(config, "batch")
+    cfg = federation.FederationConfig(n_clients=100, local_updates=4)
+    assert centralised(cfg, "same_updates").n_clients == 1
+    assert centralised(cfg, "same_updates").local_updates == 1
+    assert centralised(cfg, "same_budget").local_updates == 400
+    batch = centralised(cfg, "batch")
     assert (batch.n_clients, batch.local_updates, batch.aggregation) == (400, 1, "sum_of_updates")
     with pytest.raises(ValueError):
-        federation.centralised(config, "other")
+        centralised(cfg, "other")
 
 
 @pytest.mark.parametrize(
@@ -133,9 +134,9 @@ def test_one_interaction_matches_the_reference_update(tiny, seed):
     start, length = int(train.query_offsets[query]), int(train.query_lengths[query])
     key_rank, key_click = jax.random.split(jax.random.PRNGKey(seed))
     scores = spec.ranker.apply(params, arrays.train.features[start : start + spec.window])
-    displayed = federation.display_list(key_rank, scores, length, 10)
+    displayed = interaction.display_list(key_rank, scores, length, 10)
     click_model = jax.tree_util.tree_map(lambda x: x[0], arrays.click_table)
-    new, outcome = federation.pdgd_update(
+    new, outcome = interaction.pdgd_update(
         params,
         key_click,
         query,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_experiments import run
 
-from foltr_jax import data, federation, metrics, noniid
+from foltr_jax import data, federation, metrics, noniid, rankers
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +255,7 @@ def test_fedper_keeps_personal_layers(tiny):
     assert not np.allclose(personal["w2"][0, 0], personal["w2"][0, 1])
     # the base layer w1 is FedAvg'd: w1_T = w1_0 + Σ_rounds mean_c Δw1_c
     key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 0)
-    init = federation.rankers.make_ranker("neural", 8).init(jax.random.split(key)[0])
+    init = rankers.make_ranker("neural", 8).init(jax.random.split(key)[0])
     n_w1 = init["w1"].size
     mean_updates = result.history[0, :, :, :n_w1].mean(axis=1).sum(axis=0)
     np.testing.assert_allclose(

@@ -11,6 +11,7 @@ import pytest
 from sample_data import REPO_ROOT
 
 from foltr_jax import data, federation
+from foltr_jax.config import centralised
 
 TRAIN, TEST = data.synthetic_train_test(
     0, n_train_queries=60, n_test_queries=30, n_features=8, mean_docs_per_query=20
@@ -47,7 +48,7 @@ def test_chunked_clients_give_the_unchunked_results(plain, chunk):
 
 
 def test_chunked_sum_of_updates_equals_the_unchunked_batch_baseline():
-    batch = federation.centralised(dataclasses.replace(BASE, rounds=3), "batch")
+    batch = centralised(dataclasses.replace(BASE, rounds=3), "batch")
     settings = [federation.Setting()]
     assert_same_run(run(dataclasses.replace(batch, client_chunk=6), settings), run(batch, settings))
 

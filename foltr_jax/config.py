@@ -1,0 +1,208 @@
+"""Settings of an experiment: frozen configs, grid cells and their validation.
+
+``ConfigError`` names the offending field, which is also the binaries' flag name,
+so a binary can say ``--field: message`` without a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+
+from foltr_jax import aggregators, attacks, click_models, rankers
+
+AGGREGATIONS = ("fedavg", "sum_of_updates")
+CENTRALISED_FORMS = ("same_updates", "same_budget", "batch")
+WINDOW_SCORING = ("map", "vmap")
+
+
+@dataclasses.dataclass(frozen=True)
+class FederationConfig:
+    """Settings of one FPDGD experiment (defaults: FPDGD paper §4, MSLR-WEB10K)."""
+
+    n_clients: int = 1000
+    local_updates: int = 2  # B, interactions per client per round
+    rounds: int = 200  # T, global updates
+    learning_rate: float = 0.1
+    ranker: str = "linear"
+    click_model: str = "informational"
+    n_grades: int = 0  # 3 or 5; 0 infers it from the training labels
+    n_runs: int = 1
+    seed: int = 0
+    top_k: int = 10
+    aggregation: str = "fedavg"  # 'sum_of_updates' accumulates client updates (centralised batch)
+    # Update pipeline (attack -> privacy -> aggregation); a grid overrides these per Setting.
+    aggregator: str = "fedavg"  # aggregators.names()
+    attack: str = "none"  # ATTACKS
+    n_malicious: int = 0  # m: the first m clients are malicious
+    epsilon: float = 0.0  # ε of FPDGD's differential privacy (with sensitivity > 0)
+    sensitivity: float = 0.0  # Δ; 0 turns differential privacy off
+    clip_factor: float = 0.5  # clip to factor·Δ after every local update (paper Δ/2; public code Δ)
+    krum_squared_distances: bool = True  # Blanchard et al.; the poisoning paper says Euclidean
+    display_groups: int = 4  # lanes sample their lists in this many groups of similar length
+    window_scoring: str = "map"  # score each lane's window in turn (map) or batched (vmap)
+    chunk_rounds: int = 50  # rounds per compiled scan chunk
+    # Scale: clients of a round in chunks of this many (0: all at once), FedAvg as a running sum.
+    client_chunk: int = 0
+    n_devices: int = 1  # lanes of a round (or chunk) sharded over this many devices
+
+    @property
+    def chunked(self) -> bool:
+        return 0 < self.client_chunk < self.n_clients
+
+    def validate(self) -> FederationConfig:
+        """Raises ConfigError naming the setting when a value is out of range."""
+        positive = (
+            "n_clients",
+            "local_updates",
+            "rounds",
+            "n_runs",
+            "top_k",
+            "chunk_rounds",
+            "display_groups",
+        )
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
+        if not self.learning_rate > 0:
+            raise ConfigError("learning_rate", f"must be positive, got {self.learning_rate}")
+        choices = {
+            "ranker": rankers.RANKERS,
+            "aggregation": AGGREGATIONS,
+            "window_scoring": WINDOW_SCORING,
+            "n_grades": (0, 3, 5),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
+        if not self.clip_factor > 0:
+            raise ConfigError("clip_factor", f"must be positive, got {self.clip_factor}")
+        if self.client_chunk < 0:
+            raise ConfigError("client_chunk", f"must be at least 0, got {self.client_chunk}")
+        if self.chunked and self.n_clients % self.client_chunk:
+            raise ConfigError(
+                "client_chunk",
+                f"must divide n_clients = {self.n_clients} (chunks are equal), "
+                f"got {self.client_chunk}",
+            )
+        if self.n_devices < 1:
+            raise ConfigError("n_devices", f"must be at least 1, got {self.n_devices}")
+        self.setting().validate(self.n_clients)
+        return self
+
+    def setting(self) -> Setting:
+        """The single pipeline setting this config describes."""
+        return Setting(
+            click_model=self.click_model,
+            n_malicious=self.n_malicious,
+            attack=self.attack,
+            aggregator=self.aggregator,
+            epsilon=self.epsilon,
+            sensitivity=self.sensitivity,
+        )
+
+
+ATTACKS = ("none", "data_poisoning") + attacks.ATTACKS[1:]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One cell of an experiment grid: what varies between runs of one compiled program."""
+
+    click_model: str = "informational"  # the benign clients' click model
+    n_malicious: int = 0
+    attack: str = "none"  # ATTACKS; data_poisoning makes malicious clients click 'poison'
+    aggregator: str = "fedavg"
+    epsilon: float = 0.0
+    sensitivity: float = 0.0
+    n_absent: int = 0  # the first n_absent clients take no part (FedAvg weight 0): a retrain
+
+    @property
+    def model_attack(self) -> str | None:
+        """The attack on models (attacks.ATTACKS), None for no attack or data poisoning."""
+        return None if self.attack in ("none", "data_poisoning") else self.attack
+
+    def validate(self, n_clients: int) -> Setting:
+        """Raises ConfigError naming the offending field (= flag name)."""
+        try:
+            click_models.by_name(self.click_model, 5)
+        except ValueError as error:
+            raise ConfigError("click_model", str(error)) from None
+        if self.attack not in ATTACKS:
+            raise ConfigError("attack", f"must be one of {ATTACKS}, got {self.attack!r}")
+        if self.aggregator not in aggregators.names():
+            raise ConfigError(
+                "aggregator", f"must be one of {aggregators.names()}, got {self.aggregator!r}"
+            )
+        if self.n_malicious < 0:
+            raise ConfigError("n_malicious", f"must be at least 0, got {self.n_malicious}")
+        if not 0 <= self.n_absent < n_clients:
+            raise ConfigError(
+                "n_absent", f"must be in [0, n_clients = {n_clients}), got {self.n_absent}"
+            )
+        if self.n_absent and (self.n_malicious or self.aggregator != "fedavg"):
+            raise ConfigError(
+                "n_absent", "absent clients need FedAvg and no malicious clients (both come first)"
+            )
+        try:
+            aggregators.check_settings(self.aggregator, n_clients, self.n_malicious)
+        except ValueError as error:
+            raise ConfigError("n_malicious", str(error)) from None
+        if self.attack != "none" and self.n_malicious == 0:
+            raise ConfigError("n_malicious", f"attack {self.attack!r} needs n_malicious >= 1")
+        if self.sensitivity < 0:
+            raise ConfigError("sensitivity", f"must be positive, got {self.sensitivity}")
+        if self.sensitivity > 0 and not self.epsilon > 0:
+            raise ConfigError(
+                "epsilon", f"must be positive with sensitivity > 0, got {self.epsilon}"
+            )
+        if self.epsilon < 0:
+            raise ConfigError("epsilon", f"must be positive, got {self.epsilon}")
+        if self.epsilon > 0 and not self.sensitivity > 0:
+            raise ConfigError("sensitivity", "must be positive when epsilon is set")
+        return self
+
+
+class RunSettings(NamedTuple):
+    """Settings as arrays, one entry per setting of the grid (see Setting)."""
+
+    click_model: jax.Array  # int, index into the click table
+    n_malicious: jax.Array  # int
+    data_poisoning: jax.Array  # bool: malicious clients click with the 'poison' model
+    model_attack: jax.Array  # int, index into Spec.attack_names
+    aggregator: jax.Array  # int, index into Spec.aggregator_names
+    epsilon: jax.Array  # float
+    sensitivity: jax.Array  # float, 0 = no differential privacy
+    n_absent: jax.Array  # int, the first n_absent clients take no part
+
+
+class ConfigError(ValueError):
+    """A setting out of range; ``field`` is the FederationConfig field (and flag) name."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field} {message}")
+        self.field = field
+        self.message = message
+
+
+def centralised(config: FederationConfig, form: str) -> FederationConfig:
+    """The centralised PDGD baseline matching an FPDGD config (FPDGD paper §4).
+
+    same_updates: one interaction per update, as many updates as FPDGD rounds.
+    same_budget: one update per interaction, FPDGD's whole interaction budget
+        (n_clients · B interactions between two evaluations).
+    batch: gradients of n_clients · B interactions accumulated (summed) into one
+        update per round.
+    """
+    budget = config.n_clients * config.local_updates
+    if form == "same_updates":
+        return dataclasses.replace(config, n_clients=1, local_updates=1)
+    if form == "same_budget":
+        return dataclasses.replace(config, n_clients=1, local_updates=budget)
+    if form == "batch":
+        return dataclasses.replace(
+            config, n_clients=budget, local_updates=1, aggregation="sum_of_updates"
+        )
+    raise ValueError(f"centralised form must be one of {CENTRALISED_FORMS}, got {form!r}")

@@ -1,0 +1,381 @@
+"""The PDGD interaction of every lane at once: scoring windows, the displayed list,
+clicks and the update (FPDGD paper Algorithm 1), local training (Algorithm 2's
+ClientUpdate) and the sharding of lanes over devices.
+
+A *lane* is one client of one run slot; every function here maps over the
+stacked lane axis.  ``spec`` and ``arrays`` are ``rounds.Spec`` and ``rounds.Arrays``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, NamedTuple
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+
+from foltr_jax import click_models, metrics, pdgd, plackett_luce, privacy
+from foltr_jax.data import RankingDataset
+
+if TYPE_CHECKING:
+    from foltr_jax.rounds import Arrays, Spec
+
+
+class DeviceData(NamedTuple):
+    """A dataset as flat device arrays; ``features``/``labels`` carry ``window``
+    zero rows of padding at the end so every query's window slice is in range."""
+
+    features: jax.Array  # float32 [n_docs + window, n_features]
+    labels: jax.Array  # int32 [n_docs + window]
+    query_offsets: jax.Array  # int32 [n_queries]
+    query_lengths: jax.Array  # int32 [n_queries]
+    ideal_dcg: jax.Array  # float32 [n_queries], DCG@k of the ideal list
+    eval_buckets: tuple  # metrics.LengthBucket per width (test split only), for ranking queries
+
+
+def to_device(dataset: RankingDataset, window: int, k: int, ranked: bool = False) -> DeviceData:
+    """Flat device arrays; ``ranked`` adds the length buckets offline evaluation ranks by."""
+    pad = ((0, window), (0, 0))
+    return DeviceData(
+        features=jnp.asarray(np.pad(dataset.features, pad), jnp.float32),
+        labels=jnp.asarray(np.pad(dataset.labels, (0, window)), jnp.int32),
+        query_offsets=jnp.asarray(dataset.query_offsets, jnp.int32),
+        query_lengths=jnp.asarray(dataset.query_lengths, jnp.int32),
+        ideal_dcg=jnp.asarray(
+            metrics.ideal_dcg(dataset.labels, dataset.query_offsets, dataset.query_lengths, k)
+        ),
+        eval_buckets=metrics.length_buckets(
+            dataset.query_offsets,
+            dataset.query_lengths,
+            window_widths(dataset.max_query_length, k),
+        )
+        if ranked
+        else (),
+    )
+
+
+class InteractionOutcome(NamedTuple):
+    ndcg: jax.Array  # nDCG@k of the displayed list
+    max_rr: jax.Array  # MaxRR of the clicks
+
+
+class DisplayedList(NamedTuple):
+    """What PDGD needs to know about one displayed list."""
+
+    ranking: jax.Array  # int [k] candidate positions within the query, top first
+    scores: jax.Array  # float [k] f(d) of the displayed documents
+    rest_logsumexp: jax.Array  # log Σ e^f over the candidates not displayed (-inf if none)
+
+
+def sample_query(key, data: DeviceData):
+    """A query drawn uniformly from the client's queries: (index, first row, length)."""
+    query = jax.random.randint(key, (), 0, data.query_offsets.shape[0])
+    return query, data.query_offsets[query], data.query_lengths[query]
+
+
+def display_list(key, scores, length, k: int) -> DisplayedList:
+    """Samples the top-k list shown for a query (FPDGD eqs. 1-2, Algorithm 1 line 5).
+
+    ``scores`` cover a candidate window (float [W], W ≥ the query's length).
+    """
+    mask = jnp.arange(scores.shape[0]) < length
+    ranking = plackett_luce.sample_top_k(key, scores, mask, k)
+    shown = jnp.arange(k) < jnp.minimum(length, k)
+    rest = pdgd.unshown_logsumexp(scores, mask, ranking, shown)
+    return DisplayedList(ranking, scores[ranking], rest)
+
+
+def pdgd_update(
+    params,
+    key,
+    query,
+    displayed: DisplayedList,
+    data: DeviceData,
+    ranker,
+    click_model,
+    *,
+    learning_rate: float,
+    clip_norm=None,
+):
+    """Clicks on a displayed list and the PDGD update they cause (Algorithm 1, lines 6-12).
+
+    ``clip_norm`` (FPDGD Algorithm 3): after the update θ ← θ·min(1, clip_norm/‖θ‖);
+    a clip_norm of 0 leaves θ alone.
+    """
+    k = displayed.ranking.shape[0]
+    start, length = data.query_offsets[query], data.query_lengths[query]
+    shown = jnp.arange(k) < jnp.minimum(length, k)
+    rows = start + displayed.ranking
+    shown_labels = jnp.where(shown, data.labels[rows], 0)
+    clicks = click_models.simulate_clicks(key, click_model, shown_labels, shown)
+    coefficients = pdgd.position_coefficients(
+        displayed.scores, shown, clicks, displayed.rest_logsumexp
+    )
+    coefficients = jnp.where(shown, coefficients, 0.0)
+    _, pullback = jax.vjp(lambda p: ranker.apply(p, data.features[rows]), params)
+    (gradient,) = pullback(coefficients.astype(displayed.scores.dtype))
+    params = jax.tree_util.tree_map(lambda p, g: p + learning_rate * g, params, gradient)
+    if clip_norm is not None:
+        flat, unravel = jax.flatten_util.ravel_pytree(params)
+        params = unravel(jnp.where(clip_norm > 0, privacy.clip(flat, clip_norm, 1.0), flat))
+    outcome = InteractionOutcome(
+        metrics.ndcg_of_list(shown_labels, shown, data.ideal_dcg[query]),
+        metrics.max_reciprocal_rank(clicks),
+    )
+    return params, outcome
+
+
+def window_widths(max_length: int, k: int) -> tuple:
+    """Scoring widths: a ladder growing by ~1.5x from 16 up to the longest query.
+
+    Each client scores its query's candidates at the narrowest width that holds
+    them, so scoring cost follows the query's length, not the longest query's.
+    """
+    longest = max(int(max_length), k)
+    widths, width = [], max(16, k)
+    while width < longest:
+        widths.append(width)
+        width = -(-int(width * 1.5) // 8) * 8
+    return tuple(widths) + (longest,)
+
+
+def display_lists(
+    spec: Spec, arrays: Arrays, lane_params, keys, queries, lane_slots, global_scores
+):
+    """Scores every lane's candidates and samples its displayed list.
+
+    Scoring walks the lanes one after another (``lax.map``): XLA:CPU turns a
+    vmapped ``dynamic_slice`` into a slow general gather.  Each lane picks with
+    ``lax.switch`` the narrowest width in ``spec.widths`` that holds its query, so
+    scoring follows the query's own length; the rest of its window is -inf.
+    Sampling is vmapped over all lanes.  With ``window_scoring='vmap'`` (for
+    accelerators) scoring is vmapped too, at full width.
+    """
+    train = arrays.train
+    lengths = train.query_lengths[queries]
+    if global_scores is not None:
+        # A round's first step: every lane scores with its run's global model.
+        scores = jax.vmap(
+            lambda run, query: jax.lax.dynamic_slice(
+                global_scores, (run, train.query_offsets[query]), (1, spec.window)
+            )[0]
+        )(lane_slots, queries)
+    else:
+
+        def at_width(width, params, query):
+            start = train.query_offsets[query]
+            window = jax.lax.dynamic_slice_in_dim(train.features, start, width, axis=0)
+            scores = spec.ranker.apply(params, window)
+            return jnp.pad(scores, (0, spec.window - width), constant_values=-jnp.inf)
+
+        if spec.config.window_scoring == "vmap":
+            scores = jax.vmap(functools.partial(at_width, spec.window))(lane_params, queries)
+        else:
+            branches = [functools.partial(at_width, w) for w in spec.widths]
+            widths = jnp.asarray(spec.widths)
+
+            def one(args):
+                params, query, length = args
+                return jax.lax.switch(jnp.searchsorted(widths, length), branches, params, query)
+
+            scores = jax.lax.map(one, (lane_params, queries, lengths))
+    return _display_in_groups(spec, keys, scores, lengths)
+
+
+def _display_in_groups(spec: Spec, keys, scores, lengths):
+    """Vmapped ``display_list`` over lanes, in ``display_groups`` groups of similar length.
+
+    Lanes are sorted by query length and cut into equal groups; each group samples
+    at the narrowest width holding its longest query (``lax.switch``), so the
+    sampling work follows the lengths too.  Results do not depend on the grouping.
+    """
+    n_lanes = lengths.shape[0]
+    n_groups = min(spec.config.display_groups, n_lanes)
+    display = jax.vmap(functools.partial(display_list, k=spec.config.top_k))
+    if n_groups == 1 or len(spec.widths) == 1:
+        return display(keys, scores, lengths)
+    size = -(-n_lanes // n_groups)
+    order = jnp.argsort(lengths)
+    order = jnp.concatenate([order, jnp.full(size * n_groups - n_lanes, order[-1])])
+
+    def display_at(width, k, s, n):
+        return display(k, s[:, :width], n)
+
+    branches = [functools.partial(display_at, w) for w in spec.widths]
+    widths = jnp.asarray(spec.widths)
+    parts = []
+    for g in range(n_groups):
+        lanes = order[g * size : (g + 1) * size]
+        branch = jnp.searchsorted(widths, lengths[lanes[-1]])
+        parts.append(jax.lax.switch(branch, branches, keys[lanes], scores[lanes], lengths[lanes]))
+    inverse = jnp.argsort(order[:n_lanes])
+    return jax.tree_util.tree_map(lambda *p: jnp.concatenate(p)[inverse], *parts)
+
+
+def interaction_step(
+    spec: Spec, arrays: Arrays, lane_params, keys, lanes: Lanes, global_scores=None
+):
+    """One PDGD interaction on every lane.
+
+    Args:
+        lane_params: lane models, leading axis [lanes].
+        keys: [lanes] PRNG keys of this interaction.
+        lanes: per-lane slot, click model and clipping norm.
+        global_scores: optional [n_slots, n_docs + window] training-set scores under
+            the lanes' current models (a round's first step starts from the global model).
+    """
+    key_query, key_rank, key_click = jnp.moveaxis(
+        jax.vmap(lambda key: jax.random.split(key, 3))(keys), 1, 0
+    )
+    if lanes.queries is None:
+        queries, _, _ = jax.vmap(sample_query, in_axes=(0, None))(key_query, arrays.train)
+    else:  # each lane draws from its own query list (non-IID, thesis ch. 4)
+        queries = jax.vmap(lambda k, table, n: table[jax.random.randint(k, (), 0, n)])(
+            key_query, lanes.queries, lanes.query_count
+        )
+    displayed = display_lists(
+        spec, arrays, lane_params, key_rank, queries, lanes.slot, global_scores
+    )
+    update = functools.partial(
+        pdgd_update, data=arrays.train, ranker=spec.ranker, learning_rate=spec.config.learning_rate
+    )
+    click_model = lanes.click_model
+    if lanes.click_pool is not None:
+        # Type 3's IID baseline: every interaction draws a click model (thesis §4.5.1).
+        pool = lanes.click_pool
+        draw = jax.vmap(
+            lambda key: jax.random.randint(
+                jax.random.fold_in(key, _CLICK_DRAW), (), 0, pool.eta.shape[0]
+            )
+        )(keys)
+        click_model = jax.tree_util.tree_map(lambda x: x[draw], pool)
+    params, outcome = jax.vmap(
+        lambda p, k, q, d, c, n: update(p, k, q, d, click_model=c, clip_norm=n)
+    )(lane_params, key_click, queries, displayed, click_model, lanes.clip_norm)
+    clients = arrays.clients
+    if clients is not None and clients.online_labels is not None:
+        outcome = outcome._replace(
+            ndcg=_online_ndcg_over_views(spec, arrays, clients, queries, displayed.ranking)
+        )
+    return params, outcome
+
+
+_CLICK_DRAW = 0x5EED  # fold_in tag of the per-interaction click-model draw
+
+
+def _online_ndcg_over_views(spec: Spec, arrays: Arrays, clients, queries, ranking):
+    """Online nDCG@k of the shown lists averaged over label views (thesis §4.3.1)."""
+    train, k = arrays.train, spec.config.top_k
+    lengths = train.query_lengths[queries]
+    shown = jnp.arange(k)[None, :] < jnp.minimum(lengths, k)[:, None]  # [lanes, k]
+    rows = train.query_offsets[queries][:, None] + ranking
+    labels = jnp.where(shown, clients.online_labels[:, rows], 0)  # [V, lanes, k]
+    ideal = clients.online_ideal[:, queries]  # [V, lanes]
+    return jnp.mean(metrics.ndcg_of_list(labels, shown, ideal), axis=0)
+
+
+class Lanes(NamedTuple):
+    """Per-lane facts of a round (a lane is one client of one run slot)."""
+
+    slot: jax.Array  # int [lanes] run slot (setting x repetition)
+    click_model: click_models.ClickModel  # leaves [lanes, ...]
+    clip_norm: jax.Array | None  # float [lanes]; None without differential privacy
+    queries: jax.Array | None = None  # int [lanes, L] the lane's query list (None: all)
+    query_count: jax.Array | None = None  # int [lanes] valid entries of ``queries``
+    click_pool: click_models.ClickModel | None = None  # leaves [P, ...]: drawn per interaction
+
+
+def local_training(
+    spec: Spec,
+    arrays: Arrays,
+    lane_params,
+    lane_keys,
+    lanes: Lanes,
+    global_scores=None,
+    lane_steps=None,
+):
+    """ClientUpdate (Algorithm 2) for every lane: B sequential PDGD interactions.
+
+    Args:
+        lane_params: every lane's starting model, leading axis [lanes].
+        lane_keys: one PRNG key per lane.
+        lanes: per-lane slot, click model and clipping norm.
+        global_scores: optional [n_slots, n_docs + window] training-set scores under
+            the starting (global) models, used for the first interaction.
+        lane_steps: optional int [lanes] ≤ B: a lane keeps its model after its own
+            number of interactions (one program for several local step counts).
+    With ``arrays.clients.prox_mu`` (FedProx, thesis §4.3.3) every step also pulls the
+    model towards its starting (global) model: θ ← θ + η∇ − ημ(θ − θ_global).
+    Returns:
+        (trained lane params, InteractionOutcome with leaves [lanes, B]).
+    """
+    mu = None if arrays.clients is None else arrays.clients.prox_mu
+
+    def step(params, b, scores=None):
+        keys = jax.vmap(lambda key: jax.random.fold_in(key, b))(lane_keys)
+        new, outcome = interaction_step(spec, arrays, params, keys, lanes, scores)
+        if mu is not None:
+            pull = spec.config.learning_rate * mu
+            new = jax.tree_util.tree_map(
+                lambda n, p, g: n - pull * (p - g), new, params, lane_params
+            )
+        if lane_steps is not None:
+            active = b < lane_steps
+            new = jax.tree_util.tree_map(
+                lambda n, p: jnp.where(active.reshape((-1,) + (1,) * (n.ndim - 1)), n, p),
+                new,
+                params,
+            )
+        return new, outcome
+
+    params, first = step(lane_params, 0, global_scores)
+    params, later = jax.lax.scan(step, params, jnp.arange(1, spec.config.local_updates))
+    outcome = jax.tree_util.tree_map(
+        lambda a, b: jnp.concatenate([a[:, None], b.T], axis=1), first, later
+    )
+    return params, outcome
+
+
+def train_lanes(
+    spec: Spec, arrays: Arrays, lane_params, lane_keys, lanes: Lanes, global_scores, lane_steps
+):
+    """``local_training``, with the lanes sharded over ``config.n_devices`` devices.
+
+    Every lane's interactions depend only on its own key and model, so each device
+    trains its shard of lanes (``shard_map`` over a one-axis ``Mesh``) and the
+    results are the single-device results, gathered in lane order.
+    """
+    n_devices = spec.config.n_devices
+    if n_devices == 1:
+        return local_training(
+            spec, arrays, lane_params, lane_keys, lanes, global_scores, lane_steps
+        )
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), ("lanes",))
+    split, whole = jax.sharding.PartitionSpec("lanes"), jax.sharding.PartitionSpec()
+
+    def shard(params, keys, lane_facts, scores, steps):
+        return local_training(spec, arrays, params, keys, lane_facts, scores, steps)
+
+    return jax.shard_map(
+        shard,
+        mesh=mesh,
+        in_specs=(split, split, split, whole, split),
+        out_specs=split,
+        check_vma=False,
+    )(lane_params, lane_keys, lanes, global_scores, lane_steps)
+
+
+def ranking_quality(scores, test: DeviceData, spec):
+    """Mean nDCG@k and MRR@k of ranking ``test`` by ``scores`` (float [n_docs + pad]),
+    over the queries with a relevant document (FPDGD paper §4)."""
+    ndcg, rr = metrics.per_query_rank_metrics(
+        scores, test.labels, test.ideal_dcg, test.eval_buckets, spec.config.top_k
+    )
+    relevant = test.ideal_dcg > 0
+    n_relevant = jnp.maximum(jnp.sum(relevant), 1)
+    return (
+        jnp.sum(jnp.where(relevant, ndcg, 0.0)) / n_relevant,
+        jnp.sum(jnp.where(relevant, rr, 0.0)) / n_relevant,
+    )
