@@ -20,7 +20,7 @@ from absl import flags, logging
 
 import foltr_jax
 from foltr_jax import aggregators, data, federation
-from foltr_jax.config import ATTACKS, centralised
+from foltr_jax.config import ATTACKS, FederationConfig, centralised
 
 FLAGS = flags.FLAGS
 
@@ -97,18 +97,7 @@ def define_federation_flags():
         defaults.clip_factor,
         "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0).",
     )
-    flags.DEFINE_string(
-        "aggregator", defaults.aggregator, f"Server aggregation rule: {aggregators.help_text()}."
-    )
-    flags.DEFINE_string(
-        "attack",
-        defaults.attack,
-        " | ".join(ATTACKS) + " (data_poisoning: malicious clients click with the poison model; "
-        "the others replace the malicious clients' models).",
-    )
-    flags.DEFINE_integer(
-        "n_malicious", defaults.n_malicious, "m: the first m clients are malicious."
-    )
+    define_poisoning_flags()
     flags.DEFINE_integer(
         "client_chunk",
         defaults.client_chunk,
@@ -127,6 +116,29 @@ def define_federation_flags():
         "centralised_form",
         "same_budget",
         "same_updates | same_budget | batch: which reading of the FPDGD paper's baseline (§4).",
+    )
+
+
+def define_poisoning_flags():
+    """--attack, --aggregator, --n_malicious, --krum_squared_distances: shared by every method."""
+    defaults = FederationConfig()
+    flags.DEFINE_string(
+        "aggregator", defaults.aggregator, f"Server aggregation rule: {aggregators.help_text()}."
+    )
+    flags.DEFINE_string(
+        "attack",
+        defaults.attack,
+        " | ".join(ATTACKS) + " (data_poisoning: malicious clients click with the poison model; "
+        "the others replace what the malicious clients send).",
+    )
+    flags.DEFINE_integer(
+        "n_malicious", defaults.n_malicious, "m: the first m clients are malicious."
+    )
+    flags.DEFINE_bool(
+        "krum_squared_distances",
+        defaults.krum_squared_distances,
+        "Krum and Fang's Krum attack score with squared Euclidean distances (Blanchard et al.); "
+        "--nokrum_squared_distances: Euclidean, as the poisoning paper says.",
     )
 
 
@@ -243,6 +255,7 @@ def federation_config() -> federation.FederationConfig:
         aggregator=FLAGS.aggregator,
         attack=FLAGS.attack,
         n_malicious=FLAGS.n_malicious,
+        krum_squared_distances=FLAGS.krum_squared_distances,
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
         window_scoring=FLAGS.window_scoring,

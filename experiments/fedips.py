@@ -27,6 +27,7 @@ from foltr_jax import federation, fedips
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_checkpoint_flag()
+common.define_poisoning_flags()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 _D = fedips.FedIpsConfig()
 flags.DEFINE_integer("n_users", _D.n_users, "|U|: users (clients), all take part every round.")

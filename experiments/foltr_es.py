@@ -26,6 +26,7 @@ from foltr_jax import federation, foltr_es
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_checkpoint_flag()
+common.define_poisoning_flags()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 _DEFAULTS = foltr_es.FoltrEsConfig()
 flags.DEFINE_integer("n_clients", _DEFAULTS.n_clients, "Clients per round N.")
@@ -91,6 +92,10 @@ def config_from_flags() -> foltr_es.FoltrEsConfig:
         seed=FLAGS.seed,
         window_scoring=FLAGS.window_scoring,
         chunk_rounds=FLAGS.chunk_rounds,
+        attack=FLAGS.attack,
+        aggregator=FLAGS.aggregator,
+        n_malicious=FLAGS.n_malicious,
+        krum_squared_distances=FLAGS.krum_squared_distances,
     )
     try:
         return config.validate()

@@ -33,12 +33,16 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
+import optax
 
-from foltr_jax import metrics, rankers
+from foltr_jax import metrics, pipeline, rankers
+from foltr_jax.config import ConfigError, Setting
 from foltr_jax.data import RankingDataset
-from foltr_jax.federation import ConfigError, round_curves, scan_in_chunks, window_widths
+from foltr_jax.interaction import window_widths
+from foltr_jax.loop import round_curves, scan_in_chunks
 
 PROPENSITIES = ("known", "estimated", "none")
 EM_SCOPES = ("user", "global")
@@ -71,6 +75,11 @@ class FedIpsConfig:
     n_runs: int = 1
     seed: int = 0
     chunk_rounds: int = 50  # rounds per compiled scan chunk
+    # Model poisoning (poisoning paper §4) on FedIPS: the first n_malicious users are malicious.
+    attack: str = "none"  # 'none' or a model attack (attacks.ATTACKS) on the users' updates
+    aggregator: str = "fedavg"  # aggregators.names(), over the users' updates
+    n_malicious: int = 0
+    krum_squared_distances: bool = True
 
     def validate(self) -> FedIpsConfig:
         """Raises federation.ConfigError naming the offending field."""
@@ -104,6 +113,15 @@ class FedIpsConfig:
             )
         if self.em_scope not in EM_SCOPES:
             raise ConfigError("em_scope", f"must be one of {EM_SCOPES}, got {self.em_scope!r}")
+        if self.attack == "data_poisoning":
+            raise ConfigError(
+                "attack",
+                "data_poisoning is not defined for FedIPS (its clicks come from the logging "
+                "policy's lists and eq. 11, with no poison click model); use a model attack",
+            )
+        Setting(
+            n_malicious=self.n_malicious, attack=self.attack, aggregator=self.aggregator
+        ).validate(self.n_users)
         return self
 
     @property
@@ -624,6 +642,7 @@ class EmState(NamedTuple):
 class State(NamedTuple):
     params: dict  # global ranker, leaves [n_runs, ...]
     em: EmState | None  # leaves [n_runs, ...]; None unless propensity == 'estimated'
+    server: tuple = ()  # the server chain's state, leaves [n_runs, ...]
 
 
 class RoundMetrics(NamedTuple):
@@ -704,12 +723,16 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t):
         lambda a: local_sgd(spec, train, *a),
         (lane_params, jax.tree_util.tree_map(lane, logs), lane(propensities)),
     )
-    delta = jax.tree_util.tree_map(
-        lambda c, g: (c - g).reshape((cfg.n_runs, cfg.n_users) + c.shape[1:]).mean(axis=1),
-        local,
-        lane_params,
+    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])
+    updates = (flat(local) - flat(lane_params)).reshape(cfg.n_runs, cfg.n_users, -1)
+    server_keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, t), cfg.n_users))(
+        run_keys
+    )  # user n_users's key of the round (users are 0..n_users-1)
+    step, server = jax.vmap(functools.partial(server_update, spec))(
+        updates, state.server, server_keys
     )
-    params = jax.tree_util.tree_map(lambda g, d: g + cfg.global_lr * d, state.params, delta)
+    unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda g: g[0], state.params))[1]
+    params = jax.tree_util.tree_map(lambda g, d: g + d, state.params, jax.vmap(unravel)(step))
     ndcg5, ndcg10 = jax.vmap(evaluate, in_axes=(0, None))(params, arrays.test)
     round_metrics = RoundMetrics(
         ndcg5,
@@ -717,7 +740,38 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t):
         jnp.sum(logs.record_valid, axis=(1, 2), dtype=jnp.int32),
         jnp.sum(logs.sessions, axis=1, dtype=jnp.int32),
     )
-    return State(params, em), round_metrics, logs
+    return State(params, em, server), round_metrics, logs
+
+
+def server_chain(spec: Spec) -> pipeline.Stage:
+    """The server (FedOpt): attack → aggregation of the users' updates → θ + η_g·Δ.
+
+    The messages are updates (reference 0); FedAvg over equal weights is the paper's
+    mean update, and ``server_step(sgd(η_g))`` its global step.
+    """
+    cfg = spec.config
+    model_attack = None if cfg.attack == "none" else cfg.attack
+    return pipeline.server_chain(
+        attack_names=(model_attack,) if model_attack else (),
+        aggregator_names=(cfg.aggregator,),
+        squared_distances=cfg.krum_squared_distances,
+        optimizer=optax.sgd(cfg.global_lr),
+    )
+
+
+def server_update(spec: Spec, updates, chain_state, key):
+    """One run's server step: ``updates`` [n_users, P] → (the global model's change, state)."""
+    cfg = spec.config
+    n_params = updates.shape[1]
+    messages = pipeline.ClientUpdates(
+        updates,
+        jnp.ones(cfg.n_users, jnp.float32),
+        jnp.zeros(n_params, jnp.float32),
+        jnp.int32(cfg.n_malicious),
+        jnp.zeros(n_params, jnp.float32),
+    )
+    messages, chain_state = server_chain(spec).update(chain_state, messages, key)
+    return messages.aggregate, chain_state
 
 
 def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
@@ -783,7 +837,8 @@ def initial_state(spec: Spec) -> State:
         em = jax.tree_util.tree_map(
             lambda x: jnp.broadcast_to(x, (cfg.n_runs,) + x.shape), init_em(spec)
         )
-    return State(params, em)
+    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(params)
+    return State(params, em, jax.vmap(server_chain(spec).init)(flat))
 
 
 def run(

@@ -43,9 +43,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from foltr_jax import click_models, interaction, loop, metrics, rankers
+from foltr_jax import click_models, interaction, loop, metrics, pipeline, rankers
+from foltr_jax.config import ConfigError, Setting
 from foltr_jax.data import RankingDataset
-from foltr_jax.federation import ConfigError
 
 RANKERS = ("linear", "neural")
 WINDOW_SCORING = ("map", "vmap")
@@ -76,6 +76,11 @@ class FoltrEsConfig:
     top_k: int = 10
     window_scoring: str = "map"  # score each lane's window in turn (map) or batched (vmap)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
+    # Poisoning (poisoning paper §4) on FOLtR-ES: the first n_malicious clients are malicious.
+    attack: str = "none"  # config.ATTACKS: data_poisoning clicks with 'poison', others craft
+    aggregator: str = "fedavg"  # aggregators.names(), over the clients' gradient estimates
+    n_malicious: int = 0
+    krum_squared_distances: bool = True
 
     @property
     def n_reward_values(self) -> int:
@@ -117,11 +122,17 @@ class FoltrEsConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
-        try:
-            click_models.by_name(self.click_model, 5)
-        except ValueError as error:
-            raise ConfigError("click_model", str(error)) from None
+        Setting(
+            click_model=self.click_model,
+            n_malicious=self.n_malicious,
+            attack=self.attack,
+            aggregator=self.aggregator,
+        ).validate(self.n_clients)
         return self
+
+    @property
+    def model_attack(self) -> str | None:
+        return None if self.attack in ("none", "data_poisoning") else self.attack
 
 
 def epsilon_bound(p: float, n_values: int = 11) -> float:
@@ -183,6 +194,13 @@ def es_gradient(noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigma) -
     return scores @ noise / (noise.shape[0] * sigma**2)
 
 
+def client_gradient(noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigma) -> jax.Array:
+    """float [N, P]: client c's term of ĝ, mean_i(s_i f_ci) ε_c / σ² (``es_gradient`` is
+    their mean).  The server's pipeline (attack, aggregator) runs over these messages."""
+    scores = jnp.mean(rewards * signs, axis=-1)
+    return scores[:, None] * noise / sigma**2
+
+
 def make_ranker(name: str, n_features: int):
     """FOLtR-ES's rankers: 'linear' (zero init) or 'neural' (10 ReLU units, zero init)."""
     if name == "linear":
@@ -217,6 +235,7 @@ class Arrays(NamedTuple):
     train: interaction.DeviceData
     test: interaction.DeviceData
     click_model: click_models.ClickModel
+    poison_model: click_models.ClickModel  # the malicious clients' clicks (data poisoning)
 
 
 def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
@@ -231,6 +250,7 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
         interaction.to_device(train, spec.window, config.top_k),
         interaction.to_device(test, spec.window, config.top_k, ranked=True),
         click_models.by_name(config.click_model, n_grades),
+        click_models.by_name("poison", n_grades),
     )
     return spec, arrays
 
@@ -282,7 +302,12 @@ class RoundDetails(NamedTuple):
     true_reward: jax.Array  # int [R, N, B] MaxRR index (0: no click, r: top click at rank r)
     private_reward: jax.Array  # int [R, N, B] after the privatisation procedure
     ndcg: jax.Array  # float [R, N, B] nDCG@k of the displayed list (relevance labels)
-    gradient: jax.Array  # float [R, P] ĝ, the ascent direction
+    client_gradients: jax.Array  # float [R, N, P] each client's estimate (before any attack)
+
+    @property
+    def gradient(self) -> jax.Array:
+        """float [R, P] ĝ of the honest clients' messages: their mean (eq. 3.5)."""
+        return jnp.mean(self.client_gradients, axis=1)
 
 
 def es_round(spec: Spec, arrays: Arrays, flat_global, run_keys, round_index) -> RoundDetails:
@@ -332,9 +357,18 @@ def es_round(spec: Spec, arrays: Arrays, flat_global, run_keys, round_index) -> 
     shown = jnp.arange(k)[None, :] < jnp.minimum(lengths, k)[:, None]
     rows = train.query_offsets[queries][:, None] + rankings
     labels = jnp.where(shown, train.labels[rows], 0)
-    clicks = jax.vmap(click_models.simulate_clicks, in_axes=(0, None, 0, 0))(
-        click_keys, arrays.click_model, labels, shown
-    )
+    if cfg.attack == "data_poisoning":  # the malicious clients click with 'poison'
+        poisoned = jnp.tile(jnp.repeat(jnp.arange(n_clients), b), n_runs) < cfg.n_malicious
+        lane_model = jax.tree_util.tree_map(
+            lambda good, bad: jnp.where(poisoned.reshape((-1,) + (1,) * good.ndim), bad, good),
+            arrays.click_model,
+            arrays.poison_model,
+        )
+        clicks = jax.vmap(click_models.simulate_clicks)(click_keys, lane_model, labels, shown)
+    else:
+        clicks = jax.vmap(click_models.simulate_clicks, in_axes=(0, None, 0, 0))(
+            click_keys, arrays.click_model, labels, shown
+        )
     true_reward = reward_index(clicks)
     private_reward = jax.vmap(privatise_reward, in_axes=(0, 0, None, None))(
         privacy_keys, true_reward, cfg.privacy_p, cfg.n_reward_values
@@ -343,7 +377,9 @@ def es_round(spec: Spec, arrays: Arrays, flat_global, run_keys, round_index) -> 
 
     per_run = lambda x: x.reshape((n_runs, n_clients, b) + x.shape[1:])
     values = reward_values(cfg.n_reward_values)[per_run(private_reward)]
-    gradient = jax.vmap(es_gradient, in_axes=(0, 0, None, None))(noise, values, signs, cfg.sigma)
+    client_gradients = jax.vmap(client_gradient, in_axes=(0, 0, None, None))(
+        noise, values, signs, cfg.sigma
+    )
     return RoundDetails(
         noise,
         per_run(queries),
@@ -351,7 +387,7 @@ def es_round(spec: Spec, arrays: Arrays, flat_global, run_keys, round_index) -> 
         per_run(true_reward),
         per_run(private_reward),
         per_run(ndcg),
-        gradient,
+        client_gradients,
     )
 
 
@@ -374,22 +410,57 @@ class RoundMetrics(NamedTuple):
     online_max_rr: jax.Array  # [n_runs] true (not privatised) MaxRR, mean over interactions
 
 
-def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index):
-    """One round for every run: clients interact, the server steps Adam, models are evaluated.
+def server_chain(spec: Spec) -> pipeline.Stage:
+    """The server: attack → aggregation of the clients' gradient estimates → Adam.
 
-    ``state`` is (flat_global [R, P], Adam state with leading axis R).
+    The messages are updates (reference 0): FedAvg gives ĝ of eq. 3.5, and the
+    ``server_step`` stage takes Adam's step of ascent on it (thesis §3.1.2).
     """
-    flat_global, opt_state = state
-    details = es_round(spec, arrays, flat_global, run_keys, round_index)
-    # Gradient ascent on the reward: optax minimises, so it gets −ĝ.
-    updates, opt_state = jax.vmap(optimizer(spec.config).update)(
-        -details.gradient, opt_state, flat_global
+    cfg = spec.config
+    return pipeline.server_chain(
+        attack_names=(cfg.model_attack,) if cfg.model_attack else (),
+        aggregator_names=(cfg.aggregator,),
+        squared_distances=cfg.krum_squared_distances,
+        optimizer=optimizer(cfg),
     )
-    flat_global = optax.apply_updates(flat_global, updates)
+
+
+def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index):
+    """One round for every run: clients interact, the server runs its pipeline (attack,
+    aggregation, Adam), models are evaluated.
+
+    ``state`` is (flat_global [R, P], the server chain's state with leading axis R).
+    """
+    cfg = spec.config
+    flat_global, server_state = state
+    details = es_round(spec, arrays, flat_global, run_keys, round_index)
+    chain = server_chain(spec)
+    n_params = flat_global.shape[1]
+
+    def server(gradients, chain_state, key):
+        messages = pipeline.ClientUpdates(
+            gradients,
+            jnp.ones(cfg.n_clients, jnp.float32),
+            jnp.zeros(n_params, jnp.float32),
+            jnp.int32(cfg.n_malicious),
+            jnp.zeros(n_params, jnp.float32),
+        )
+        messages, chain_state = chain.update(chain_state, messages, key)
+        return messages.aggregate, chain_state
+
+    # The server's key is client n_clients's of the round (clients are 0..N-1), as in FPDGD.
+    server_keys = jax.vmap(
+        lambda k: jax.random.fold_in(jax.random.fold_in(k, round_index), cfg.n_clients)
+    )(run_keys)
+    step, server_state = jax.vmap(server)(details.client_gradients, server_state, server_keys)
+    flat_global = flat_global + step
     offline_ndcg, offline_mrr = jax.vmap(functools.partial(evaluate, spec, arrays))(flat_global)
-    values = reward_values(spec.config.n_reward_values)
-    mean = lambda x: x.reshape(x.shape[0], -1).mean(axis=1)
-    return (flat_global, opt_state), RoundMetrics(
+    values = reward_values(cfg.n_reward_values)
+
+    def mean(x):
+        return x.reshape(x.shape[0], -1).mean(axis=1)
+
+    return (flat_global, server_state), RoundMetrics(
         offline_ndcg, offline_mrr, mean(details.ndcg), mean(values[details.true_reward])
     )
 
@@ -439,7 +510,7 @@ def initial_state(spec: Spec):
     flat = jax.vmap(lambda key: jax.flatten_util.ravel_pytree(spec.ranker.init(key))[0])(
         init_keys
     ).astype(jnp.float32)
-    return train_keys, (flat, jax.vmap(optimizer(cfg).init)(flat))
+    return train_keys, (flat, jax.vmap(server_chain(spec).init)(flat))
 
 
 def run(

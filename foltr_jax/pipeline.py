@@ -1,8 +1,16 @@
 """The server-side update pipeline: attack → differential privacy → aggregation.
 
 Every stage is a pure transformation of the stacked client updates, composed like
-optax's ``chain``: a stage has ``init() -> state`` and
-``update(state, updates, key) -> (updates, state)``.  Stages see flattened client
+optax's ``chain``: a stage has ``init(global_model) -> state`` and
+``update(state, updates, key) -> (updates, state)``; the caller carries the state
+from round to round (through the run's ``lax.scan``), so a stage may keep state: the
+server optimiser (``server_step``: FedOpt's server SGD, FOLtR-ES's Adam, momentum).
+
+What the clients send depends on the method: FPDGD clients send models and the
+reference ``global_model`` is the model they started from; FOLtR-ES and FedIPS
+clients send updates (a gradient estimate, a model change) and the reference is 0.
+Attacks and robust rules treat both alike (they are shift-equivariant), apart from
+``scaled_negation``, which scales what is sent.  Stages see flattened client
 models ``[n_clients, d]``; the aggregation stage fills ``aggregate`` with the new
 global model.  Settings that vary across a grid (number of malicious clients,
 which attack, which aggregator, ε and Δ) are arrays, so one compiled program runs
@@ -17,6 +25,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from foltr_jax import aggregators, attacks, privacy
 
@@ -32,15 +41,15 @@ class ClientUpdates(NamedTuple):
 
 
 class Stage(NamedTuple):
-    init: Callable[[], Any]
+    init: Callable[..., Any]  # init(global_model [d]) -> state
     update: Callable[[Any, ClientUpdates, jax.Array], tuple[ClientUpdates, Any]]
 
 
 def chain(*stages: Stage) -> Stage:
     """Runs ``stages`` in order, each with its own key and state."""
 
-    def init():
-        return tuple(stage.init() for stage in stages)
+    def init(global_model=None):
+        return tuple(stage.init(global_model) for stage in stages)
 
     def update(state, updates, key):
         keys = stage_keys(key, len(stages))
@@ -59,7 +68,9 @@ def stage_keys(key: jax.Array, n_stages: int) -> jax.Array:
 
 
 def stateless(fn: Callable[[ClientUpdates, jax.Array], ClientUpdates]) -> Stage:
-    return Stage(lambda: (), lambda state, updates, key: (fn(updates, key), state))
+    return Stage(
+        lambda global_model=None: (), lambda state, updates, key: (fn(updates, key), state)
+    )
 
 
 def _select(functions, index, *args):
@@ -116,3 +127,50 @@ def aggregate(names: tuple, index, squared_distances: bool = True) -> Stage:
         )
 
     return stateless(apply)
+
+
+def server_step(optimizer: optax.GradientTransformation) -> Stage:
+    """A server optimiser on the aggregate (FedOpt, Reddi et al. 2021).
+
+    The pseudo-gradient is −Δ with Δ = aggregate − global_model, the change the clients
+    ask for; ``aggregate`` becomes global_model + the optimiser's step.  ``optax.sgd(η_g)``
+    is FedIPS's server step θ + η_g·Δ; ``optax.adam`` on FOLtR-ES's gradient estimate is
+    its server (thesis §3.1).  The optimiser's state is the stage's state.
+    """
+
+    def init(global_model=None):
+        return optimizer.init(global_model)
+
+    def update(state, updates: ClientUpdates, key):
+        del key
+        delta = updates.aggregate - updates.global_model
+        step, state = optimizer.update(-delta, state, updates.global_model)
+        return updates._replace(aggregate=updates.global_model + step), state
+
+    return Stage(init, update)
+
+
+def server_chain(
+    *,
+    attack_names: tuple = (),
+    attack_index=0,
+    noise: Stage | None = None,
+    aggregator_names: tuple = ("fedavg",),
+    aggregator_index=0,
+    squared_distances: bool = True,
+    optimizer: optax.GradientTransformation | None = None,
+) -> Stage:
+    """The server's pipeline of every method: attack → privacy → aggregation → optimiser.
+
+    Stages are left out when unused (no attack names, no noise, no optimiser), so a
+    method pays only for what its grid uses; the indices may be traced grid settings.
+    """
+    stages = []
+    if attack_names:
+        stages.append(model_attack(attack_names, attack_index))
+    if noise is not None:
+        stages.append(noise)
+    stages.append(aggregate(aggregator_names, aggregator_index, squared_distances))
+    if optimizer is not None:
+        stages.append(server_step(optimizer))
+    return chain(*stages)

@@ -78,16 +78,18 @@ def server_update(
     updates = pipeline.ClientUpdates(
         flat_clients, weights, flat_global, settings.n_malicious, flat_global
     )
-    stages = []
-    if spec.attack_names:
-        stages.append(pipeline.model_attack(spec.attack_names, settings.model_attack))
+    noise = None
     if spec.uses_privacy:
-        stages.append(pipeline.gamma_noise(cfg.n_clients, settings.sensitivity, settings.epsilon))
-    stages.append(
-        pipeline.aggregate(spec.aggregator_names, settings.aggregator, cfg.krum_squared_distances)
+        noise = pipeline.gamma_noise(cfg.n_clients, settings.sensitivity, settings.epsilon)
+    chain = pipeline.server_chain(
+        attack_names=spec.attack_names,
+        attack_index=settings.model_attack,
+        noise=noise,
+        aggregator_names=spec.aggregator_names,
+        aggregator_index=settings.aggregator,
+        squared_distances=cfg.krum_squared_distances,
     )
-    chain = pipeline.chain(*stages)
-    updates, _ = chain.update(chain.init(), updates, key)
+    updates, _ = chain.update(chain.init(flat_global), updates, key)
     return unravel(updates.aggregate)
 
 

@@ -167,7 +167,7 @@ def test_federated_round_matches_numpy(propensity):
     cfg = spec.config
     keys, gammas = fedips.run_keys_and_gammas(cfg)
     start = {"w": jnp.asarray(np.random.default_rng(0).normal(size=(2, 4)), jnp.float32)}
-    state = fedips.State(start, None)
+    state = fedips.initial_state(spec)._replace(params=start)
     round_fn = jax.jit(functools.partial(fedips.fedips_round, spec), static_argnums=())
     new_state, round_metrics, logs = round_fn(arrays, state, keys, gammas, jnp.int32(3))
 
