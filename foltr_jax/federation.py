@@ -883,7 +883,11 @@ def server_update(
     )
     stages = []
     if spec.attack_names:
-        stages.append(pipeline.model_attack(spec.attack_names, settings.model_attack))
+        stages.append(
+            pipeline.model_attack(
+                spec.attack_names, settings.model_attack, cfg.krum_squared_distances
+            )
+        )
     if spec.uses_privacy:
         stages.append(pipeline.gamma_noise(cfg.n_clients, settings.sensitivity, settings.epsilon))
     stages.append(
