@@ -68,7 +68,7 @@ def define_federation_flags():
     flags.DEFINE_integer(
         "n_grades",
         defaults.n_grades,
-        "Relevance grades of the click tables (3 or 5); 0 infers from the labels.",
+        "Relevance grades of the click tables (2, 3 or 5); 0 infers from the labels.",
     )
     flags.DEFINE_integer(
         "n_runs", defaults.n_runs, "Independent repetitions, run together in one program."

@@ -57,7 +57,7 @@ flags.DEFINE_string(
 flags.DEFINE_integer(
     "n_grades",
     _DEFAULTS.n_grades,
-    "Relevance grades of the click tables (3 or 5); 0 infers from the labels.",
+    "Relevance grades of the click tables (2, 3 or 5); 0 infers from the labels.",
 )
 flags.DEFINE_integer(
     "n_runs", _DEFAULTS.n_runs, "Independent repetitions, run together in one program."

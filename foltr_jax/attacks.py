@@ -16,7 +16,8 @@ identity.
   malicious clients' own before-attack models and z from Baruch et al.'s Eq. for z_max.
 * ``fang_krum`` (poisoning paper §4.3.2; Fang et al. 2020 §IV-A): the crafted model
   w′ = w_g − λ·sign(μ − w_g) with the first λ of λ₀, λ₀/2, λ₀/4, ... for which Krum selects
-  it.
+  it (none above the threshold: models unchanged).  Partial knowledge simulates Krum over the
+  m attackers' own before-attack models plus one crafted model, assuming one attacker.
 * ``scaled_negation`` (unlearning paper §3.4, eq. 3): every malicious row becomes −z·θ with
   z = 2, the clearly distinguishable client whose removal the unlearning evaluation measures.
 * ``fang_trimmed_mean`` (poisoning paper §4.3.2; Fang et al. 2020 §IV-B, shared by Trimmed
@@ -145,18 +146,22 @@ def _krum_scores(distances: jax.Array, valid: jax.Array, n_byzantine) -> jax.Arr
 
 
 class _KrumView(NamedTuple):
-    """The models the attacker can run Krum on (Fang et al. 2020 §IV-A).
+    """The federation the attacker simulates Krum on (Fang et al. 2020 §IV-A).
 
-    Full knowledge: all n rows, the first m of them crafted.  Partial knowledge: 2n slots,
-    the first n hold the clients' before-attack models of which the first m are valid (the
-    attackers' own), the last n are crafted slots of which the first m are valid.
+    Full knowledge: all n rows, the first m of them crafted, Krum assuming f = m.  Partial
+    knowledge: the attacker knows only its m before-attack models and stands them in for the
+    benign clients, with ONE crafted model among them (n + 1 slots: the first n hold the
+    before-attack models, of which the first m are valid; the last is the crafted slot), and
+    Krum assuming f = 1.  With m identical crafted copies and f = m the copies would be each
+    other's nearest neighbours at distance 0 and the check could never fail.
     """
 
     rows: jax.Array  # [N, d] before-attack models (crafted slots are overwritten per λ)
     valid: jax.Array  # [N] bool, rows Krum sees
     crafted: jax.Array  # [N] bool, crafted rows (a subset of valid)
     benign: jax.Array  # [N] bool, rows the attacker treats as benign for λ's upper bound
-    n_total: jax.Array  # [] the n in Fang et al.'s bound: n (full) or 2m (partial)
+    n_total: jax.Array  # [] the n in Fang et al.'s bound: n (full) or m + 1 (partial)
+    n_byzantine: jax.Array  # [] Krum's f and the c of the bound: m (full) or 1 (partial)
 
 
 def _krum_view(models, n_malicious, full_knowledge: bool) -> _KrumView:
@@ -164,26 +169,27 @@ def _krum_view(models, n_malicious, full_knowledge: bool) -> _KrumView:
     m = jnp.asarray(n_malicious, jnp.int32)
     mask = _malicious_mask(n, m)
     if full_knowledge:
-        return _KrumView(models, jnp.ones(n, bool), mask, ~mask, jnp.int32(n))
-    rows = jnp.concatenate([models, models], axis=0)
-    valid = jnp.concatenate([mask, mask])
-    crafted = jnp.concatenate([jnp.zeros(n, bool), mask])
-    return _KrumView(rows, valid, crafted, valid & ~crafted, 2 * m)
+        return _KrumView(models, jnp.ones(n, bool), mask, ~mask, jnp.int32(n), m)
+    rows = jnp.concatenate([models, models[:1]], axis=0)
+    crafted = jnp.arange(n + 1) == n
+    valid = jnp.concatenate([mask, (m > 0)[None]])
+    return _KrumView(rows, valid, crafted & valid, valid & ~crafted, m + 1, jnp.int32(1))
 
 
-def _lambda_upper_bound(view: _KrumView, global_model, n_malicious, squared_rows) -> jax.Array:
+def _lambda_upper_bound(view: _KrumView, global_model, squared_rows) -> jax.Array:
     """λ's starting value (Fang et al. 2020 §IV-A, Eq. for the upper bound of λ).
 
-    λ₀ = 1/((n − 2m − 1)√d) · min_{i benign} Σ_{l ∈ Γ_i} D(w_l, w_i)
+    λ₀ = 1/((n − 2c − 1)√d) · min_{i benign} Σ_{l ∈ Γ_i} D(w_l, w_i)
          + 1/√d · max_{i benign} D(w_i, w_g),
-    D Euclidean, Γ_i the n − m − 2 benign models nearest to w_i; n − 2m − 1 and n − m − 2 are
-    clamped to ≥ 1 (and Γ_i to the benign models available).
+    D Euclidean, c the attackers the view assumes, Γ_i the n − c − 2 benign models nearest
+    to w_i; n − 2c − 1 and n − c − 2 are clamped to ≥ 1 (and Γ_i to the benign models
+    available).  Partial knowledge: n = m + 1, c = 1, the benign models the attacker's own.
     """
     d = view.rows.shape[1]
-    m = jnp.asarray(n_malicious, jnp.int32)
+    c = view.n_byzantine
     euclid = jnp.sqrt(squared_rows)
-    denominator = jnp.maximum(view.n_total - 2 * m - 1, 1).astype(view.rows.dtype)
-    neighbours = jnp.maximum(view.n_total - m - 2, 1)
+    denominator = jnp.maximum(view.n_total - 2 * c - 1, 1).astype(view.rows.dtype)
+    neighbours = jnp.maximum(view.n_total - c - 2, 1)
     spread = _sum_nearest(euclid, view.benign, neighbours)
     spread = jnp.min(jnp.where(view.benign, spread, jnp.inf))
     to_global = jnp.sqrt(jnp.sum(jnp.square(view.rows - global_model[None, :]), axis=1))
@@ -198,9 +204,9 @@ def _lambda_upper_bound(view: _KrumView, global_model, n_malicious, squared_rows
 class FangKrumSearch(NamedTuple):
     """Result of Fang et al.'s λ search: the crafted model is w_g − lam · direction."""
 
-    lam: jax.Array  # [] the λ used
+    lam: jax.Array  # [] the λ used; 0 when no λ ≥ the threshold passed (models unchanged)
     lam0: jax.Array  # [] the upper bound the search started from
-    halvings: jax.Array  # [] int, lam = lam0 / 2**halvings
+    halvings: jax.Array  # [] int, halvings done (lam = lam0 / 2**halvings when selected)
     selected: jax.Array  # [] bool, Krum over the attacker's view selects the crafted model
     direction: jax.Array  # [d] s = sign(μ − w_g)
 
@@ -219,11 +225,17 @@ def fang_krum_lambda(
 
     s = sign(μ − w_g), μ the mean of the before-attack models the attacker knows (full
     knowledge: all n rows; partial: the m malicious rows).  Starting from λ₀ (see
-    ``_lambda_upper_bound``), λ is halved until Krum, run on the attacker's view with every
-    crafted row equal to w_g − λ·s, selects a crafted row (ties go to the crafted row, as
-    when an argmin scans the crafted rows first), or until λ < ``threshold``, in which case
-    that last λ is used; at most ``max_halvings`` halvings.  Krum's Byzantine count is m; its
-    distances are squared Euclidean unless ``krum_squared`` is False.
+    ``_lambda_upper_bound``), λ is halved until Krum, run on the attacker's view (see
+    ``_KrumView``) with every crafted row equal to w_g − λ·s, selects a crafted row (ties go
+    to the crafted row, as when an argmin scans the crafted rows first).  If λ falls below
+    ``threshold`` (or ``max_halvings`` halvings pass) first, λ = 0 and ``selected`` is
+    False: Fang et al.'s code then leaves the models unchanged.  Krum's distances are squared
+    Euclidean unless ``krum_squared`` is False, as the server's Krum.
+
+    Partial knowledge: the view is the m before-attack models plus one crafted model, Krum
+    assuming one attacker (score: the m − 2 nearest, at least 1).  The crafted model passes
+    when it is as central among the attacker's own models as they are among themselves; with
+    m = 1 the two rows tie and it always passes at λ₀ = ‖w₁ − w_g‖/√d.
     """
     n = models.shape[0]
     m = jnp.asarray(n_malicious, jnp.int32)
@@ -235,7 +247,7 @@ def fang_krum_lambda(
     view = _krum_view(models, m, full_knowledge)
     squared_rows = _pairwise_squared(view.rows)
     base = squared_rows if krum_squared else jnp.sqrt(squared_rows)
-    lam0 = _lambda_upper_bound(view, global_model, m, squared_rows)
+    lam0 = _lambda_upper_bound(view, global_model, squared_rows)
     crafted_pair = view.crafted[:, None] & view.crafted[None, :]
     crafted_row = view.crafted[:, None] & ~view.crafted[None, :]
     crafted_col = ~view.crafted[:, None] & view.crafted[None, :]
@@ -248,7 +260,7 @@ def fang_krum_lambda(
         distances = jnp.where(crafted_row, to_crafted[None, :], base)
         distances = jnp.where(crafted_col, to_crafted[:, None], distances)
         distances = jnp.where(crafted_pair, 0.0, distances)
-        scores = _krum_scores(distances, view.valid, m)
+        scores = _krum_scores(distances, view.valid, view.n_byzantine)
         best_crafted = jnp.min(jnp.where(view.crafted, scores, jnp.inf))
         best_other = jnp.min(jnp.where(view.valid & ~view.crafted, scores, jnp.inf))
         return jnp.any(view.crafted) & (best_crafted <= best_other)
@@ -267,6 +279,7 @@ def fang_krum_lambda(
     no_search = (lam0 < threshold) | (m <= 0)
     init = (lam0, jnp.int32(0), jnp.bool_(False), no_search)
     lam, halvings, selected, _ = jax.lax.while_loop(cond, body, init)
+    lam = jnp.where(selected, lam, 0.0)
     return FangKrumSearch(lam, lam0, halvings, selected, direction)
 
 
@@ -285,7 +298,9 @@ def fang_krum(
 
     Every malicious row becomes w′ = w_g − λ·s, s = sign(μ − w_g) (the poisoning paper's
     w_g + λ·s′ with s′ = −s), λ from ``fang_krum_lambda``.  Fang et al. let the other m − 1
-    crafted models be close to w′; here they all equal w′.  Deterministic (``key`` unused).
+    crafted models be close to w′; here they all equal w′.  When the search finds no λ
+    (λ below the threshold), the malicious clients send their before-attack models, as in
+    Fang et al.'s code.  Deterministic (``key`` unused).
     """
     del key
     search = fang_krum_lambda(
@@ -298,7 +313,8 @@ def fang_krum(
         max_halvings=max_halvings,
     )
     crafted = global_model - search.lam * search.direction
-    return _replace_malicious(models, crafted, n_malicious)
+    attacked = _replace_malicious(models, crafted, n_malicious)
+    return jnp.where(search.selected, attacked, models)
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,28 +386,36 @@ def scaled_negation(key, models, global_model, n_malicious, *, z=NEGATION_Z):
 # --------------------------------------------------------------------------------------------
 # Dispatch
 
-_BRANCHES = (
-    no_attack,
-    little_is_enough,
-    functools.partial(fang_krum, full_knowledge=True),
-    functools.partial(fang_krum, full_knowledge=False),
-    functools.partial(fang_trimmed_mean, full_knowledge=True),
-    functools.partial(fang_trimmed_mean, full_knowledge=False),
-    scaled_negation,
-)
+def _branches(krum_squared: bool) -> tuple:
+    """The attack functions in ``ATTACKS`` order; Fang's Krum attack simulates the server's
+    Krum, so it uses the same distances (``krum_squared``)."""
+    krum = functools.partial(fang_krum, krum_squared=krum_squared)
+    return (
+        no_attack,
+        little_is_enough,
+        functools.partial(krum, full_knowledge=True),
+        functools.partial(krum, full_knowledge=False),
+        functools.partial(fang_trimmed_mean, full_knowledge=True),
+        functools.partial(fang_trimmed_mean, full_knowledge=False),
+        scaled_negation,
+    )
 
 
-def by_name(name: str):
-    """The attack function ``(key, models, global_model, n_malicious) -> models`` for a name."""
+def by_name(name: str, *, krum_squared: bool = True):
+    """The attack function ``(key, models, global_model, n_malicious) -> models`` for a name.
+
+    ``krum_squared``: whether the server's Krum uses squared distances (Fang's Krum attack).
+    """
     if name not in ATTACKS:
         raise ValueError(f"unknown attack {name!r}; choose one of {ATTACKS}")
-    return _BRANCHES[ATTACKS.index(name)]
+    return _branches(krum_squared)[ATTACKS.index(name)]
 
 
-def by_index(index, key, models, global_model, n_malicious):
+def by_index(index, key, models, global_model, n_malicious, *, krum_squared: bool = True):
     """Applies ``ATTACKS[index]`` with ``lax.switch``; ``index`` and m may be traced.
 
     Out-of-range indices are clamped by ``lax.switch``.
     """
     m = jnp.asarray(n_malicious, jnp.int32)
-    return jax.lax.switch(jnp.asarray(index, jnp.int32), _BRANCHES, key, models, global_model, m)
+    branches = _branches(krum_squared)
+    return jax.lax.switch(jnp.asarray(index, jnp.int32), branches, key, models, global_model, m)

@@ -17,7 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# P(click | rel), P(stop | click, rel) per grade, for 5-grade and 3-grade labels.
+# P(click | rel), P(stop | click, rel) per grade, for 5-grade, 3-grade and binary labels.
+# Binary labels (the intent-change collection, thesis §4.2) have their own tables in the
+# public FPDGD code; 'poison' there is the perfect table reversed, as for 3 and 5 grades.
 _CCM_TABLES = {
     5: {
         "perfect": ((0.0, 0.2, 0.4, 0.8, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
@@ -31,7 +33,14 @@ _CCM_TABLES = {
         "informational": ((0.4, 0.7, 0.9), (0.1, 0.3, 0.5)),
         "poison": ((1.0, 0.5, 0.0), (0.0, 0.0, 0.0)),
     },
+    2: {
+        "perfect": ((0.0, 1.0), (0.0, 0.0)),
+        "navigational": ((0.05, 0.95), (0.2, 0.9)),
+        "informational": ((0.3, 0.7), (0.1, 0.5)),
+        "poison": ((1.0, 0.0), (0.0, 0.0)),
+    },
 }
+N_GRADES = (2, 3, 5)  # label scales with click tables
 CCM_NAMES = ("perfect", "navigational", "informational", "poison")
 
 
@@ -44,9 +53,9 @@ class ClickModel(NamedTuple):
 
 
 def ccm(name: str, n_grades: int) -> ClickModel:
-    """CCM/SDBN instantiation ``name`` for labels with ``n_grades`` grades (3 or 5)."""
+    """CCM/SDBN instantiation ``name`` for labels with ``n_grades`` grades (2, 3 or 5)."""
     if n_grades not in _CCM_TABLES:
-        raise ValueError(f"CCM tables exist for 3- and 5-grade labels, not {n_grades}")
+        raise ValueError(f"CCM tables exist for 2-, 3- and 5-grade labels, not {n_grades}")
     if name not in _CCM_TABLES[n_grades]:
         raise ValueError(f"unknown click model {name!r}; choose one of {CCM_NAMES}")
     click, stop = _CCM_TABLES[n_grades][name]
@@ -101,5 +110,7 @@ def simulate_clicks(
 
 
 def n_grades_for(max_label: int) -> int:
-    """The click-table size for a dataset whose largest label is ``max_label``."""
-    return 3 if int(np.asarray(max_label)) <= 2 else 5
+    """The click-table size for a dataset whose largest label is ``max_label``: binary
+    labels (max 1) get the binary tables, max 2 the 3-grade ones, anything larger 5."""
+    max_label = int(np.asarray(max_label))
+    return 2 if max_label <= 1 else 3 if max_label == 2 else 5

@@ -28,7 +28,7 @@ class FederationConfig:
     learning_rate: float = 0.1
     ranker: str = "linear"
     click_model: str = "informational"
-    n_grades: int = 0  # 3 or 5; 0 infers it from the training labels
+    n_grades: int = 0  # 2, 3 or 5; 0 infers it from the training labels
     n_runs: int = 1
     seed: int = 0
     top_k: int = 10
@@ -72,7 +72,7 @@ class FederationConfig:
             "ranker": rankers.RANKERS,
             "aggregation": AGGREGATIONS,
             "window_scoring": WINDOW_SCORING,
-            "n_grades": (0, 3, 5),
+            "n_grades": (0,) + click_models.N_GRADES,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

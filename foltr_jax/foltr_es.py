@@ -70,7 +70,7 @@ class FoltrEsConfig:
     antithetic: bool = True  # half the interactions use +ε, half −ε
     ranker: str = "linear"  # linear | neural (10 ReLU hidden units, zero init)
     click_model: str = "informational"
-    n_grades: int = 0  # 3 or 5; 0 infers it from the labels
+    n_grades: int = 0  # 2, 3 or 5; 0 infers it from the labels
     n_runs: int = 1
     seed: int = 0
     top_k: int = 10
@@ -117,7 +117,7 @@ class FoltrEsConfig:
         choices = {
             "ranker": RANKERS,
             "window_scoring": WINDOW_SCORING,
-            "n_grades": (0, 3, 5),
+            "n_grades": (0,) + click_models.N_GRADES,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

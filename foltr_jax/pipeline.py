@@ -84,9 +84,13 @@ def _select(functions, index, *args):
     return jax.lax.switch(jnp.asarray(index, jnp.int32), functions, *args)
 
 
-def model_attack(names: tuple, index) -> Stage:
-    """Replaces the malicious clients' models with attack ``names[index]`` (attacks.ATTACKS)."""
-    functions = [attacks.by_name(name) for name in names]
+def model_attack(names: tuple, index, krum_squared_distances: bool = True) -> Stage:
+    """Replaces the malicious clients' models with attack ``names[index]`` (attacks.ATTACKS).
+
+    ``krum_squared_distances`` must be the aggregation stage's: Fang's Krum attack simulates
+    the server's Krum.
+    """
+    functions = [attacks.by_name(name, krum_squared=krum_squared_distances) for name in names]
 
     def apply(updates: ClientUpdates, key):
         m = jnp.asarray(updates.n_malicious, jnp.int32)
@@ -167,7 +171,7 @@ def server_chain(
     """
     stages = []
     if attack_names:
-        stages.append(model_attack(attack_names, attack_index))
+        stages.append(model_attack(attack_names, attack_index, squared_distances))
     if noise is not None:
         stages.append(noise)
     stages.append(aggregate(aggregator_names, aggregator_index, squared_distances))

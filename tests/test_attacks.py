@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import attacks
+from foltr_jax import attacks, pipeline
 
 N, D = 10, 6
 LIE_Z_N10 = {1: 0.0, 2: 0.2533, 3: 0.5244, 4: 0.8416}  # Baruch et al. z_max for n = 10
@@ -36,37 +36,38 @@ def np_krum_scores(rows, n_byzantine, squared=True):
     return np.array([np.sort(np.delete(dist[i], i))[:k].sum() for i in range(n)])
 
 
-def np_lambda0(benign, global_model, n_total, m):
-    """Fang et al. 2020 §IV-A upper bound of λ, with the documented clamps."""
+def np_lambda0(benign, global_model, n_total, c):
+    """Fang et al. 2020 §IV-A upper bound of λ, with the documented clamps (c attackers)."""
     d = benign.shape[1]
     dist = np.sqrt(((benign[:, None, :] - benign[None, :, :]) ** 2).sum(-1))
-    k = max(n_total - m - 2, 1)
-    spread = min(np.sort(np.delete(dist[i], i))[:k].sum() for i in range(len(benign)))
+    k = max(n_total - c - 2, 1)
+    spreads = [np.sort(np.delete(dist[i], i))[:k].sum() for i in range(len(benign))]
     to_global = np.sqrt(((benign - global_model) ** 2).sum(-1)).max()
-    return spread / (max(n_total - 2 * m - 1, 1) * math.sqrt(d)) + to_global / math.sqrt(d)
+    return min(spreads) / (max(n_total - 2 * c - 1, 1) * math.sqrt(d)) + to_global / math.sqrt(d)
 
 
 def np_fang_krum(models, global_model, m, full, squared=True, threshold=1e-5, max_halvings=64):
-    """Fang et al.'s halving search, written as a plain loop; returns (λ, λ₀, halvings, s)."""
+    """Fang et al.'s halving search, written as a plain loop; returns (λ, λ₀, halvings, s,
+    selected).  Full knowledge: Krum (f = m) over m crafted copies and the n − m benign
+    models.  Partial: Krum (f = 1) over one crafted model and the m attackers' own models.
+    No λ ≥ threshold passes: λ = 0."""
+    models = models.astype(np.float64)
     known = models if full else models[:m]
     s = np.sign(known.mean(0) - global_model)
     if full:
-        benign, n_total = models[m:], len(models)
+        others, n_crafted, c = models[m:], m, m
     else:
-        benign, n_total = models[:m], 2 * m
-    lam0 = np_lambda0(benign.astype(np.float64), global_model, n_total, m)
-    lam, halvings = lam0, 0
-    while lam >= threshold and halvings < max_halvings:
+        others, n_crafted, c = models[:m], 1, 1
+    lam0 = np_lambda0(others, global_model, len(others) + n_crafted, c)
+    lam, halvings, selected = lam0, 0, False
+    while m > 0 and lam >= threshold and halvings < max_halvings:
         crafted = global_model - lam * s
-        if full:
-            view = np.concatenate([np.repeat(crafted[None], m, 0), models[m:]])
-        else:
-            view = np.concatenate([np.repeat(crafted[None], m, 0), models[:m]])
-        scores = np_krum_scores(view, m, squared)
-        if np.argmin(scores) < m:  # crafted rows first: ties go to the crafted model
+        view = np.concatenate([np.repeat(crafted[None], n_crafted, 0), others])
+        if np.argmin(np_krum_scores(view, c, squared)) < n_crafted:  # ties: crafted
+            selected = True
             break
         lam, halvings = lam / 2, halvings + 1
-    return lam, lam0, halvings, s
+    return (lam if selected else 0.0), lam0, halvings, s, selected
 
 
 def trimmed_mean(x, beta):
@@ -149,23 +150,32 @@ def test_fang_krum_full_knowledge_is_selected_by_krum_and_moves_against_benign(m
     )
 
 
+@pytest.mark.parametrize("seed", [1, 2, 4])
 @pytest.mark.parametrize("full", [True, False])
 @pytest.mark.parametrize("squared", [True, False])
 @pytest.mark.parametrize("m", [1, 2, 3, 4])
-def test_fang_krum_lambda_matches_numpy_halving_search(m, full, squared):
-    models, g = make_models(5, drift=0.3, spread=1.0)
+def test_fang_krum_lambda_matches_numpy_halving_search(m, full, squared, seed):
+    """Exact λ₀, halvings, λ and outcome against the loop; the seeds give searches that
+    pass after halvings and (partial, m ≥ 2) searches that never pass."""
+    models, g = make_models(seed, drift=0.3, spread=1.0)
     search = attacks.fang_krum_lambda(models, g, m, full, krum_squared=squared)
-    lam, lam0, halvings, s = np_fang_krum(models, g, m, full, squared)
+    lam, lam0, halvings, s, selected = np_fang_krum(models, g, m, full, squared)
     assert float(search.lam0) == pytest.approx(lam0, rel=1e-5)
+    assert bool(search.selected) == selected
     assert int(search.halvings) == halvings
     assert float(search.lam) == pytest.approx(lam, rel=1e-5)
-    # λ = λ₀ / 2^k exactly (halving is exact in floating point), λ ≤ λ₀
-    assert float(search.lam) == float(search.lam0) / 2 ** int(search.halvings)
-    assert float(search.lam) <= float(search.lam0)
     np.testing.assert_array_equal(search.direction, s)
-    out = attacks.fang_krum(jax.random.key(0), models, g, m, full, krum_squared=squared)
-    expected = g - np.float32(search.lam) * s.astype(np.float32)
-    np.testing.assert_allclose(np.asarray(out)[:m], np.broadcast_to(expected, (m, D)), rtol=1e-6)
+    out = np.asarray(
+        attacks.fang_krum(jax.random.key(0), models, g, m, full, krum_squared=squared)
+    )
+    np.testing.assert_array_equal(out[m:], models[m:])
+    if selected:  # λ = λ₀ / 2^k exactly (halving is exact in floating point)
+        assert float(search.lam) == float(search.lam0) / 2 ** int(search.halvings)
+        expected = g - np.float32(search.lam) * s.astype(np.float32)
+        np.testing.assert_allclose(out[:m], np.broadcast_to(expected, (m, D)), rtol=1e-6)
+    else:  # Fang et al.'s code: below the threshold the models stay as they are
+        assert float(search.lam) == 0.0
+        np.testing.assert_array_equal(out, models)
 
 
 def test_fang_krum_full_knowledge_search_halves_on_the_constructed_case():
@@ -176,31 +186,73 @@ def test_fang_krum_full_knowledge_search_halves_on_the_constructed_case():
         assert bool(search.selected) and int(search.halvings) >= 1
 
 
-def test_fang_krum_partial_with_identical_crafted_rows_keeps_lambda0():
-    """Partial knowledge: Krum over m before-attack + m identical crafted rows always picks
-    a crafted row (they are each other's nearest neighbours at distance 0; for m = 1 it is a
-    tie, which goes to the crafted row), so λ = λ₀."""
+def test_fang_krum_partial_check_can_fail():
+    """Partial knowledge: one crafted model among the attackers' own models, Krum assuming
+    one attacker.  For m = 2, λ₀ = (D(w₁, w₂) + max_i D(w_i, w_g))/√d puts w′ at least
+    D(w₁, w₂) from both w_i (triangle inequality), so λ₀ itself fails and the search halves;
+    across seeds some searches pass after halving and some never pass."""
+    outcomes = set()
+    for seed in range(8):
+        models, g = make_models(seed, drift=0.3, spread=1.0)
+        assert int(attacks.fang_krum_lambda(models, g, 2, False).halvings) >= 1
+        for m in (2, 3, 4):
+            search = attacks.fang_krum_lambda(models, g, m, False)
+            outcomes.add((bool(search.selected), int(search.halvings) >= 1))
+    assert outcomes == {(True, True), (False, True)}
+
+
+def test_fang_krum_partial_with_one_attacker_passes_at_lambda0():
+    """m = 1: the view is w₁ and w′, each the other's only neighbour, a tie that goes to
+    w′, so λ = λ₀ = ‖w₁ − w_g‖/√d (the spread term has no other benign model)."""
     models, g = make_models(6)
-    for m in (1, 2, 3, 4):
-        search = attacks.fang_krum_lambda(models, g, m, False)
-        assert bool(search.selected) and int(search.halvings) == 0
+    search = attacks.fang_krum_lambda(models, g, 1, False)
+    assert bool(search.selected) and int(search.halvings) == 0
+    expected = np.sqrt(((models[0].astype(np.float64) - g) ** 2).sum()) / math.sqrt(D)
+    assert float(search.lam) == pytest.approx(expected, rel=1e-6)
+    np.testing.assert_array_equal(search.direction, np.sign(models[0] - g))
 
 
-def test_fang_krum_stops_below_threshold_when_never_selected():
-    """Identical benign models away from w_g: Krum never picks w′, λ ends just below the
-    threshold and that last λ is used."""
+@pytest.mark.parametrize("full", [True, False])
+def test_fang_krum_below_threshold_leaves_the_models_unchanged(full):
+    """Krum never picks w′ for any λ ≥ the threshold: λ = 0 and every client sends its
+    before-attack model (Fang et al.'s code).  Full: identical benign models away from
+    w_g.  Partial: the attackers' own models in a tight cluster away from w_g."""
     g = np.zeros(D, np.float32)
     models = np.tile(np.float32(1.0) + np.arange(D, dtype=np.float32), (N, 1))
+    if not full:
+        models[:3] += np.float32(1e-3) * np.arange(3, dtype=np.float32)[:, None]
     threshold = 1e-3
-    search = attacks.fang_krum_lambda(models, g, 3, True, threshold=threshold)
-    lam0 = np.sqrt(((models[0] - g) ** 2).sum()) / math.sqrt(D)  # spread term is 0
-    assert float(search.lam0) == pytest.approx(lam0, rel=1e-6)
-    assert not bool(search.selected)
-    assert float(search.lam) < threshold <= 2 * float(search.lam)
-    assert float(search.lam) == float(search.lam0) / 2 ** int(search.halvings)
-    capped = attacks.fang_krum_lambda(models, g, 3, True, threshold=threshold, max_halvings=2)
-    assert int(capped.halvings) == 2
-    assert float(capped.lam) == float(capped.lam0) / 4
+    search = attacks.fang_krum_lambda(models, g, 3, full, threshold=threshold)
+    assert float(search.lam0) > threshold
+    assert not bool(search.selected) and float(search.lam) == 0.0
+    # every λ ≥ threshold was tried: the last one tried is below 2·threshold
+    assert float(search.lam0) / 2 ** int(search.halvings) < threshold
+    out = attacks.fang_krum(jax.random.key(0), models, g, 3, full, threshold=threshold)
+    np.testing.assert_array_equal(out, models)
+    capped = attacks.fang_krum_lambda(models, g, 3, full, threshold=threshold, max_halvings=2)
+    assert int(capped.halvings) == 2 and float(capped.lam) == 0.0
+
+
+def test_krum_distances_reach_the_attacks_simulated_krum():
+    """The pipeline's attack stage passes the server Krum's distances to Fang's search; on
+    this case squared and plain Euclidean distances give different λ (full knowledge)."""
+    models, g = make_models(1, drift=0.3, spread=1.0)
+    key = jax.random.key(0)
+    names = ("fang_krum_full", "fang_krum_partial")
+    updates = pipeline.ClientUpdates(
+        jnp.asarray(models), jnp.ones(N), jnp.asarray(g), jnp.int32(3), jnp.asarray(g)
+    )
+    for squared in (True, False):
+        for index, full in enumerate((True, False)):
+            stage = pipeline.model_attack(names, index, krum_squared_distances=squared)
+            attacked, _ = stage.update(stage.init(), updates, key)
+            direct = attacks.fang_krum(key, models, g, 3, full, krum_squared=squared)
+            np.testing.assert_array_equal(attacked.models, direct)
+            np.testing.assert_array_equal(
+                attacks.by_index(index + 2, key, models, g, 3, krum_squared=squared), direct
+            )
+    euclid = attacks.fang_krum(key, models, g, 3, True, krum_squared=False)
+    assert not np.array_equal(euclid, attacks.fang_krum(key, models, g, 3, True))
 
 
 # ------------------------------------------------------------------ Fang on Trimmed Mean

@@ -30,7 +30,7 @@ def _cascade_click_rates(click, stop, labels):
 
 
 @pytest.mark.parametrize("name", ["perfect", "navigational", "informational", "poison"])
-@pytest.mark.parametrize("n_grades", [3, 5])
+@pytest.mark.parametrize("n_grades", [2, 3, 5])
 def test_ccm_click_rates_match_the_cascade(name, n_grades):
     model = click_models.ccm(name, n_grades)
     labels = np.array([n_grades - 1, 0, 1, n_grades - 1, 2, 0, 1, n_grades - 2, 0, 1]) % n_grades
@@ -103,3 +103,50 @@ def test_unknown_names_are_refused():
         click_models.by_name("perfekt", 5)
     with pytest.raises(ValueError, match="pbm"):
         click_models.by_name("pbm:x", 5)
+
+
+# Public FPDGD code's tables for binary labels (the intent-change collection).
+BINARY_TABLES = {
+    "perfect": ((0.0, 1.0), (0.0, 0.0)),
+    "navigational": ((0.05, 0.95), (0.2, 0.9)),
+    "informational": ((0.3, 0.7), (0.1, 0.5)),
+}
+
+
+@pytest.mark.parametrize("max_label, n_grades", [(0, 2), (1, 2), (2, 3), (3, 5), (4, 5)])
+def test_table_size_follows_the_largest_label(max_label, n_grades):
+    assert click_models.n_grades_for(max_label) == n_grades
+
+
+@pytest.mark.parametrize("name", sorted(BINARY_TABLES))
+def test_binary_labels_use_the_binary_tables(name):
+    click, stop = BINARY_TABLES[name]
+    model = click_models.by_name(name, click_models.n_grades_for(1))
+    np.testing.assert_array_equal(model.click_prob, np.float32(click))
+    np.testing.assert_array_equal(model.stop_prob, np.float32(stop))
+
+
+@pytest.mark.parametrize("name", sorted(BINARY_TABLES))
+def test_binary_click_and_stop_rates_by_grade_equal_the_tables(name):
+    """Simulated P(click | grade) at the top (always examined) and P(stop | click, grade),
+    read off the clicks on a second, relevant document, equal the binary tables."""
+    click, stop = BINARY_TABLES[name]
+    model = click_models.by_name(name, 2)
+    n = 200_000
+    for grade in (0, 1):
+        clicks = _simulate(model, np.array([grade, 1]), seed=10 + grade, n=n)
+        first = clicks[:, 0]
+        rate = first.mean()
+        assert abs(rate - click[grade]) <= 5 * np.sqrt(click[grade] * (1 - click[grade]) / n)
+        # after a click on position 1 the user goes on with 1 − P(stop), then clicks a
+        # grade-1 document with P(click | 1)
+        n_clicked = int(first.sum())
+        if n_clicked == 0:
+            continue
+        went_on = clicks[first, 1].mean() / click[1]
+        sd = np.sqrt((1 - stop[grade]) * stop[grade] / n_clicked) / click[1]
+        assert abs(went_on - (1 - stop[grade])) <= 5 * sd + 1e-12
+    # perfect clicks: a relevant document always, an irrelevant one never
+    if name == "perfect":
+        clicks = _simulate(model, np.array([0, 1, 0, 1]), n=1000)
+        np.testing.assert_array_equal(clicks, np.tile([False, True, False, True], (1000, 1)))
