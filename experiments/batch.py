@@ -10,7 +10,7 @@ A recipe is a list of runs of the experiment binaries.  Each run writes
 skipped, so re-running a recipe (e.g. after an interruption) only does what is
 missing.  Runs of a long binary report their own progress; the batch prints how
 many runs are done and an estimate of the time left.  When its runs are done,
-the recipe's figures and tables are made by foltr_jax.report into
+the recipe's figures and tables are made by experiments.figures into
 <results_dir>/<recipe>/report/.
 
 --data_root is a dataset in the standard layout: Fold1/ ... Fold5/ with
@@ -37,7 +37,7 @@ import time
 from absl import app, flags
 
 from experiments import common
-from foltr_jax import report
+from experiments import figures as report
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("recipe", [], "Recipes to run (see --list), or 'all'.")

@@ -17,7 +17,7 @@ import sys
 from absl import app, flags
 
 from experiments import common
-from foltr_jax import report
+from experiments import figures as report
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("results_dir", "", "Folder searched recursively for results.json files.")

@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import reference_fpdgd
 
-from experiments import reference_fpdgd
 from foltr_jax import click_models, data, federation, interaction, rounds
 from foltr_jax.config import centralised
 

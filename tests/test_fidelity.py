@@ -7,8 +7,8 @@ four standard errors.
 
 import numpy as np
 import pytest
+import reference_fpdgd
 
-from experiments import reference_fpdgd
 from foltr_jax import data, federation
 
 N_RUNS = 8

@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import reference_fpdgd as reference
 
-from experiments import reference_fpdgd as reference
 from foltr_jax import pdgd, rankers
 
 

@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 import pytest
+import reference_fpdgd as ref
 
-from experiments import reference_fpdgd as ref
 from foltr_jax.data import RankingDataset, synthetic_train_test
 
 

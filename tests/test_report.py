@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from sample_data import REPO_ROOT
 
-from foltr_jax import report, statistics
+from experiments import figures as report
+from foltr_jax import statistics
 
 DATA = {"synthetic": {"seed": 0, "queries": 30, "features": 8, "docs_per_query": 15.0}}
 GROUP = "synthetic (seed 0, 30 queries, 8 features)"

@@ -23,7 +23,7 @@ pytestmark = (
 from sample_data import SAMPLE_DIR, needs_sample
 from test_experiments import run
 
-from foltr_jax import report
+from experiments import figures as report
 
 
 @pytest.fixture(scope="module")

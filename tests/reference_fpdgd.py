@@ -24,7 +24,7 @@ Semantics (those of the published FPDGD implementation):
 
 Usage:
 
-  python -m experiments.reference_fpdgd \
+  python -m tests.reference_fpdgd \
       --train_path=../shared/data/mslr_sample/train.txt \
       --test_path=../shared/data/mslr_sample/test.txt \
       --n_clients=10 --local_updates=5 --rounds=100 --click_model=perfect \
