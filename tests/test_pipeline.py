@@ -2,9 +2,11 @@
 
 import dataclasses
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from foltr_jax import data, federation, interaction, pipeline
@@ -36,7 +38,7 @@ def test_chain_runs_stages_in_order_with_their_own_keys():
             seen.append(tag)
             return updates._replace(aggregate=updates.aggregate * 10 + tag), state + 1
 
-        return pipeline.Stage(lambda: 0, update)
+        return pipeline.Stage(lambda global_model=None: 0, update)
 
     chain = pipeline.chain(stage(1), stage(2))
     zeros = jnp.zeros(2)
@@ -44,6 +46,41 @@ def test_chain_runs_stages_in_order_with_their_own_keys():
     out, state = chain.update(chain.init(), updates, jax.random.PRNGKey(0))
     np.testing.assert_allclose(out.aggregate, [12.0, 12.0])
     assert state == (1, 1) and seen == [1, 2]
+
+
+def _messages(models, global_model):
+    n, d = models.shape
+    return pipeline.ClientUpdates(
+        models, jnp.ones(n), global_model, jnp.int32(0), jnp.zeros(d, models.dtype)
+    )
+
+
+def test_server_step_with_sgd_is_fedopt_and_carries_adam_state_across_rounds():
+    rng = np.random.default_rng(0)
+    global_model = jnp.asarray(rng.normal(size=4), jnp.float32)
+    rounds = [jnp.asarray(rng.normal(size=(5, 4)), jnp.float32) for _ in range(3)]
+    # FedOpt with server SGD: θ + η_g (mean − θ).
+    fedopt = pipeline.server_chain(optimizer=optax.sgd(0.5))
+    out, _ = fedopt.update(
+        fedopt.init(global_model), _messages(rounds[0], global_model), jax.random.PRNGKey(0)
+    )
+    chex.assert_trees_all_close(
+        out.aggregate, global_model + 0.5 * (rounds[0].mean(axis=0) - global_model), rtol=1e-6
+    )
+    # Adam as a stage: its state goes from round to round as the caller carries it, and the
+    # steps are optax's Adam on the pseudo-gradients −Δ_t.
+    adam = optax.adam(0.1)
+    chain = pipeline.server_chain(optimizer=adam)
+    state, theta = chain.init(global_model), global_model
+    want_state, want = adam.init(global_model), global_model
+    for models in rounds:
+        out, state = chain.update(state, _messages(models, theta), jax.random.PRNGKey(1))
+        theta = out.aggregate
+        step, want_state = adam.update(-(models.mean(axis=0) - want), want_state, want)
+        want = want + step
+        chex.assert_trees_all_close(theta, want, rtol=1e-6, atol=1e-7)
+    chex.assert_trees_all_equal_structs(state[-1], want_state)
+    chex.assert_trees_all_close(state[-1], want_state, rtol=1e-6)
 
 
 def test_a_grid_equals_its_cells_run_alone(tiny):
