@@ -20,7 +20,7 @@ from absl import flags, logging
 
 import foltr_jax
 from foltr_jax import aggregators, data, federation
-from foltr_jax.config import ATTACKS, FederationConfig, centralised
+from foltr_jax.config import ATTACKS, FederationConfig, centralised, resolve_window_scoring
 
 FLAGS = flags.FLAGS
 
@@ -84,7 +84,8 @@ def define_federation_flags():
     flags.DEFINE_string(
         "window_scoring",
         defaults.window_scoring,
-        "map: score each client's candidates in turn (fast on CPU); vmap: batched (for GPU).",
+        "auto: map on a CPU, vmap on an accelerator; map: score each client's candidates in turn "
+        "(fast on CPU); vmap: batched (for GPU).",
     )
     flags.DEFINE_float(
         "epsilon", defaults.epsilon, "ε of FPDGD's differential privacy (needs --sensitivity)."
@@ -258,7 +259,7 @@ def federation_config() -> federation.FederationConfig:
         krum_squared_distances=FLAGS.krum_squared_distances,
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
-        window_scoring=FLAGS.window_scoring,
+        window_scoring=resolve_window_scoring(FLAGS.window_scoring),
         client_chunk=FLAGS.client_chunk,
         n_devices=FLAGS.n_devices,
     )

@@ -22,6 +22,7 @@ from absl import app, flags
 
 from experiments import common
 from foltr_jax import federation, foltr_es
+from foltr_jax.config import resolve_window_scoring
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -71,7 +72,8 @@ flags.DEFINE_integer(
 flags.DEFINE_string(
     "window_scoring",
     _DEFAULTS.window_scoring,
-    "map: score each interaction's candidates in turn (fast on CPU); vmap: batched (for GPU).",
+    "auto: map on a CPU, vmap on an accelerator; map: score each interaction's candidates in "
+    "turn (fast on CPU); vmap: batched (for GPU).",
 )
 flags.DEFINE_string("output_dir", "results/foltr_es", "Folder for results.json.")
 
@@ -90,7 +92,7 @@ def config_from_flags() -> foltr_es.FoltrEsConfig:
         n_grades=FLAGS.n_grades,
         n_runs=FLAGS.n_runs,
         seed=FLAGS.seed,
-        window_scoring=FLAGS.window_scoring,
+        window_scoring=resolve_window_scoring(FLAGS.window_scoring),
         chunk_rounds=FLAGS.chunk_rounds,
         attack=FLAGS.attack,
         aggregator=FLAGS.aggregator,

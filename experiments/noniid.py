@@ -39,6 +39,7 @@ from absl import app, flags
 
 from experiments import common
 from foltr_jax import click_models, data, federation, loop, noniid
+from foltr_jax.config import resolve_window_scoring
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -76,7 +77,7 @@ flags.DEFINE_integer("n_grades", 0, "Click-table grades (2, 3 or 5); 0 infers fr
 flags.DEFINE_integer("n_runs", 5, "Repetitions (Type 1: intent reshuffles).")
 flags.DEFINE_integer("seed", 0, "Seed of the simulation and of the splits.")
 flags.DEFINE_integer("chunk_rounds", 500, "Rounds per compiled chunk (progress between chunks).")
-flags.DEFINE_string("window_scoring", "map", "map (CPU) | vmap (GPU).")
+flags.DEFINE_string("window_scoring", "auto", "auto (map on a CPU, vmap on a GPU) | map | vmap.")
 flags.DEFINE_string("output_dir", "results/noniid", "Folder for results.json and table.txt.")
 
 REMEDIES = ("none", "fedprox", "fedper", "sharing")
@@ -154,7 +155,7 @@ def _config(n_clients: int, local_updates: int, n_grades: int) -> federation.Fed
         n_runs=FLAGS.n_runs,
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
-        window_scoring=FLAGS.window_scoring,
+        window_scoring=resolve_window_scoring(FLAGS.window_scoring),
     )
     try:
         return config.validate()

@@ -386,6 +386,7 @@ def scaled_negation(key, models, global_model, n_malicious, *, z=NEGATION_Z):
 # --------------------------------------------------------------------------------------------
 # Dispatch
 
+
 def _branches(krum_squared: bool) -> tuple:
     """The attack functions in ``ATTACKS`` order; Fang's Krum attack simulates the server's
     Krum, so it uses the same distances (``krum_squared``)."""

@@ -15,7 +15,7 @@ from foltr_jax import aggregators, attacks, click_models, rankers
 
 AGGREGATIONS = ("fedavg", "sum_of_updates")
 CENTRALISED_FORMS = ("same_updates", "same_budget", "batch")
-WINDOW_SCORING = ("map", "vmap")
+WINDOW_SCORING = ("auto", "map", "vmap")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +42,7 @@ class FederationConfig:
     clip_factor: float = 0.5  # clip to factor·Δ after every local update (paper Δ/2; public code Δ)
     krum_squared_distances: bool = True  # Blanchard et al.; the poisoning paper says Euclidean
     display_groups: int = 4  # lanes sample their lists in this many groups of similar length
-    window_scoring: str = "map"  # score each lane's window in turn (map) or batched (vmap)
+    window_scoring: str = "auto"  # lanes scored in turn (map, CPU) or batched (vmap, GPU)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
     # Scale: clients of a round in chunks of this many (0: all at once), FedAvg as a running sum.
     client_chunk: int = 0
@@ -163,6 +163,14 @@ class Setting:
         if self.epsilon > 0 and not self.sensitivity > 0:
             raise ConfigError("sensitivity", "must be positive when epsilon is set")
         return self
+
+
+def resolve_window_scoring(value: str) -> str:
+    """'auto' becomes what suits the default backend: 'map' on a CPU (XLA:CPU's vmapped
+    gather is slow), 'vmap' on an accelerator (``lax.map`` walks the lanes one by one)."""
+    if value != "auto":
+        return value
+    return "map" if jax.default_backend() == "cpu" else "vmap"
 
 
 class RunSettings(NamedTuple):

@@ -21,7 +21,13 @@ import numpy as np
 
 from foltr_jax import click_models, metrics, rankers
 from foltr_jax.client_plan import ClientPlan, client_arrays
-from foltr_jax.config import ConfigError, FederationConfig, RunSettings, Setting
+from foltr_jax.config import (
+    ConfigError,
+    FederationConfig,
+    RunSettings,
+    Setting,
+    resolve_window_scoring,
+)
 from foltr_jax.data import RankingDataset
 from foltr_jax.interaction import to_device, window_widths
 from foltr_jax.loop import ProgressFn, round_curves, scan_in_chunks
@@ -50,6 +56,9 @@ def build(
     ``clients`` (ClientPlan) makes the clients differ: non-IID data and its remedies.
     """
     config.validate()
+    config = dataclasses.replace(
+        config, window_scoring=resolve_window_scoring(config.window_scoring)
+    )
     if history_every < 0:
         raise ConfigError("history_every", f"must be at least 0, got {history_every}")
     client_ids = np.arange(config.n_clients) if client_ids is None else np.asarray(client_ids)

@@ -44,11 +44,11 @@ import numpy as np
 import optax
 
 from foltr_jax import click_models, interaction, loop, metrics, pipeline, rankers
-from foltr_jax.config import ConfigError, Setting
+from foltr_jax.config import ConfigError, Setting, resolve_window_scoring
 from foltr_jax.data import RankingDataset
 
 RANKERS = ("linear", "neural")
-WINDOW_SCORING = ("map", "vmap")
+WINDOW_SCORING = ("auto", "map", "vmap")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +74,7 @@ class FoltrEsConfig:
     n_runs: int = 1
     seed: int = 0
     top_k: int = 10
-    window_scoring: str = "map"  # score each lane's window in turn (map) or batched (vmap)
+    window_scoring: str = "auto"  # lanes scored in turn (map, CPU) or batched (vmap, GPU)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
     # Poisoning (poisoning paper §4) on FOLtR-ES: the first n_malicious clients are malicious.
     attack: str = "none"  # config.ATTACKS: data_poisoning clicks with 'poison', others craft
@@ -241,6 +241,9 @@ class Arrays(NamedTuple):
 def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     """Validates ``config`` and puts the data on the device: returns (Spec, Arrays)."""
     config.validate()
+    config = dataclasses.replace(
+        config, window_scoring=resolve_window_scoring(config.window_scoring)
+    )
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
     n_grades = config.n_grades or click_models.n_grades_for(max(train.max_label, test.max_label))

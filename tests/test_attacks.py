@@ -165,9 +165,7 @@ def test_fang_krum_lambda_matches_numpy_halving_search(m, full, squared, seed):
     assert int(search.halvings) == halvings
     assert float(search.lam) == pytest.approx(lam, rel=1e-5)
     np.testing.assert_array_equal(search.direction, s)
-    out = np.asarray(
-        attacks.fang_krum(jax.random.key(0), models, g, m, full, krum_squared=squared)
-    )
+    out = np.asarray(attacks.fang_krum(jax.random.key(0), models, g, m, full, krum_squared=squared))
     np.testing.assert_array_equal(out[m:], models[m:])
     if selected:  # λ = λ₀ / 2^k exactly (halving is exact in floating point)
         assert float(search.lam) == float(search.lam0) / 2 ** int(search.halvings)

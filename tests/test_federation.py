@@ -160,3 +160,21 @@ def test_one_interaction_matches_the_reference_update(tiny, seed):
     np.testing.assert_allclose(np.asarray(new["w"] - params["w"]), 0.1 * expected, atol=2e-6)
     expected_rr = 1.0 / (np.argmax(clicks) + 1) if clicks.any() else 0.0
     assert float(outcome.max_rr) == pytest.approx(expected_rr)
+
+
+def test_window_scoring_auto_follows_the_backend_and_explicit_values_stay():
+    from foltr_jax.config import resolve_window_scoring
+
+    assert jax.default_backend() == "cpu"  # the suite runs on CPU
+    assert resolve_window_scoring("auto") == "map"
+    assert resolve_window_scoring("vmap") == "vmap"
+    train, test = data.synthetic_train_test(
+        1, n_train_queries=10, n_test_queries=5, n_features=4, mean_docs_per_query=12
+    )
+    assert federation.FederationConfig().window_scoring == "auto"
+    spec, _ = federation.build(federation.FederationConfig(n_clients=2, rounds=1), train, test)
+    assert spec.config.window_scoring == "map"
+    explicit = federation.FederationConfig(n_clients=2, rounds=1, window_scoring="vmap")
+    assert federation.build(explicit, train, test)[0].config.window_scoring == "vmap"
+    with pytest.raises(federation.ConfigError, match="window_scoring"):
+        federation.FederationConfig(window_scoring="gpu").validate()

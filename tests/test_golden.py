@@ -146,7 +146,11 @@ def differences(expected, actual, where="results") -> list[str]:
     if isinstance(expected, list) and isinstance(actual, list):
         if len(expected) != len(actual):
             return [f"{where}: length {len(actual)}, recorded {len(expected)}"]
-        return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in differences(e, a, f"{where}[{i}]")]
+        return [
+            d
+            for i, (e, a) in enumerate(zip(expected, actual))
+            for d in differences(e, a, f"{where}[{i}]")
+        ]
     numbers = (int, float)
     if isinstance(expected, numbers) and isinstance(actual, numbers):
         if isinstance(expected, bool) or isinstance(actual, bool):
@@ -222,7 +226,9 @@ def _record(names) -> None:
     for name in names or sorted(CASES):
         with tempfile.TemporaryDirectory() as tmp:
             result = run_case(name, pathlib.Path(tmp))
-        (GOLDEN_DIR / f"{name}.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+        (GOLDEN_DIR / f"{name}.json").write_text(
+            json.dumps(result, indent=1, sort_keys=True) + "\n"
+        )
         print(f"recorded {name}", flush=True)
 
 
