@@ -121,14 +121,36 @@ def test_fpdgd_learns_on_synthetic_data(ranker):
         assert np.all(result.online_ndcg[:, -10:].mean(1) > result.online_ndcg[:, :3].mean(1))
 
 
+def _random_params(ranker, rng):
+    """Parameters with every entry non-zero (neural: hidden biases too), scores of order 1."""
+    if ranker == "linear":
+        return {"w": jnp.asarray(rng.normal(size=8), jnp.float32)}
+    return {
+        "w1": jnp.asarray(rng.normal(size=(8, 64)), jnp.float32),
+        "b1": jnp.asarray(rng.normal(size=64), jnp.float32),
+        "w2": jnp.asarray(rng.normal(size=64) / 4, jnp.float32),
+    }
+
+
+def _reference_theta(ranker, params):
+    """The NumPy reference's flat parameter vector (neural: W1, b1, w2)."""
+    if ranker == "linear":
+        return np.asarray(params["w"], np.float64)
+    return reference_fpdgd.Neural(8).join(*(np.asarray(params[k]) for k in ("w1", "b1", "w2")))
+
+
+@pytest.mark.parametrize("ranker", ["linear", "neural"])
 @pytest.mark.parametrize("seed", range(6))
-def test_one_interaction_matches_the_reference_update(tiny, seed):
-    """display_list + pdgd_update move the model by η × the pair-by-pair PDGD gradient."""
+def test_one_interaction_matches_the_reference_update(tiny, seed, ranker):
+    """display_list + pdgd_update move the model by η × the pair-by-pair PDGD gradient
+    (the neural ranker's per-document gradients written out by hand in the reference)."""
     train, test = tiny
-    config = federation.FederationConfig(click_model="informational", learning_rate=0.1)
+    config = federation.FederationConfig(
+        click_model="informational", learning_rate=0.1, ranker=ranker
+    )
     spec, arrays = federation.build(config, train, test)
     rng = np.random.default_rng(seed)
-    params = {"w": jnp.asarray(rng.normal(size=train.n_features), jnp.float32)}
+    params = _random_params(ranker, rng)
     query = int(rng.integers(train.n_queries))
     start, length = int(train.query_offsets[query]), int(train.query_lengths[query])
     key_rank, key_click = jax.random.split(jax.random.PRNGKey(seed))
@@ -152,10 +174,16 @@ def test_one_interaction_matches_the_reference_update(tiny, seed):
     clicks = np.asarray(click_models.simulate_clicks(key_click, click_model, labels, shown))[
         :n_shown
     ]
-    features = train.features[start : start + length]
+    features = train.features[start : start + length].astype(np.float64)
+    model = reference_fpdgd.make_ranker(ranker, train.n_features)
+    theta = _reference_theta(ranker, params)
     expected = reference_fpdgd.pdgd_gradient(
-        features, features.astype(np.float64) @ np.asarray(params["w"], np.float64), ranking, clicks
+        model.doc_gradients(theta, features), model.scores(theta, features), ranking, clicks
     )
-    np.testing.assert_allclose(np.asarray(new["w"] - params["w"]), 0.1 * expected, atol=2e-6)
+    got = _reference_theta(ranker, new) - theta
+    np.testing.assert_allclose(got, 0.1 * expected, atol=2e-6 if ranker == "linear" else 1e-5)
+    if ranker == "neural" and clicks.any() and not clicks.all():
+        b1 = slice(8 * 64, 8 * 64 + 64)
+        assert np.abs(got[b1]).max() > 1e-4  # the hidden biases move
     expected_rr = 1.0 / (np.argmax(clicks) + 1) if clicks.any() else 0.0
     assert float(outcome.max_rr) == pytest.approx(expected_rr)

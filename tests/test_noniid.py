@@ -4,6 +4,7 @@ import dataclasses
 import json
 
 import jax
+import jax.flatten_util
 import numpy as np
 import pytest
 from test_experiments import run
@@ -253,14 +254,16 @@ def test_fedper_keeps_personal_layers(tiny):
     final, personal = result.final_params
     assert personal["w2"].shape == (1, 5, 64)
     assert not np.allclose(personal["w2"][0, 0], personal["w2"][0, 1])
-    # the base layer w1 is FedAvg'd: w1_T = w1_0 + Σ_rounds mean_c Δw1_c
+    # the base layer (w1, b1) is FedAvg'd: θ_T = θ_0 + Σ_rounds mean_c Δθ_c
     key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 0)
     init = federation.rankers.make_ranker("neural", 8).init(jax.random.split(key)[0])
-    n_w1 = init["w1"].size
-    mean_updates = result.history[0, :, :, :n_w1].mean(axis=1).sum(axis=0)
-    np.testing.assert_allclose(
-        final["w1"][0].ravel(), np.asarray(init["w1"]).ravel() + mean_updates, atol=1e-5
-    )
+    unravel = jax.flatten_util.ravel_pytree(init)[1]
+    mean_updates = unravel(result.history[0].mean(axis=1).sum(axis=0))
+    for name in ("w1", "b1"):
+        np.testing.assert_allclose(
+            final[name][0], np.asarray(init[name]) + mean_updates[name], atol=1e-5
+        )
+    assert np.all(final["b1"][0] != 0)  # the biases trained (from zero)
     with pytest.raises(federation.ConfigError, match="personal"):
         federation.build(_config(), train, test, clients=federation.ClientPlan(personal=("w",)))
 
