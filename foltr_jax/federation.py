@@ -42,6 +42,7 @@ from foltr_jax.data import RankingDataset
 AGGREGATIONS = ("fedavg", "sum_of_updates")
 CENTRALISED_FORMS = ("same_updates", "same_budget", "batch")
 WINDOW_SCORING = ("map", "vmap")
+PERSONAL_EVALUATIONS = ("clients", "server")  # FedPer offline model: mean of personalised, server
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,6 +354,7 @@ class Spec:
     uses_privacy: bool = False  # some setting has differential privacy
     history_every: int = 0  # store every client's update at rounds 1, 1 + Δt, ... (0: never)
     personal_keys: tuple = ()  # FedPer: parameters each client keeps (thesis §4.3.3)
+    personal_eval: str = "clients"  # FedPer's offline model (PERSONAL_EVALUATIONS)
 
     @property
     def n_slots(self) -> int:
@@ -383,6 +385,11 @@ class ClientPlan:
     prox_mu: FedProx μ (§4.3.3): local ascent θ ← θ + η(∇ − μ(θ − θ_global)), i.e. the
         proximal term (μ/2)‖θ − θ_global‖² of Li et al.; None turns it off.
     personal: FedPer (§4.3.3): names of the parameters every client keeps across rounds.
+    personal_eval: FedPer's offline metrics (PERSONAL_EVALUATIONS): 'clients' (default)
+        average over clients of each client's personalised model (global base layers
+        with its own personal layers); 'server' the server model, i.e. the FedAvg of
+        all layers, personal ones included (the public FedPer code).  The thesis does
+        not say which; training and online metrics are the same under both.
     online_labels: int [V, n_docs]: online nDCG of a shown list averaged over these
         label views (Type 1: every intent, §4.3.1) instead of the training labels.
     """
@@ -393,6 +400,7 @@ class ClientPlan:
     steps: tuple | None = None
     prox_mu: float | None = None
     personal: tuple = ()
+    personal_eval: str = "clients"
     online_labels: object = None
 
 
@@ -454,6 +462,7 @@ def build(
         plan_names = set(clients.click_models or ()) | set(clients.random_click_models or ())
     names = sorted(({s.click_model for s in settings} | plan_names) - {"poison"}) + ["poison"]
     personal = tuple(clients.personal) if clients is not None else ()
+    personal_eval = clients.personal_eval if clients is not None else "clients"
     spec = Spec(
         config,
         rankers.make_ranker(config.ranker, train.n_features),
@@ -466,6 +475,7 @@ def build(
         uses_privacy=any(s.sensitivity > 0 for s in settings),
         history_every=history_every,
         personal_keys=personal,
+        personal_eval=personal_eval,
     )
     table = [click_models.by_name(name, n_grades) for name in names]
     run_settings = RunSettings(
@@ -555,6 +565,12 @@ def _client_arrays(
         keys = set(spec.ranker.init(jax.random.PRNGKey(0)))
         if not set(plan.personal) < keys:
             raise ConfigError("personal", f"must be a proper subset of the ranker's {sorted(keys)}")
+    if plan.personal_eval not in PERSONAL_EVALUATIONS:
+        raise ConfigError(
+            "personal_eval", f"must be one of {PERSONAL_EVALUATIONS}, got {plan.personal_eval!r}"
+        )
+    if plan.personal_eval != "clients" and not plan.personal:
+        raise ConfigError("personal_eval", "applies to FedPer only (set personal)")
     queries = count = None
     if plan.queries is not None:
         table = np.asarray(plan.queries)
@@ -929,7 +945,8 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
     asks for them, else None.  With FedPer (``spec.personal_keys``) the params are
     (global params, personal params with leaves [n_slots, n_clients, ...]): clients
     start from the global model with their own personal layers and keep them; offline
-    metrics average every client's personalised model.
+    metrics average every client's personalised model ('clients') or are the server
+    model's ('server': the FedAvg of every layer), as ``spec.personal_eval`` says.
     """
     cfg = spec.config
     n_slots, n_clients = spec.n_slots, cfg.n_clients
@@ -996,10 +1013,11 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
     new_global = jax.vmap(lambda g, c, s, k: server_update(spec, g, c, s, k, client_weights))(
         global_params, client_params, settings, server_keys
     )
-    if personal is None:
+    if personal is not None:
+        personal = {k: client_params[k] for k in spec.personal_keys}
+    if personal is None or spec.personal_eval == "server":
         offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
     else:
-        personal = {k: client_params[k] for k in spec.personal_keys}
 
         def personalised(g, own):
             return evaluate(spec, arrays, {**g, **own})
