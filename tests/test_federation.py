@@ -121,6 +121,34 @@ def test_fpdgd_learns_on_synthetic_data(ranker):
         assert np.all(result.online_ndcg[:, -10:].mean(1) > result.online_ndcg[:, :3].mean(1))
 
 
+def test_neural_ranker_through_privacy_attacks_and_robust_aggregators(tiny):
+    """Every server stage sees the neural pytree (hidden biases too) flattened: DP clips
+    all of it, attacks and robust aggregators run, and the biases train."""
+    settings = [
+        federation.Setting(click_model="perfect", sensitivity=2.0, epsilon=1e6),
+        federation.Setting(click_model="perfect", n_malicious=1, attack="lie", aggregator="krum"),
+        federation.Setting(
+            click_model="perfect",
+            n_malicious=1,
+            attack="fang_trimmed_mean_full",
+            aggregator="trimmed_mean",
+        ),
+        federation.Setting(click_model="perfect", n_malicious=1, attack="scaled_negation"),
+    ]
+    config = federation.FederationConfig(
+        n_clients=5, local_updates=3, rounds=4, n_runs=1, chunk_rounds=4, ranker="neural"
+    )
+    spec, arrays = federation.build(config, *tiny, settings)
+    params = federation.run(spec, arrays).final_params
+    assert set(params) == {"w1", "b1", "w2"}
+    flat = np.concatenate([params[k].reshape(len(settings), -1) for k in params], axis=1)
+    assert np.all(np.isfinite(flat)) and np.all(params["b1"] != 0)
+    # DP: every client's model is clipped to factor·Δ = 1; their average stays inside
+    # (the start, of norm ≈ 2.8, is far outside); the noise (Δ/ε) is negligible
+    assert np.linalg.norm(flat[0]) <= 1.0 + 1e-3
+    assert np.all(np.linalg.norm(flat[1:3], axis=1) > 1.5)  # robust aggregators: no clipping
+
+
 def _random_params(ranker, rng):
     """Parameters with every entry non-zero (neural: hidden biases too), scores of order 1."""
     if ranker == "linear":
