@@ -58,7 +58,9 @@ def define_federation_flags():
     flags.DEFINE_integer("rounds", defaults.rounds, "Global updates T.")
     flags.DEFINE_float("learning_rate", defaults.learning_rate, "PDGD learning rate η.")
     flags.DEFINE_string(
-        "ranker", defaults.ranker, "linear | neural (one hidden layer of 64 sigmoid units)."
+        "ranker",
+        defaults.ranker,
+        "linear | neural (one hidden layer of 64 sigmoid units with biases).",
     )
     flags.DEFINE_string(
         "click_model",

@@ -6,6 +6,7 @@ r"""Non-IID data in FPDGD (thesis ch. 4): the four types, their IID baselines, r
       --fold_dir=MSLR-WEB10K/Fold1 --remedies=none,fedprox,fedper,sharing --ranker=neural
   python -m experiments.noniid --type=3 --clicks=pbm
   python -m experiments.noniid --type=4 --mix=2
+  python -m experiments.noniid --type=1 --ranker=neural --remedies=fedper --fedper_eval=server
 
 Cells (one compiled program each): 'iid' (the type's IID baseline, unless --noiid),
 'noniid', and one per remedy: fedprox (one per --prox_mu), fedper (--ranker=neural;
@@ -18,7 +19,10 @@ CCM or 5 PBM clients; Type 4: 5 clients doing 1, 3, 5, 7, 9 interactions (IID: 5
 
 Type 1 has no held-out test set: offline nDCG@10 on the training queries under every
 intent's labels, online nDCG averaged over the intents; run r reshuffles the intents
-per query.  FedPer's offline nDCG is the mean over clients of each personalised model.
+per query.  FedPer's offline nDCG (--fedper_eval): 'clients' (default; the thesis does
+not say) the mean over clients of each personalised model (shared w1, b1 with the
+client's own w2), or 'server' the server model, whose w2 is the FedAvg of the clients'
+personal w2 (the public FedPer code).  Training is the same under both.
 
 Writes <output_dir>/results.json and table.txt; progress on stderr.  An interrupted
 invocation started again with the same flags (--checkpoint) skips the cells it finished
@@ -39,6 +43,7 @@ from absl import app, flags
 
 from experiments import common
 from foltr_jax import click_models, data, federation, loop, noniid
+from foltr_jax.client_plan import PERSONAL_EVALUATIONS
 from foltr_jax.config import resolve_window_scoring
 
 FLAGS = flags.FLAGS
@@ -60,6 +65,12 @@ flags.DEFINE_list(
 )
 flags.DEFINE_list(
     "prox_mu", ["0.001", "0.01", "0.1", "1", "10"], "FedProx μ values (one cell each)."
+)
+flags.DEFINE_string(
+    "fedper_eval",
+    "clients",
+    "FedPer's offline model: clients (mean nDCG of the clients' personalised models) | "
+    "server (the server model: FedAvg of every layer, personal w2 included; public code).",
 )
 flags.DEFINE_float("share_fraction", 0.1, "Data sharing: fraction of training queries shared.")
 flags.DEFINE_integer("warmup_interactions", 1000, "Data sharing: centralised warm-up updates.")
@@ -120,6 +131,10 @@ def _parse():
         raise err(f"--prox_mu: values must be at least 0, got {FLAGS.prox_mu}")
     if any(s < 1 for s in steps):
         raise err(f"--steps: must be at least 1, got {FLAGS.steps}")
+    if FLAGS.fedper_eval not in PERSONAL_EVALUATIONS:
+        raise err(
+            f"--fedper_eval: must be one of {PERSONAL_EVALUATIONS}, got {FLAGS.fedper_eval!r}"
+        )
     if "fedper" in remedies and FLAGS.ranker != "neural":
         raise err("--remedies: fedper keeps the last layer personal: it needs --ranker=neural")
     if "sharing" in remedies and not (kind == 2 or (kind == 4 and FLAGS.mix == "2")):
@@ -287,8 +302,9 @@ def plan_cells(kind, remedies, mus, steps):
                     Cell(f"fedprox_mu={mu:g}", base, train, test, plan, {**describe, "mu": mu})
                 )
         elif remedy == "fedper":
-            plan = federation.ClientPlan(**extra, personal=("w2",))
-            cells.append(Cell("fedper", base, train, test, plan, {**describe, "personal": ["w2"]}))
+            plan = federation.ClientPlan(**extra, personal=("w2",), personal_eval=FLAGS.fedper_eval)
+            info = {**describe, "personal": ["w2"], "evaluation": FLAGS.fedper_eval}
+            cells.append(Cell("fedper", base, train, test, plan, info))
         elif remedy == "sharing":
             shared, rest = noniid.share_queries(full_train, FLAGS.share_fraction, FLAGS.seed)
             s_train, s_extra, s_holders = _partition(rest, n_clients, shared=shared)
@@ -425,6 +441,7 @@ def main(argv):
             "mix": FLAGS.mix,
             "steps": steps,
             "prox_mu": mus,
+            "fedper_eval": FLAGS.fedper_eval,
             "share_fraction": FLAGS.share_fraction,
             "warmup_interactions": FLAGS.warmup_interactions,
         },

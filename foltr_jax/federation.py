@@ -82,6 +82,7 @@ def build(
         plan_names = set(clients.click_models or ()) | set(clients.random_click_models or ())
     names = sorted(({s.click_model for s in settings} | plan_names) - {"poison"}) + ["poison"]
     personal = tuple(clients.personal) if clients is not None else ()
+    personal_eval = clients.personal_eval if clients is not None else "clients"
     spec = Spec(
         config,
         rankers.make_ranker(config.ranker, train.n_features),
@@ -94,6 +95,7 @@ def build(
         uses_privacy=any(s.sensitivity > 0 for s in settings),
         history_every=history_every,
         personal_keys=personal,
+        personal_eval=personal_eval,
     )
     table = [click_models.by_name(name, n_grades) for name in names]
     run_settings = RunSettings(

@@ -1,9 +1,13 @@
 """Ranking models as pure functions ``(params, features) -> scores`` over pytrees.
 
-Linear ranker: zero initialisation (FPDGD paper §4; PDGD public code).
-Neural ranker: one hidden layer of 64 sigmoid units, weights drawn from
-N(0, (1/fan_in)^2) and no bias terms (poisoning paper §6; PDGD public code).
-Scores are shift invariant under Plackett-Luce, so an output bias would be inert.
+Linear ranker: zero initialisation (poisoning paper §6).  The public FPDGD code's
+LinearRanker starts from a random vector of norm 0.01 instead; we keep zeros (the
+effect is negligible: the fidelity check against that start holds, README).
+Neural ranker: one hidden layer of 64 sigmoid units (poisoning paper §6), weights
+drawn from N(0, (1/fan_in)^2) and hidden-layer biases, as in the public code's
+PDGDNeuralRanker; the papers are silent on biases and DESIGN.md on their
+initialisation, so they start at zero (our choice).  Scores are shift invariant
+under Plackett-Luce, so an output bias would be inert and there is none.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ class LinearRanker:
     n_features: int
 
     def init(self, key: jax.Array):
-        del key  # zero initialisation
+        del key  # zero initialisation (poisoning paper §6; public code: norm 0.01)
         return {"w": jnp.zeros((self.n_features,), jnp.float32)}
 
     def apply(self, params, features: jax.Array) -> jax.Array:
@@ -32,7 +36,7 @@ class LinearRanker:
 
 @dataclasses.dataclass(frozen=True)
 class NeuralRanker:
-    """f(x) = sigmoid(x W1) · w2, one hidden layer."""
+    """f(x) = sigmoid(x W1 + b1) · w2, one hidden layer; b1 starts at zero."""
 
     n_features: int
     hidden_units: int = 64
@@ -42,11 +46,12 @@ class NeuralRanker:
         return {
             "w1": jax.random.normal(k1, (self.n_features, self.hidden_units), jnp.float32)
             / self.n_features,
+            "b1": jnp.zeros((self.hidden_units,), jnp.float32),
             "w2": jax.random.normal(k2, (self.hidden_units,), jnp.float32) / self.hidden_units,
         }
 
     def apply(self, params, features: jax.Array) -> jax.Array:
-        return jax.nn.sigmoid(features @ params["w1"]) @ params["w2"]
+        return jax.nn.sigmoid(features @ params["w1"] + params["b1"]) @ params["w2"]
 
 
 def make_ranker(name: str, n_features: int):

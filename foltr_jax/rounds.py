@@ -37,6 +37,7 @@ class Spec:
     uses_privacy: bool = False  # some setting has differential privacy
     history_every: int = 0  # store every client's update at rounds 1, 1 + Δt, ... (0: never)
     personal_keys: tuple = ()  # FedPer: parameters each client keeps (thesis §4.3.3)
+    personal_eval: str = "clients"  # FedPer's offline model (client_plan.PERSONAL_EVALUATIONS)
 
     @property
     def n_slots(self) -> int:
@@ -114,7 +115,8 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
     asks for them, else None.  With FedPer (``spec.personal_keys``) the params are
     (global params, personal params with leaves [n_slots, n_clients, ...]): clients
     start from the global model with their own personal layers and keep them; offline
-    metrics average every client's personalised model.
+    metrics average every client's personalised model ('clients') or are the server
+    model's ('server': the FedAvg of every layer), as ``spec.personal_eval`` says.
     """
     cfg = spec.config
     n_slots, n_clients = spec.n_slots, cfg.n_clients
@@ -181,10 +183,11 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
     new_global = jax.vmap(lambda g, c, s, k: server_update(spec, g, c, s, k, client_weights))(
         global_params, client_params, settings, server_keys
     )
-    if personal is None:
+    if personal is not None:
+        personal = {k: client_params[k] for k in spec.personal_keys}
+    if personal is None or spec.personal_eval == "server":
         offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
     else:
-        personal = {k: client_params[k] for k in spec.personal_keys}
 
         def personalised(g, own):
             return evaluate(spec, arrays, {**g, **own})

@@ -10,6 +10,10 @@ Semantics (those of the published FPDGD implementation):
 
 * linear ranker ``f(x) = x . w``; initial weights a random unit vector times
   0.01 (``init='random_small'``) or zeros (``init='zero'``);
+* neural ranker (``ranker='neural'``) ``f(x) = sigmoid(x W1 + b1) . w2`` with
+  64 hidden units: W1, w2 drawn from N(0, (1/fan_in)^2), hidden biases b1 from
+  zero (the simulator's choice; the public code has the biases, the papers and
+  DESIGN.md say nothing of their start); its gradient is written out by hand;
 * every round each of ``n_clients`` clients starts from the global weights and
   performs ``local_updates`` interactions; each interaction picks a training
   query uniformly at random, samples a Plackett-Luce ranking of
@@ -28,11 +32,12 @@ Usage:
       --train_path=../shared/data/mslr_sample/train.txt \
       --test_path=../shared/data/mslr_sample/test.txt \
       --n_clients=10 --local_updates=5 --rounds=100 --click_model=perfect \
-      --n_runs=20 --seed=0 --output=/tmp/reference_perfect.json
+      --n_runs=20 --seed=0 --output=/tmp/reference_perfect.json   # --ranker=neural
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -156,8 +161,9 @@ def pdgd_gradient(
 ) -> np.ndarray:
     """The PDGD gradient of one interaction (zero vector without clicks).
 
-    features: [n_docs, F] of the query; scores: [n_docs]; ranking: [k] doc
-    indices, top first; clicks: bool [k] per displayed position.
+    features: [n_docs, F] of the query, or generally the rows ∇f(d) of every
+    document (a linear ranker's are its features); scores: [n_docs]; ranking:
+    [k] doc indices, top first; clicks: bool [k] per displayed position.
     """
     features = np.asarray(features, dtype=np.float64)
     scores = np.asarray(scores, dtype=np.float64)
@@ -203,12 +209,14 @@ def ndcg_of_list(displayed_labels: np.ndarray, query_labels: np.ndarray) -> floa
     return dcg(displayed_labels) / ideal
 
 
-def offline_ndcg(weights: np.ndarray, dataset: RankingDataset) -> float:
+def offline_ndcg(weights: np.ndarray, dataset: RankingDataset, ranker=None) -> float:
     """Mean nDCG@10 of the deterministic ranking by descending score.
 
     Ties are broken by document order in the file (stable sort).  Queries
-    without any relevant document are left out of the mean.
+    without any relevant document are left out of the mean.  ``ranker``
+    (default: linear) scores the documents with the parameters ``weights``.
     """
+    ranker = ranker or Linear(dataset.n_features)
     values = []
     w = np.asarray(weights, dtype=np.float64)
     for q in range(dataset.n_queries):
@@ -217,10 +225,69 @@ def offline_ndcg(weights: np.ndarray, dataset: RankingDataset) -> float:
         labels = dataset.labels[start:stop]
         if not (labels > 0).any():
             continue
-        scores = dataset.features[start:stop].astype(np.float64) @ w
+        scores = ranker.scores(w, dataset.features[start:stop].astype(np.float64))
         order = np.argsort(-scores, kind="stable")
         values.append(dcg(labels[order]) / ideal_dcg(labels))
     return float(np.mean(values)) if values else 0.0
+
+
+# --------------------------------------------------------------------------
+# Rankers: scores and per-document gradients of a flat parameter vector
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Linear:
+    """f(x) = x . w."""
+
+    n_features: int
+
+    def scores(self, theta: np.ndarray, features: np.ndarray) -> np.ndarray:
+        return features @ theta
+
+    def doc_gradients(self, theta: np.ndarray, features: np.ndarray) -> np.ndarray:
+        return features
+
+
+@dataclasses.dataclass(frozen=True)
+class Neural:
+    """f(x) = sigmoid(x W1 + b1) . w2; theta = (W1 row-major, b1, w2) flattened."""
+
+    n_features: int
+    hidden_units: int = 64
+
+    def split(self, theta: np.ndarray):
+        f, h = self.n_features, self.hidden_units
+        return theta[: f * h].reshape(f, h), theta[f * h : f * h + h], theta[f * h + h :]
+
+    def join(self, w1, b1, w2) -> np.ndarray:
+        return np.concatenate([np.ravel(w1), np.ravel(b1), np.ravel(w2)]).astype(np.float64)
+
+    def init(self, rng: np.random.Generator) -> np.ndarray:
+        f, h = self.n_features, self.hidden_units
+        return self.join(rng.standard_normal((f, h)) / f, np.zeros(h), rng.standard_normal(h) / h)
+
+    def hidden(self, theta, features):
+        w1, b1, _ = self.split(theta)
+        return 1.0 / (1.0 + np.exp(-(features @ w1 + b1)))
+
+    def scores(self, theta: np.ndarray, features: np.ndarray) -> np.ndarray:
+        return self.hidden(theta, features) @ self.split(theta)[2]
+
+    def doc_gradients(self, theta: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """Row d: ∂f(d)/∂theta by the chain rule (∂f/∂b1_j = w2_j h_j (1 - h_j))."""
+        h = self.hidden(theta, features)
+        d_b1 = self.split(theta)[2] * h * (1.0 - h)  # [n, H]
+        d_w1 = features[:, :, None] * d_b1[:, None, :]  # [n, F, H]
+        return np.concatenate([d_w1.reshape(len(features), -1), d_b1, h], axis=1)
+
+
+def make_ranker(name: str, n_features: int, hidden_units: int = 64):
+    if name == "linear":
+        return Linear(n_features)
+    if name == "neural":
+        return Neural(n_features, hidden_units)
+    raise ValueError(f"unknown ranker {name!r}; expected 'linear' or 'neural'")
 
 
 # --------------------------------------------------------------------------
@@ -243,20 +310,22 @@ def interact(
     click_model: str,
     learning_rate: float,
     rng: np.random.Generator,
+    ranker=None,
 ) -> tuple[np.ndarray, float]:
     """One client interaction; returns (updated weights, online nDCG@10 of the displayed list)."""
+    ranker = ranker or Linear(train.n_features)
     q = int(rng.integers(train.n_queries))
     start = int(train.query_offsets[q])
     stop = start + int(train.query_lengths[q])
     features = train.features[start:stop].astype(np.float64)
     labels = train.labels[start:stop]
-    scores = features @ weights
+    scores = ranker.scores(weights, features)
     k = min(RANKING_LENGTH, stop - start)
     ranking = sample_ranking(scores, k, rng)
     displayed_labels = labels[ranking]
     clicks = simulate_clicks(displayed_labels, click_model, rng)
     online = ndcg_of_list(displayed_labels, labels)
-    gradient = pdgd_gradient(features, scores, ranking, clicks)
+    gradient = pdgd_gradient(ranker.doc_gradients(weights, features), scores, ranking, clicks)
     return weights + learning_rate * gradient, online
 
 
@@ -271,8 +340,13 @@ def run_reference(
     seed: int,
     learning_rate: float = 0.1,
     init: str = "random_small",
+    ranker: str = "linear",
+    hidden_units: int = 64,
 ) -> dict:
     """One FPDGD run.
+
+    ``init`` applies to the linear ranker; the neural one always starts from
+    N(0, (1/fan_in)^2) weights and zero hidden biases.
 
     Returns numpy arrays:
       offline_ndcg_before [rounds]: test nDCG@10 of the global model after t
@@ -285,22 +359,26 @@ def run_reference(
             f"unknown click model {click_model!r}; expected one of {sorted(CLICK_MODELS)}"
         )
     rng = np.random.default_rng(seed)
-    global_w = initial_weights(train.n_features, init, rng)
-    offline = [offline_ndcg(global_w, test)]
+    model = make_ranker(ranker, train.n_features, hidden_units)
+    if ranker == "linear":
+        global_w = initial_weights(train.n_features, init, rng)
+    else:
+        global_w = model.init(rng)
+    offline = [offline_ndcg(global_w, test, model)]
     online = np.zeros(rounds, dtype=np.float64)
     for t in range(rounds):
         client_weights, client_counts, online_values = [], [], []
         for _ in range(n_clients):
             w = global_w.copy()
             for _ in range(local_updates):
-                w, value = interact(w, train, click_model, learning_rate, rng)
+                w, value = interact(w, train, click_model, learning_rate, rng, model)
                 online_values.append(value)
             client_weights.append(w)
             client_counts.append(local_updates)
         counts = np.asarray(client_counts, dtype=np.float64)
         global_w = np.sum(np.stack(client_weights) * counts[:, None], axis=0) / counts.sum()
         online[t] = np.mean(online_values)
-        offline.append(offline_ndcg(global_w, test))
+        offline.append(offline_ndcg(global_w, test, model))
     offline = np.asarray(offline, dtype=np.float64)
     return {
         "offline_ndcg_before": offline[:-1],
@@ -325,7 +403,12 @@ flags.DEFINE_integer("local_updates", 5, "Interactions (and PDGD steps) per clie
 flags.DEFINE_integer("rounds", 100, "Server rounds.")
 flags.DEFINE_enum("click_model", "perfect", sorted(CLICK_MODELS), "Cascade click model.")
 flags.DEFINE_float("learning_rate", 0.1, "PDGD step size.")
-flags.DEFINE_enum("init", "random_small", ["random_small", "zero"], "Initial weights.")
+flags.DEFINE_enum(
+    "init", "random_small", ["random_small", "zero"], "Initial weights of the linear ranker."
+)
+flags.DEFINE_enum(
+    "ranker", "linear", ["linear", "neural"], "linear | neural (64 sigmoid units with biases)."
+)
 flags.DEFINE_integer("n_runs", 20, "Independent runs; run r uses seed + r.")
 flags.DEFINE_integer("seed", 0, "Seed of the first run.")
 flags.DEFINE_integer("processes", 2, "Worker processes for the runs (1: run in this process).")
@@ -367,6 +450,7 @@ def main(argv):
         "click_model": FLAGS.click_model,
         "learning_rate": FLAGS.learning_rate,
         "init": FLAGS.init,
+        "ranker": FLAGS.ranker,
     }
     _WORKER_DATA["train"], _WORKER_DATA["test"] = train, test
     jobs = [(run, FLAGS.seed + run, settings) for run in range(FLAGS.n_runs)]

@@ -4,6 +4,7 @@ import dataclasses
 import json
 
 import jax
+import jax.flatten_util
 import numpy as np
 import pytest
 from test_experiments import run
@@ -253,16 +254,70 @@ def test_fedper_keeps_personal_layers(tiny):
     final, personal = result.final_params
     assert personal["w2"].shape == (1, 5, 64)
     assert not np.allclose(personal["w2"][0, 0], personal["w2"][0, 1])
-    # the base layer w1 is FedAvg'd: w1_T = w1_0 + Σ_rounds mean_c Δw1_c
+    # the base layer (w1, b1) is FedAvg'd: θ_T = θ_0 + Σ_rounds mean_c Δθ_c
     key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 0)
     init = rankers.make_ranker("neural", 8).init(jax.random.split(key)[0])
-    n_w1 = init["w1"].size
-    mean_updates = result.history[0, :, :, :n_w1].mean(axis=1).sum(axis=0)
-    np.testing.assert_allclose(
-        final["w1"][0].ravel(), np.asarray(init["w1"]).ravel() + mean_updates, atol=1e-5
-    )
+    unravel = jax.flatten_util.ravel_pytree(init)[1]
+    mean_updates = unravel(result.history[0].mean(axis=1).sum(axis=0))
+    for name in ("w1", "b1"):
+        np.testing.assert_allclose(
+            final[name][0], np.asarray(init[name]) + mean_updates[name], atol=1e-5
+        )
+    assert np.all(final["b1"][0] != 0)  # the biases trained (from zero)
     with pytest.raises(federation.ConfigError, match="personal"):
         federation.build(_config(), train, test, clients=federation.ClientPlan(personal=("w",)))
+
+
+def _fedper(tiny, evaluation, **overrides):
+    config = _config(ranker="neural", **{"rounds": 4, "chunk_rounds": 4, **overrides})
+    plan = federation.ClientPlan(personal=("w2",), personal_eval=evaluation)
+    spec, arrays = federation.build(config, *tiny, clients=plan)
+    return spec, arrays, federation.run(spec, arrays)
+
+
+def test_fedper_evaluates_the_clients_or_the_server_model(tiny):
+    """'clients': mean nDCG of the personalised models; 'server': the FedAvg model.
+    Training is the same under both: only the offline curves differ."""
+    _, _, mean_of_clients = _fedper(tiny, "clients")
+    spec, arrays, server = _fedper(tiny, "server")
+    for field in ("online_ndcg", "online_max_rr", "initial_offline_ndcg"):
+        np.testing.assert_array_equal(getattr(server, field), getattr(mean_of_clients, field))
+    (g, personal), (g2, personal2) = mean_of_clients.final_params, server.final_params
+    for name in g:
+        np.testing.assert_allclose(g[name], g2[name], atol=1e-6)
+    np.testing.assert_allclose(personal["w2"], personal2["w2"], atol=1e-6)
+    # the server model's w2 is the FedAvg (equal steps: the mean) of the personal layers
+    np.testing.assert_allclose(g["w2"], personal["w2"].mean(axis=1), atol=1e-6)
+    # the last offline values, recomputed from the final models
+    evaluate = jax.jit(lambda params: federation.evaluate(spec, arrays, params)[0])
+    for r in range(2):
+        model = {k: v[r] for k, v in g.items()}
+        assert server.offline_ndcg[r, -1] == pytest.approx(float(evaluate(model)), abs=1e-6)
+        own = [float(evaluate({**model, "w2": personal["w2"][r, c]})) for c in range(5)]
+        assert mean_of_clients.offline_ndcg[r, -1] == pytest.approx(np.mean(own), abs=1e-6)
+        assert len(set(own)) > 1  # the personalised models rank differently
+    assert np.abs(server.offline_ndcg - mean_of_clients.offline_ndcg).max() > 1e-3
+
+
+def test_fedper_evaluations_agree_with_one_client(tiny):
+    """One client: the FedAvg of its personal layer is that layer, so both options agree."""
+    *_, mean_of_clients = _fedper(tiny, "clients", n_clients=1)
+    *_, server = _fedper(tiny, "server", n_clients=1)
+    np.testing.assert_allclose(server.offline_ndcg, mean_of_clients.offline_ndcg, atol=1e-6)
+    np.testing.assert_allclose(server.offline_mrr, mean_of_clients.offline_mrr, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "plan, message",
+    [
+        (federation.ClientPlan(personal=("w2",), personal_eval="mean"), "must be one of"),
+        (federation.ClientPlan(personal_eval="server"), "applies to FedPer only"),
+    ],
+)
+def test_fedper_evaluation_names_are_checked(tiny, plan, message):
+    with pytest.raises(federation.ConfigError, match=message) as error:
+        federation.build(_config(ranker="neural"), *tiny, clients=plan)
+    assert error.value.field == "personal_eval"
 
 
 def test_data_sharing_warm_up(tiny):
@@ -326,6 +381,7 @@ def test_binary_writes_results(tmp_path):
     [
         ("--grades_per_client=3", "--grades_per_client: must be 1 or 2"),
         ("--remedies=fedper", "--remedies: fedper keeps the last layer personal"),
+        ("--fedper_eval=mean", "--fedper_eval: must be one of ('clients', 'server')"),
         ("--n_clients=7", "--n_clients:"),
     ],
 )

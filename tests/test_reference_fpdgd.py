@@ -115,3 +115,33 @@ def test_learning_improves_offline_ndcg_on_synthetic_data():
         )
         gains.append(result["offline_ndcg_after"][-1] - result["offline_ndcg_before"][0])
     assert np.mean(gains) > 0.05
+
+
+def test_neural_doc_gradients_match_finite_differences():
+    rng = np.random.default_rng(0)
+    model = ref.Neural(4, hidden_units=3)
+    theta = rng.normal(size=4 * 3 + 3 + 3)
+    features = rng.random((5, 4))
+    analytic = model.doc_gradients(theta, features)
+    assert analytic.shape == (5, theta.size)
+    eps = 1e-6
+    for j in range(theta.size):
+        step = np.zeros_like(theta)
+        step[j] = eps
+        numeric = (model.scores(theta + step, features) - model.scores(theta - step, features)) / (
+            2 * eps
+        )
+        np.testing.assert_allclose(analytic[:, j], numeric, rtol=1e-6, atol=1e-9)
+    w1, b1, w2 = model.split(theta)
+    hidden = 1 / (1 + np.exp(-(features @ w1 + b1)))
+    np.testing.assert_allclose(model.scores(theta, features), hidden @ w2, rtol=1e-12)
+
+
+def test_neural_init_fan_in_weights_zero_biases():
+    model = ref.Neural(20, hidden_units=64)
+    w1, b1, w2 = model.split(model.init(np.random.default_rng(0)))
+    assert w1.shape == (20, 64) and b1.shape == (64,) and w2.shape == (64,)
+    assert not b1.any()
+    # sd 1/fan_in: 1280 and 64 normal draws, sample sd within ~4 standard errors
+    assert abs(w1.std() * 20 - 1) < 4 / np.sqrt(2 * 1280)
+    assert abs(w2.std() * 64 - 1) < 4 / np.sqrt(2 * 64)
