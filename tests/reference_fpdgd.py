@@ -485,7 +485,7 @@ def main(argv):
     }
     wall = time.time() - wall_start
     output = {
-        "implementation": "experiments/reference_fpdgd.py (NumPy reference)",
+        "implementation": "tests/reference_fpdgd.py (NumPy reference)",
         "train_path": FLAGS.train_path,
         "test_path": FLAGS.test_path,
         "settings": settings,

@@ -1,4 +1,4 @@
-"""Sanity tests of the NumPy FPDGD reference (experiments/reference_fpdgd.py)."""
+"""Sanity tests of the NumPy FPDGD reference (tests/reference_fpdgd.py)."""
 
 import math
 
