@@ -139,7 +139,9 @@ def differences(expected, actual, where="results") -> list[str]:
     """Where ``actual`` differs from ``expected`` beyond float32 rounding."""
     if isinstance(expected, dict) and isinstance(actual, dict):
         out = [f"{where}.{k}: missing" for k in expected.keys() - actual.keys()]
-        out += [f"{where}.{k}: unexpected" for k in actual.keys() - expected.keys()]
+        if not where.endswith(".config"):  # a setting added since, at its default, is no
+            # difference in itself: what it does shows in the numbers, which are compared
+            out += [f"{where}.{k}: unexpected" for k in actual.keys() - expected.keys()]
         for k in expected.keys() & actual.keys():
             out += differences(expected[k], actual[k], f"{where}.{k}")
         return out
@@ -219,6 +221,12 @@ def test_differences_sees_a_moved_number_and_ignores_rounding():
         "results.curve: length 1, recorded 2",
     ]
     assert strip_run_fields({"a": {"run_seconds": 1.0, "b": 2}}) == {"a": {"b": 2}}
+    # A new config field is not a difference; a changed or lost one is.
+    assert differences({"config": {"a": 1}}, {"config": {"a": 1, "new": 0}}) == []
+    assert differences({"config": {"a": 1}}, {"config": {"a": 2}}) == [
+        "results.config.a: 2, recorded 1"
+    ]
+    assert differences({"config": {"a": 1}}, {"config": {}}) == ["results.config.a: missing"]
 
 
 def _record(names) -> None:
