@@ -101,6 +101,15 @@ def define_federation_flags():
         "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0).",
     )
     define_poisoning_flags()
+    flags.DEFINE_string(
+        "server_optimizer",
+        defaults.server_optimizer,
+        "Server optimiser on the aggregate (FedOpt): none (the aggregate is the new model, "
+        "FPDGD's Algorithm 2) | sgd (θ + η_s·Δ) | momentum (FedAvgM, 0.9) | adam (FedAdam).",
+    )
+    flags.DEFINE_float(
+        "server_learning_rate", defaults.server_learning_rate, "η_s of --server_optimizer."
+    )
     flags.DEFINE_integer(
         "client_chunk",
         defaults.client_chunk,
@@ -259,6 +268,8 @@ def federation_config() -> federation.FederationConfig:
         attack=FLAGS.attack,
         n_malicious=FLAGS.n_malicious,
         krum_squared_distances=FLAGS.krum_squared_distances,
+        server_optimizer=FLAGS.server_optimizer,
+        server_learning_rate=FLAGS.server_learning_rate,
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
         window_scoring=resolve_window_scoring(FLAGS.window_scoring),

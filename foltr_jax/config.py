@@ -7,15 +7,17 @@ so a binary can say ``--field: message`` without a traceback.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import NamedTuple
 
 import jax
 
-from foltr_jax import aggregators, attacks, click_models, rankers
+from foltr_jax import aggregators, attacks, click_models, pipeline, rankers
 
 AGGREGATIONS = ("fedavg", "sum_of_updates")
 CENTRALISED_FORMS = ("same_updates", "same_budget", "batch")
 WINDOW_SCORING = ("auto", "map", "vmap")
+SERVER_OPTIMIZER_NAMES = ("none",) + tuple(pipeline.SERVER_OPTIMIZERS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +43,10 @@ class FederationConfig:
     sensitivity: float = 0.0  # Δ; 0 turns differential privacy off
     clip_factor: float = 0.5  # clip to factor·Δ after every local update (paper Δ/2; public code Δ)
     krum_squared_distances: bool = True  # Blanchard et al.; the poisoning paper says Euclidean
+    # Server optimiser on the aggregate (FedOpt, Reddi et al. 2021); 'none': the aggregate is
+    # the new global model, as FPDGD's Algorithm 2.
+    server_optimizer: str = "none"  # none | pipeline.SERVER_OPTIMIZERS
+    server_learning_rate: float = 1.0
     display_groups: int = 4  # lanes sample their lists in this many groups of similar length
     window_scoring: str = "auto"  # lanes scored in turn (map, CPU) or batched (vmap, GPU)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
@@ -77,6 +83,21 @@ class FederationConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.server_optimizer not in SERVER_OPTIMIZER_NAMES:
+            raise ConfigError(
+                "server_optimizer",
+                f"must be one of {SERVER_OPTIMIZER_NAMES}, got {self.server_optimizer!r}",
+            )
+        if not (self.server_learning_rate > 0 and math.isfinite(self.server_learning_rate)):
+            raise ConfigError(
+                "server_learning_rate",
+                f"must be positive and finite, got {self.server_learning_rate}",
+            )
+        if self.server_optimizer != "none" and self.aggregation == "sum_of_updates":
+            raise ConfigError(
+                "server_optimizer",
+                "does not apply to the centralised batch baseline (sum of updates)",
+            )
         if not self.clip_factor > 0:
             raise ConfigError("clip_factor", f"must be positive, got {self.clip_factor}")
         if self.client_chunk < 0:

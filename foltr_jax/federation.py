@@ -31,7 +31,14 @@ from foltr_jax.config import (
 from foltr_jax.data import RankingDataset
 from foltr_jax.interaction import to_device, window_widths
 from foltr_jax.loop import ProgressFn, round_curves, scan_in_chunks
-from foltr_jax.rounds import Arrays, Spec, evaluate, history_length, run_chunk_jit
+from foltr_jax.rounds import (
+    Arrays,
+    Spec,
+    evaluate,
+    history_length,
+    initial_server_state,
+    run_chunk_jit,
+)
 
 
 def build(
@@ -244,11 +251,12 @@ def run(
             k: jnp.repeat(params[k][:, None], cfg.n_clients, axis=1) for k in spec.personal_keys
         }
         params = (params, personal)
-    (params, history), outputs, compile_seconds, run_seconds = scan_in_chunks(
+    server_state = initial_server_state(spec, params[0] if spec.personal_keys else params)
+    (params, _, history), outputs, compile_seconds, run_seconds = scan_in_chunks(
         run_chunk_jit,
         spec,
         (arrays, train_keys),
-        (params, history),
+        (params, server_state, history),
         cfg.rounds,
         cfg.chunk_rounds,
         progress,

@@ -154,6 +154,20 @@ def server_step(optimizer: optax.GradientTransformation) -> Stage:
     return Stage(init, update)
 
 
+SERVER_OPTIMIZERS = {
+    "sgd": lambda lr: optax.sgd(lr),  # FedOpt's server SGD: θ + η_s·Δ (η_s = 1: FedAvg)
+    "momentum": lambda lr: optax.sgd(lr, momentum=0.9),  # FedAvgM (Hsu et al. 2019)
+    "adam": lambda lr: optax.adam(lr),  # FedAdam (Reddi et al. 2021), optax defaults
+}
+
+
+def server_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation | None:
+    """The server optimiser ``name`` (``SERVER_OPTIMIZERS``), or None for 'none'."""
+    if name == "none":
+        return None
+    return SERVER_OPTIMIZERS[name](learning_rate)
+
+
 def server_chain(
     *,
     attack_names: tuple = (),

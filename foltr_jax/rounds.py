@@ -10,6 +10,7 @@ running sums, so memory follows the chunk.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import jax
@@ -56,7 +57,13 @@ class Arrays(NamedTuple):
 
 
 def server_update(
-    spec: Spec, global_params, client_params, settings: RunSettings, key, client_weights=None
+    spec: Spec,
+    global_params,
+    client_params,
+    settings: RunSettings,
+    key,
+    client_weights=None,
+    server_state=None,
 ):
     """The server's side of a round for one run slot: attack → privacy → aggregation.
 
@@ -67,9 +74,10 @@ def server_update(
     """
     cfg = spec.config
     if cfg.aggregation == "sum_of_updates":
-        return jax.tree_util.tree_map(
+        summed = jax.tree_util.tree_map(
             lambda g, c: g + jnp.sum(c - g, axis=0), global_params, client_params
         )
+        return summed, server_state
     flat_global, unravel = jax.flatten_util.ravel_pytree(global_params)
     flat_clients = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
     present = jnp.arange(cfg.n_clients) >= settings.n_absent
@@ -91,7 +99,32 @@ def server_update(
         squared_distances=cfg.krum_squared_distances,
     )
     updates, _ = chain.update(chain.init(flat_global), updates, key)
-    return unravel(updates.aggregate)
+    aggregate, server_state = _server_step(spec, flat_global, updates.aggregate, server_state)
+    return unravel(aggregate), server_state
+
+
+def initial_server_state(spec: Spec, global_params):
+    """Every slot's server chain state before round 1 (leaves [n_slots, ...]); only the
+    server optimiser's stage holds state."""
+    cfg = spec.config
+    optimizer = pipeline.server_optimizer(cfg.server_optimizer, cfg.server_learning_rate)
+    if optimizer is None:
+        return None
+    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(global_params)
+    return jax.vmap(pipeline.server_step(optimizer).init)(flat)
+
+
+def _server_step(spec: Spec, flat_global, flat_aggregate, server_state):
+    """One slot's server optimiser stage (``pipeline.server_step``) after its aggregate;
+    the identity without a server optimiser.  Its state is carried by the run's scan."""
+    cfg = spec.config
+    optimizer = pipeline.server_optimizer(cfg.server_optimizer, cfg.server_learning_rate)
+    if optimizer is None:
+        return flat_aggregate, server_state
+    n = jnp.int32(0)
+    view = pipeline.ClientUpdates(flat_global[None], jnp.ones(1), flat_global, n, flat_aggregate)
+    out, server_state = pipeline.server_step(optimizer).update(server_state, view, None)
+    return out.aggregate, server_state
 
 
 def evaluate(spec: Spec, arrays: Arrays, params):
@@ -107,7 +140,9 @@ class RoundMetrics(NamedTuple):
     online_max_rr: jax.Array  # [n_runs]
 
 
-def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_index):
+def federated_round(
+    spec: Spec, arrays: Arrays, global_params, slot_keys, round_index, server_state=None
+):
     """One round for every run slot: clients train, servers aggregate, models are evaluated.
 
     Returns (new global params, RoundMetrics, client updates): the updates
@@ -180,9 +215,9 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
         lambda c: c.reshape((n_slots, n_clients) + c.shape[1:]), client_params
     )
     server_keys = jax.vmap(lambda k: jax.random.fold_in(k, n_clients))(round_keys)
-    new_global = jax.vmap(lambda g, c, s, k: server_update(spec, g, c, s, k, client_weights))(
-        global_params, client_params, settings, server_keys
-    )
+    new_global, server_state = jax.vmap(
+        lambda g, c, s, k, o: server_update(spec, g, c, s, k, client_weights, o)
+    )(global_params, client_params, settings, server_keys, server_state)
     if personal is not None:
         personal = {k: client_params[k] for k in spec.personal_keys}
     if personal is None or spec.personal_eval == "server":
@@ -215,10 +250,13 @@ def federated_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_
         new_global if personal is None else (new_global, personal),
         RoundMetrics(offline_ndcg, offline_mrr, per_slot(outcome.ndcg), per_slot(outcome.max_rr)),
         updates,
+        server_state,
     )
 
 
-def chunked_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_index):
+def chunked_round(
+    spec: Spec, arrays: Arrays, global_params, slot_keys, round_index, server_state=None
+):
     """``federated_round`` with the clients processed ``client_chunk`` at a time.
 
     A ``lax.scan`` over equal client chunks trains each chunk's lanes and adds
@@ -304,12 +342,17 @@ def chunked_round(spec: Spec, arrays: Arrays, global_params, slot_keys, round_in
         flat_new = flat_global + model_sum
     else:
         flat_new = model_sum / (n_present * cfg.local_updates)[:, None]
+    if cfg.aggregation != "sum_of_updates":
+        flat_new, server_state = jax.vmap(functools.partial(_server_step, spec))(
+            flat_global, flat_new, server_state
+        )
     new_global = jax.vmap(unravel_one)(flat_new)
     offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
     return (
         new_global,
         RoundMetrics(offline_ndcg, offline_mrr, ndcg_sum / n_present, rr_sum / n_present),
         None,
+        server_state,
     )
 
 
@@ -319,20 +362,23 @@ def history_length(rounds: int, every: int) -> int:
 
 
 def run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
-    """``n_rounds`` rounds under ``lax.scan``; ``state`` is (global params, history or None)."""
+    """``n_rounds`` rounds under ``lax.scan``; ``state`` is (global params, the server
+    optimiser's state or None, history or None)."""
     arrays, slot_keys = consts
 
     def body(carry, t):
-        params, history = carry
+        params, server_state, history = carry
         play = chunked_round if spec.config.chunked else federated_round
-        params, round_metrics, updates = play(spec, arrays, params, slot_keys, t)
+        params, round_metrics, updates, server_state = play(
+            spec, arrays, params, slot_keys, t, server_state
+        )
         if history is not None:
             # Round t (0-based) is stored when t is a multiple of Δt, at t // Δt.
             index = t // spec.history_every
             current = jax.lax.dynamic_index_in_dim(history, index, axis=1, keepdims=False)
             stored = jnp.where(t % spec.history_every == 0, updates, current)
             history = jax.lax.dynamic_update_index_in_dim(history, stored, index, axis=1)
-        return (params, history), round_metrics
+        return (params, server_state, history), round_metrics
 
     return jax.lax.scan(body, state, first_round + jnp.arange(n_rounds))
 

@@ -70,12 +70,12 @@ def test_server_update_fedavg_and_summed_updates(tiny):
     start = {"w": jnp.ones(8)}
     settings = jax.tree_util.tree_map(lambda x: x[0], arrays.settings)
     key = jax.random.PRNGKey(0)
-    averaged = rounds.server_update(spec, start, clients, settings, key)
+    averaged, _ = rounds.server_update(spec, start, clients, settings, key)
     np.testing.assert_allclose(averaged["w"], clients["w"].mean(axis=0), rtol=1e-6)
     batch = dataclasses.replace(
         spec, config=dataclasses.replace(config, aggregation="sum_of_updates")
     )
-    summed = rounds.server_update(batch, start, clients, settings, key)
+    summed, _ = rounds.server_update(batch, start, clients, settings, key)
     np.testing.assert_allclose(summed["w"], 1 + (clients["w"] - 1).sum(axis=0), rtol=1e-6)
 
 
@@ -234,3 +234,42 @@ def test_window_scoring_auto_follows_the_backend_and_explicit_values_stay():
     assert federation.build(explicit, train, test)[0].config.window_scoring == "vmap"
     with pytest.raises(federation.ConfigError, match="window_scoring"):
         federation.FederationConfig(window_scoring="gpu").validate()
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
+def test_server_optimiser_on_fpdgd(tiny, optimizer):
+    """A server optimiser stage (FedOpt) carried through the run: server SGD with η_s = 1 is
+    FedAvg; momentum and Adam change the run; chunked clients give the unchunked run."""
+    base = federation.FederationConfig(
+        n_clients=6, local_updates=2, rounds=6, n_runs=2, chunk_rounds=4, click_model="perfect"
+    )
+
+    def run(config):
+        spec, arrays = federation.build(config, *tiny)
+        return federation.run(spec, arrays)
+
+    plain = run(base)
+    config = dataclasses.replace(
+        base, server_optimizer=optimizer, server_learning_rate=1.0 if optimizer == "sgd" else 0.05
+    )
+    with_optimizer = run(config)
+    chunked = run(dataclasses.replace(config, client_chunk=3))
+    np.testing.assert_allclose(chunked.offline_ndcg, with_optimizer.offline_ndcg, atol=1e-5)
+    if optimizer == "sgd":
+        np.testing.assert_allclose(with_optimizer.offline_ndcg, plain.offline_ndcg, atol=1e-5)
+        np.testing.assert_allclose(
+            with_optimizer.final_params["w"], plain.final_params["w"], rtol=1e-4, atol=1e-6
+        )
+    else:
+        assert not np.allclose(with_optimizer.final_params["w"], plain.final_params["w"])
+
+
+def test_server_optimiser_settings_are_checked():
+    with pytest.raises(federation.ConfigError, match="server_optimizer"):
+        federation.FederationConfig(server_optimizer="yogi").validate()
+    with pytest.raises(federation.ConfigError, match="server_learning_rate"):
+        federation.FederationConfig(server_optimizer="adam", server_learning_rate=0).validate()
+    with pytest.raises(federation.ConfigError, match="server_optimizer"):
+        federation.FederationConfig(
+            server_optimizer="adam", aggregation="sum_of_updates"
+        ).validate()
