@@ -992,14 +992,27 @@ def synthetic_dataset(
 
     * Documents per query: lognormal (long tail) with mean
       ``mean_docs_per_query``, at least 2, at most ``max_docs_per_query``.
-    * Features: query-specific Gaussian / skewed count-like raw values, some
-      missing per query, min-max normalised per query (so in ``[0, 1]``).
-    * Labels ``0 .. n_grades-1``: a hidden score = standardised ``x @ w``
-      (``w`` = ``hidden_weights`` or drawn from the seed, ~30% zeros) plus a
-      mild pairwise-product term plus Gaussian noise, cut at global
-      (query-independent) quantiles so grades are skewed like MSLR
-      (50/30/13/4/3 % for 5 grades) or MQ2007 (70/20/10 % for 3 grades).
-      Ranking by ``x @ w`` is far better than random.
+    * Features, in groups of about 4 (many views of one quantity, as BM25 and TF-IDF
+      over several fields in LETOR): raw value = query-specific offset + query-specific
+      scale × (loading × the group's relevance factor + nuisance loading × the group's
+      nuisance factor + own noise); 40 % count-like (exponentiated, 30 % zeros), 3 %
+      missing (constant) for a whole query; min-max normalised per query, so in
+      ``[0, 1]``.  The nuisance loadings (document length, spam, ...) are large and,
+      within a group, orthogonal to the hidden weights ``w``: ``x @ w`` cancels most of
+      the nuisance while every single feature is dominated by it.  The mean difference
+      between relevant and other documents, which one FPDGD round from zero mostly
+      follows, therefore ranks clearly worse than the best linear model, and a linear
+      ranker keeps improving over many rounds.
+    * Labels ``0 .. n_grades-1``: a hidden score, the sum of standardised parts:
+      the linear term ``x @ w_q`` with ``w_q = w`` plus a per-query jitter (queries
+      weigh features differently; ``w`` = ``hidden_weights`` or drawn from the seed,
+      ~30 % zeros), 0.7 × a sum of products of feature pairs, 0.7 × a sum of
+      non-monotone "band" terms ``-((x_f - c_f) / 0.2)²`` (a feature is best in the
+      middle of its range; a linear ranker cannot express these, a neural one can),
+      0.8 × a per-query offset (queries differ in how many relevant documents they
+      have; some have none) and 0.6 × Gaussian noise.  The score is cut at global
+      quantiles so grades are skewed like MSLR-WEB10K (52/32/13/2/1 % for 5 grades)
+      or MQ2007 (74/20/6 % for 3 grades).
     """
     n_queries = _check_positive_int("n_queries", n_queries, 1)
     n_features = _check_positive_int("n_features", n_features, 1)
@@ -1036,9 +1049,10 @@ def synthetic_train_test(
 ) -> tuple[RankingDataset, RankingDataset]:
     """A synthetic train and test set sharing one hidden relevance function.
 
-    The queries (and documents) differ; the hidden weights, nonlinearity,
-    score standardisation and grade thresholds are drawn/fitted on the train
-    set and reused for the test set.  Query ids do not overlap
+    The queries (and documents) differ; the feature groups and loadings, hidden
+    weights, nonlinear terms, score standardisation and grade thresholds are
+    drawn/fitted on the train set and reused for the test set (see
+    :func:`synthetic_dataset`).  Query ids do not overlap
     (``q0..`` for train, continuing the numbering for test).
     """
     n_train_queries = _check_positive_int("n_train_queries", n_train_queries, 1)
