@@ -159,31 +159,74 @@ def synthetic_multi_intent(
     n_features: int = 32,
     mean_docs_per_query: float = 40,
     n_intents: int = 4,
-    n_grades: int = 3,
-    relevant_fraction: float = 0.3,
+    n_grades: int = 2,
+    relevant_fraction: float = 0.05,
 ) -> MultiIntentDataset:
-    """Synthetic intent-change-like data: every intent labels documents by its own
-    hidden linear scorer (plus noise), cut at quantiles so that ``relevant_fraction``
-    of the documents are relevant (grades 1..n_grades-1 in equal shares)."""
+    """Synthetic data like the intent-change collection (thesis §4.3.1; Zhuang and
+    Zuccon, SIGIR 2021): one set of query-document features, a sparse label per intent.
+
+    The features and a shared topical grade g come from ``data.synthetic_dataset``
+    (5 grades).  In a query of n documents the best ``max(n_intents, round(n_intents ·
+    relevant_fraction · n))`` by g (plus noise) are the topical candidates; every
+    candidate is relevant to exactly one intent, the one whose direction ``v_qk`` it
+    matches best (``argmax_k z(x · v_qk) + 0.3 ε``, z standardised within the query);
+    ``v_qk`` is drawn for every (query, intent) pair, as the collection's intents are
+    independent across queries (the thesis reshuffles their numbers per query).  So
+    each intent holds about ``relevant_fraction`` of the documents, the intents'
+    relevant sets are disjoint (they agree that relevant documents are topical and
+    disagree about which ones), and the IID baseline's merged labels (relevant for any
+    intent) are n_intents times denser.  Binary by default, as in the collection; with
+    more grades an intent's best matches get the higher grades.
+    """
     from foltr_jax import data
 
+    if not 0.0 < relevant_fraction < 1.0:
+        raise ValueError(f"relevant_fraction must be in (0, 1), got {relevant_fraction!r}")
     base = data.synthetic_dataset(
         seed,
         n_queries=n_queries,
         n_features=n_features,
         mean_docs_per_query=mean_docs_per_query,
+        n_grades=5,
         name="synthetic-intents",
     )
     rng = np.random.default_rng([seed, 1])
     x = base.features.astype(np.float64)
-    cuts = 1.0 - relevant_fraction * (1.0 - np.arange(n_grades - 1) / (n_grades - 1))
+    q_of_doc = np.repeat(np.arange(base.n_queries), base.query_lengths)
+    grade = base.labels.astype(np.float64)
+    topical = (grade - grade.mean()) / (grade.std() or 1.0)
+    lengths = base.query_lengths.astype(np.int64)
+    start = np.repeat(base.query_offsets.astype(np.int64), lengths)
+
+    def rank_in_query(score):  # 0 = the query's best document
+        order = np.lexsort((-score, q_of_doc))
+        rank = np.empty(base.n_docs, np.int64)
+        rank[order] = np.arange(base.n_docs) - start[order]
+        return rank
+
+    # Topical candidates: the query's best documents by its shared grade (plus noise).
+    n_candidates = np.maximum(n_intents, np.rint(n_intents * relevant_fraction * lengths))
+    candidate = rank_in_query(topical + 0.3 * rng.standard_normal(base.n_docs)) < (
+        n_candidates[q_of_doc]
+    )
+    # Every candidate serves the intent whose own direction v_qk it matches best.
+    directions = rng.normal(size=(n_intents, base.n_queries, n_features))
+    own = np.einsum("df,kdf->kd", x, directions[:, q_of_doc])
+    # standardised within every query, so that every intent gets its share of a query
+    mean = (np.add.reduceat(own, base.query_offsets, axis=1) / lengths)[:, q_of_doc]
+    own = own - mean
+    sd = np.sqrt(np.add.reduceat(own**2, base.query_offsets, axis=1) / lengths)[:, q_of_doc]
+    own = own / np.where(sd > 0, sd, 1.0)
+    own = own + 0.3 * rng.standard_normal(own.shape)
+    serves = own.argmax(axis=0)
     labels = []
-    for _ in range(n_intents):
-        w = rng.normal(size=n_features)
-        score = x @ w
-        score = (score - score.mean()) / (score.std() or 1.0)
-        score = score + 0.5 * rng.standard_normal(score.shape)
-        labels.append(np.searchsorted(np.quantile(score, cuts), score, side="right"))
+    for k in range(n_intents):
+        relevant = candidate & (serves == k)
+        # the best of an intent's relevant documents (by own score) get the higher grades
+        rank = rank_in_query(np.where(relevant, own[k], -np.inf))
+        n_rel = np.bincount(q_of_doc, relevant, minlength=base.n_queries)[q_of_doc]
+        grade_of = n_grades - 1 - (rank * (n_grades - 1)) // np.maximum(n_rel, 1)
+        labels.append(np.where(relevant, grade_of, 0))
     return MultiIntentDataset(base, np.asarray(labels, np.int32))
 
 

@@ -220,7 +220,7 @@ def test_learning_improves_offline_ndcg_with_perfect_clicks(learning):
     # zero init: every run starts from the same model
     assert result.initial_offline_ndcg[0] == result.initial_offline_ndcg[1]
     for initial, curve in zip(result.initial_offline_ndcg, result.offline_ndcg):
-        assert curve[-5:].mean() > initial + 0.25, (initial, curve)
+        assert curve[-5:].mean() > initial + 0.15, (initial, curve)
     online = result.online_ndcg
     assert np.all(online[:, -5:].mean(axis=1) > online[:, :5].mean(axis=1) + 0.1)
     assert result.final_params["w"].shape == (2, 10)

@@ -162,6 +162,45 @@ def test_intent_reshuffles_are_per_query_permutations():
     assert not np.array_equal(intents[0], intents[1])
 
 
+def test_synthetic_intents_are_sparse_and_disagree():
+    """Like the intent-change collection: binary, sparse, intents relevant on disjoint
+    documents of each query, all of them among the query's topical documents."""
+    mi = noniid.synthetic_multi_intent(0, n_queries=100)
+    labels = mi.intent_labels
+    assert labels.shape == (4, mi.base.n_docs) and set(np.unique(labels)) == {0, 1}
+    share = labels.mean(axis=1)
+    assert np.all((share > 0.03) & (share < 0.08)), share  # ~5 % relevant per intent
+    assert labels.sum(axis=0).max() == 1  # no document is relevant to two intents
+    merged = mi.merged().labels
+    assert merged.mean() == pytest.approx(labels.sum() / labels.shape[1])
+    # every intent has relevant documents in most queries
+    per_query = np.add.reduceat(labels, mi.base.query_offsets, axis=1)
+    assert np.all((per_query > 0).mean(axis=1) > 0.7)
+    # the relevant documents are topical: their shared grade is high
+    grade = mi.base.labels
+    assert grade[merged > 0].mean() > grade[merged == 0].mean() + 0.8
+    three = noniid.synthetic_multi_intent(0, n_queries=100, n_grades=3)
+    np.testing.assert_array_equal(three.intent_labels > 0, labels > 0)
+    assert set(np.unique(three.intent_labels)) == {0, 1, 2}
+
+
+def test_type1_non_iid_is_below_iid_on_synthetic_intents():
+    """Thesis Fig. 4.3, Table 4.2: clients with one intent each learn a worse ranker than
+    clients clicking by the merged labels (linear, 4 clients, B = 5, fixed seeds)."""
+    mi = noniid.synthetic_multi_intent(0, n_queries=100)
+    config = _config(n_clients=4, local_updates=5, rounds=200, chunk_rounds=200, n_grades=3)
+    config = dataclasses.replace(config, click_model="informational")
+    final, online = {}, {}
+    for iid in (True, False):
+        train, test, extra = noniid.type1_setup(mi, config.n_runs, 0, iid=iid)
+        result = _run(config, train, test, federation.ClientPlan(**extra))
+        final[iid] = result.offline_ndcg[:, -50:].mean(axis=1)
+        online[iid] = np.asarray(result.online_performance)
+    assert final[True].min() > final[False].max() + 0.01, final
+    assert final[True].mean() > final[False].mean() + 0.03, final
+    assert online[True].mean() > online[False].mean(), online
+
+
 def test_type1_online_ndcg_averages_the_intents():
     mi = noniid.synthetic_multi_intent(1, n_queries=10, n_features=6, mean_docs_per_query=10)
     config = _config(n_clients=4, n_grades=3, rounds=3, chunk_rounds=3)

@@ -95,16 +95,18 @@ def test_a_grid_equals_its_cells_run_alone(tiny):
 
 
 def test_data_poisoning_hurts_and_krum_is_not_fedavg(tiny):
-    config = dataclasses.replace(CONFIG, rounds=30, n_runs=4)
+    # 3 of 8 poisoners: on the harder synthetic data (issue 15) 2 of 6 hurt by < 0.02 on
+    # average, and even 3 of 8 do not hurt in every run
+    config = dataclasses.replace(CONFIG, n_clients=8, rounds=30, n_runs=4)
     cells = [
         federation.Setting("perfect"),
-        federation.Setting("perfect", 2, "data_poisoning", "fedavg"),
+        federation.Setting("perfect", 3, "data_poisoning", "fedavg"),
         federation.Setting("perfect", 2, "none", "krum"),
     ]
     final = _run(tiny, cells, config)[:, :, -5:].mean(axis=2)
     clean, poisoned, krum = final
     # runs are paired (repetition r of every cell shares its keys)
-    assert np.all(poisoned < clean) and clean.mean() - poisoned.mean() > 0.02, final
+    assert np.sum(poisoned < clean) >= 3 and clean.mean() - poisoned.mean() > 0.03, final
     assert not np.allclose(krum, clean)
 
 
