@@ -761,17 +761,8 @@ def server_chain(spec: Spec) -> pipeline.Stage:
 
 def server_update(spec: Spec, updates, chain_state, key):
     """One run's server step: ``updates`` [n_users, P] → (the global model's change, state)."""
-    cfg = spec.config
-    n_params = updates.shape[1]
-    messages = pipeline.ClientUpdates(
-        updates,
-        jnp.ones(cfg.n_users, jnp.float32),
-        jnp.zeros(n_params, jnp.float32),
-        jnp.int32(cfg.n_malicious),
-        jnp.zeros(n_params, jnp.float32),
-    )
-    messages, chain_state = server_chain(spec).update(chain_state, messages, key)
-    return messages.aggregate, chain_state
+    n_malicious = jnp.int32(spec.config.n_malicious)
+    return pipeline.run_on_updates(server_chain(spec), chain_state, updates, n_malicious, key)
 
 
 def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):

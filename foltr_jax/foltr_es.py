@@ -437,19 +437,10 @@ def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index):
     cfg = spec.config
     flat_global, server_state = state
     details = es_round(spec, arrays, flat_global, run_keys, round_index)
-    chain = server_chain(spec)
-    n_params = flat_global.shape[1]
+    chain, n_malicious = server_chain(spec), jnp.int32(cfg.n_malicious)
 
     def server(gradients, chain_state, key):
-        messages = pipeline.ClientUpdates(
-            gradients,
-            jnp.ones(cfg.n_clients, jnp.float32),
-            jnp.zeros(n_params, jnp.float32),
-            jnp.int32(cfg.n_malicious),
-            jnp.zeros(n_params, jnp.float32),
-        )
-        messages, chain_state = chain.update(chain_state, messages, key)
-        return messages.aggregate, chain_state
+        return pipeline.run_on_updates(chain, chain_state, gradients, n_malicious, key)
 
     # The server's key is client n_clients's of the round (clients are 0..N-1), as in FPDGD.
     server_keys = jax.vmap(

@@ -206,8 +206,8 @@ def synthetic_multi_intent(
 
     # Topical candidates: the query's best documents by its shared grade (plus noise).
     n_candidates = np.maximum(n_intents, np.rint(n_intents * relevant_fraction * lengths))
-    candidate = rank_in_query(topical + 0.3 * rng.standard_normal(base.n_docs)) < (
-        n_candidates[q_of_doc]
+    candidate = (
+        rank_in_query(topical + 0.3 * rng.standard_normal(base.n_docs)) < (n_candidates[q_of_doc])
     )
     # Every candidate serves the intent whose own direction v_qk it matches best.
     directions = rng.normal(size=(n_intents, base.n_queries, n_features))
