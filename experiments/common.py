@@ -14,12 +14,11 @@ import pickle
 import platform
 import resource
 import sys
-import tempfile
 
 from absl import flags, logging
 
 import foltr_jax
-from foltr_jax import aggregators, data, federation
+from foltr_jax import aggregators, data, federation, files
 from foltr_jax.config import ATTACKS, FederationConfig, centralised, resolve_window_scoring
 
 FLAGS = flags.FLAGS
@@ -411,16 +410,7 @@ def write_text_atomic(path: pathlib.Path, text: str) -> None:
 
 def write_bytes_atomic(path: pathlib.Path, payload: bytes) -> None:
     """Writes bytes through a temporary file and a rename."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(payload)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    files.write_atomically(path, lambda stream: stream.write(payload))
 
 
 class ProgressLog:

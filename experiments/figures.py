@@ -21,17 +21,15 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import pathlib
 import re
-import tempfile
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from foltr_jax import statistics
+from foltr_jax import files, statistics
 
 RESULTS_NAME = "results.json"
 PANEL_ORDER = ("perfect", "navigational", "informational")
@@ -671,29 +669,16 @@ def plot_curves(title: str, members: list[Series], curve: str = "offline_ndcg") 
     return figure
 
 
-def _write_atomically(path: pathlib.Path, write) -> None:
-    """write(temporary path) then a rename: never a half-written file at path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
 def _save_figure(figure: Figure, path: pathlib.Path) -> None:
     suffix = path.suffix[1:]
     metadata = {"CreationDate": None} if suffix == "pdf" else None  # same input, same PDF
-    _write_atomically(
-        path, lambda temporary: figure.savefig(temporary, format=suffix, dpi=150, metadata=metadata)
+    files.write_atomically(
+        path, lambda stream: figure.savefig(stream, format=suffix, dpi=150, metadata=metadata)
     )
 
 
 def _write_text(path: pathlib.Path, text: str) -> None:
-    _write_atomically(path, lambda temporary: pathlib.Path(temporary).write_text(text))
+    files.write_atomically(path, lambda stream: stream.write(text.encode()))
 
 
 def _slug(name: str, taken: set) -> str:

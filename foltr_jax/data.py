@@ -30,11 +30,12 @@ import math
 import os
 import pathlib
 import re
-import tempfile
 import warnings
 from collections.abc import Iterator
 
 import numpy as np
+
+from foltr_jax import files
 
 __all__ = [
     "CACHE_FORMAT_VERSION",
@@ -592,36 +593,25 @@ def _write_cache(cache_path: pathlib.Path, arrays: dict) -> bool:
     over ``cache_path`` only once complete, so readers never see a partial
     file; on any error the temporary file is removed.
     """
-    cache_dir = cache_path.parent
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=cache_dir, prefix=".tmp-", suffix=".npz.part")
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         warnings.warn(
-            f"cache directory {cache_dir} is not writable ({exc}); continuing without caching",
+            f"cache directory {cache_path.parent} is not writable ({exc}); "
+            "continuing without caching",
             RuntimeWarning,
             stacklevel=3,
         )
         return False
     try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp_name, cache_path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp_name)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            warnings.warn(
-                f"could not write cache file {cache_path} ({exc}); continuing without caching",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return False
-        raise
+        files.write_atomically(cache_path, lambda stream: np.savez(stream, **arrays))
+    except OSError as exc:
+        warnings.warn(
+            f"could not write cache file {cache_path} ({exc}); continuing without caching",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
     return True
 
 

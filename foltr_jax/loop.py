@@ -7,13 +7,14 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 import time
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from foltr_jax import files
 
 ProgressFn = Callable[[int, int, float], None]  # (rounds done, rounds total, seconds so far)
 
@@ -93,16 +94,7 @@ def _save_checkpoint(path, fingerprint, total, done, state, outputs) -> None:
         "state": jax.device_get(state),
         "outputs": outputs,
     }
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            pickle.dump(payload, stream)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    files.write_atomically(path, lambda stream: pickle.dump(payload, stream))
 
 
 def _load_checkpoint(path, fingerprint, total):
