@@ -19,7 +19,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import click_models, metrics, rankers
+from foltr_jax import click_models, loop, metrics, rankers
 from foltr_jax.client_plan import ClientPlan, client_arrays
 from foltr_jax.config import (
     ConfigError,
@@ -227,11 +227,10 @@ def run(
     rounds and from which an interrupted run resumes (see ``scan_in_chunks``).
     """
     cfg = spec.config
-    base = jax.random.PRNGKey(cfg.seed)
     # Repetition r of every setting shares its keys: settings are compared on paired runs.
-    repetition = jnp.tile(jnp.arange(cfg.n_runs), spec.n_settings)
-    run_keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(repetition)
-    init_keys, train_keys = jax.vmap(lambda k: jax.random.split(k))(run_keys).transpose(1, 0, 2)
+    init_keys, train_keys = loop.run_keys(
+        cfg.seed, jnp.tile(jnp.arange(cfg.n_runs), spec.n_settings)
+    )
     params = jax.vmap(spec.ranker.init)(init_keys)
     if initial_params is not None:
         params = jax.tree_util.tree_map(

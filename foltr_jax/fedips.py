@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from foltr_jax import metrics, pipeline, rankers
+from foltr_jax import loop, metrics, pipeline, rankers
 from foltr_jax.config import ConfigError, Setting
 from foltr_jax.data import RankingDataset
 from foltr_jax.interaction import window_widths
@@ -811,9 +811,7 @@ ProgressFn = Callable[[int, int, float], None]
 @functools.partial(jax.jit, static_argnums=0)
 def run_keys_and_gammas(config: FedIpsConfig):
     """(training keys [n_runs], user γ_s [n_runs, n_users]) from (seed, run)."""
-    base = jax.random.PRNGKey(config.seed)
-    run_keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(config.n_runs))
-    gamma_keys, train_keys = jax.vmap(jax.random.split)(run_keys).transpose(1, 0, 2)
+    gamma_keys, train_keys = loop.run_keys(config.seed, jnp.arange(config.n_runs))
     gammas = jax.vmap(
         lambda k: sample_user_gammas(k, config.n_users, config.gamma, config.gamma_sd)
     )(gamma_keys)

@@ -498,9 +498,7 @@ class RunResult:
 def initial_state(spec: Spec):
     """(run keys [R], (flat params [R, P], Adam state)) of every run before round 1."""
     cfg = spec.config
-    base = jax.random.PRNGKey(cfg.seed)
-    run_keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(cfg.n_runs))
-    init_keys, train_keys = jax.vmap(jax.random.split)(run_keys).transpose(1, 0, 2)
+    init_keys, train_keys = loop.run_keys(cfg.seed, jnp.arange(cfg.n_runs))
     flat = jax.vmap(lambda key: jax.flatten_util.ravel_pytree(spec.ranker.init(key))[0])(
         init_keys
     ).astype(jnp.float32)

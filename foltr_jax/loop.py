@@ -77,6 +77,22 @@ def scan_in_chunks(
     return state, outputs, compile_seconds, time.perf_counter() - run_start
 
 
+def repetition_keys(seed: int, repetitions) -> jax.Array:
+    """Key of every run slot: fold_in(PRNGKey(seed), r) for its repetition r.
+
+    Slots of different grid cells with the same repetition share their key, so cells are
+    compared on paired runs.  Every method derives its run keys here.
+    """
+    base = jax.random.PRNGKey(seed)
+    return jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.asarray(repetitions))
+
+
+def run_keys(seed: int, repetitions) -> tuple[jax.Array, jax.Array]:
+    """(initialisation keys, training keys) of the run slots: each repetition key split in two."""
+    keys = jax.vmap(jax.random.split)(repetition_keys(seed, repetitions))
+    return keys[:, 0], keys[:, 1]
+
+
 def round_curves(outputs) -> dict:
     """``scan_in_chunks``'s per-chunk metric tuples as curves ``{field: [slots, rounds]}``."""
     return {

@@ -308,7 +308,6 @@ def replay(
     click_names = sorted({c for c in config.click_models} - {"poison"}) + ["poison"]
     per_cell = lambda values: jnp.repeat(jnp.asarray(values, jnp.int32), n_runs)
     rounds = np.array([history_length(cfg.rounds, dt) for _, _, dt in cells])
-    base = jax.random.PRNGKey(cfg.seed)
     runs = np.tile(np.arange(n_runs), len(cells))
     consts = _ReplayConsts(
         arrays=arrays,
@@ -320,14 +319,12 @@ def replay(
         local_steps=per_cell([steps for _, steps, _ in cells]),
         click_index=per_cell([click_names.index(c) for c, _, _ in cells]),
         weights=jnp.where(jnp.arange(cfg.n_clients) < config.n_forget, 0.0, 1.0),
-        slot_keys=jax.vmap(
-            lambda r: jax.random.fold_in(jax.random.fold_in(base, r), _REPLAY_STREAM)
-        )(jnp.asarray(runs)),
+        slot_keys=jax.vmap(lambda k: jax.random.fold_in(k, _REPLAY_STREAM))(
+            loop.repetition_keys(cfg.seed, runs)
+        ),
     )
     # The replay starts from the initial global model (§3.2 step 1), as training did.
-    init_keys = jax.vmap(lambda r: jax.random.split(jax.random.fold_in(base, r))[0])(
-        jnp.asarray(runs)
-    )
+    init_keys, _ = loop.run_keys(cfg.seed, runs)
     initial = jax.vmap(replay_spec.ranker.init)(init_keys)
     flat_initial = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(initial)
     flat_final, outputs, compile_seconds, run_seconds = loop.scan_in_chunks(
