@@ -18,8 +18,8 @@ import sys
 from absl import flags, logging
 
 import foltr_jax
-from foltr_jax import aggregators, data, federation, files
-from foltr_jax.config import ATTACKS, FederationConfig, centralised, resolve_window_scoring
+from foltr_jax import aggregators, attacks, data, federation, files
+from foltr_jax.config import FederationConfig, centralised, resolve_window_scoring
 
 FLAGS = flags.FLAGS
 
@@ -139,8 +139,8 @@ def define_poisoning_flags():
     flags.DEFINE_string(
         "attack",
         defaults.attack,
-        " | ".join(ATTACKS) + " (data_poisoning: malicious clients click with the poison model; "
-        "the others replace what the malicious clients send).",
+        "The first --n_malicious clients attack: none | data_poisoning (they click with the "
+        f"poison model) | {attacks.help_text().split(' | ', 1)[1]}.",
     )
     flags.DEFINE_integer(
         "n_malicious", defaults.n_malicious, "m: the first m clients are malicious."

@@ -24,28 +24,20 @@ identity.
   Mean and Median): every crafted coordinate is sampled just beyond the benign extreme that
   pulls the aggregate against the coordinate's change direction.
 
-``by_index`` dispatches on a (possibly traced) index into ``ATTACKS`` with ``lax.switch``.
+An attack is one function and one ``register`` call (bottom of this module); ``names()``
+lists them and ``by_index`` dispatches on a (possibly traced) index into it with ``lax.switch``.
 Data poisoning is a click model (``click_models``), not a model attack, so it is not here.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtri
-
-ATTACKS = (
-    "none",
-    "lie",
-    "fang_krum_full",
-    "fang_krum_partial",
-    "fang_trimmed_mean_full",
-    "fang_trimmed_mean_partial",
-    "scaled_negation",
-)
 
 
 def _malicious_mask(n: int, n_malicious) -> jax.Array:
@@ -384,22 +376,38 @@ def scaled_negation(key, models, global_model, n_malicious, *, z=NEGATION_Z):
 
 
 # --------------------------------------------------------------------------------------------
-# Dispatch
+# The registry: an attack is one function and one registration.
 
 
-def _branches(krum_squared: bool) -> tuple:
-    """The attack functions in ``ATTACKS`` order; Fang's Krum attack simulates the server's
-    Krum, so it uses the same distances (``krum_squared``)."""
-    krum = functools.partial(fang_krum, krum_squared=krum_squared)
-    return (
-        no_attack,
-        little_is_enough,
-        functools.partial(krum, full_knowledge=True),
-        functools.partial(krum, full_knowledge=False),
-        functools.partial(fang_trimmed_mean, full_knowledge=True),
-        functools.partial(fang_trimmed_mean, full_knowledge=False),
-        scaled_negation,
-    )
+class Attack(NamedTuple):
+    name: str
+    attack: Callable[..., jax.Array]  # (key, models, global_model, n_malicious) -> models
+    summary: str  # one line for --help
+    krum_distances: bool  # simulates the server's Krum: takes ``krum_squared=``
+
+
+_REGISTRY: dict[str, Attack] = {}
+
+
+def register(name: str, summary: str, attack, *, krum_distances: bool = False) -> None:
+    """Registers ``attack(key, models, global_model, n_malicious) -> models`` as ``name``.
+
+    The attack must replace only the first m rows and accept a traced m (module doc).  It
+    can then be named in a config, a grid ``Setting`` and every binary's ``--attack``.
+    ``krum_distances`` attacks also receive ``krum_squared=`` (the server's Krum distances).
+    """
+    if name in _REGISTRY and _REGISTRY[name].attack is not attack:
+        raise ValueError(f"attack {name!r} is already registered")
+    _REGISTRY[name] = Attack(name, attack, summary, krum_distances)
+
+
+def names() -> tuple:
+    """Every registered model attack, 'none' (the identity) first."""
+    return tuple(_REGISTRY)
+
+
+def help_text() -> str:
+    return " | ".join(f"{a.name} ({a.summary})" for a in _REGISTRY.values())
 
 
 def by_name(name: str, *, krum_squared: bool = True):
@@ -407,16 +415,40 @@ def by_name(name: str, *, krum_squared: bool = True):
 
     ``krum_squared``: whether the server's Krum uses squared distances (Fang's Krum attack).
     """
-    if name not in ATTACKS:
-        raise ValueError(f"unknown attack {name!r}; choose one of {ATTACKS}")
-    return _branches(krum_squared)[ATTACKS.index(name)]
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown attack {name!r}; choose one of {names()}")
+    found = _REGISTRY[name]
+    if found.krum_distances:
+        return functools.partial(found.attack, krum_squared=krum_squared)
+    return found.attack
 
 
 def by_index(index, key, models, global_model, n_malicious, *, krum_squared: bool = True):
-    """Applies ``ATTACKS[index]`` with ``lax.switch``; ``index`` and m may be traced.
+    """Applies ``names()[index]`` with ``lax.switch``; ``index`` and m may be traced.
 
     Out-of-range indices are clamped by ``lax.switch``.
     """
     m = jnp.asarray(n_malicious, jnp.int32)
-    branches = _branches(krum_squared)
+    branches = [by_name(name, krum_squared=krum_squared) for name in names()]
     return jax.lax.switch(jnp.asarray(index, jnp.int32), branches, key, models, global_model, m)
+
+
+register("none", "the identity", no_attack)
+register("lie", "μ − zσ of the attackers' models, Baruch et al.", little_is_enough)
+for _knowledge in ("full", "partial"):
+    register(
+        f"fang_krum_{_knowledge}",
+        f"Fang et al.'s attack on Krum, {_knowledge} knowledge",
+        functools.partial(fang_krum, full_knowledge=_knowledge == "full"),
+        krum_distances=True,
+    )
+for _knowledge in ("full", "partial"):
+    register(
+        f"fang_trimmed_mean_{_knowledge}",
+        f"Fang et al.'s attack on Trimmed Mean and Median, {_knowledge} knowledge",
+        functools.partial(fang_trimmed_mean, full_knowledge=_knowledge == "full"),
+    )
+register("scaled_negation", "−z·θ with z = 2, the unlearning paper's eq. 3", scaled_negation)
+
+# The attacks above, in registration order (registering more extends ``names()``, not this).
+BUILT_IN = names()

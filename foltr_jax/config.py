@@ -125,7 +125,13 @@ class FederationConfig:
         )
 
 
-ATTACKS = ("none", "data_poisoning") + attacks.ATTACKS[1:]
+def attack_names() -> tuple:
+    """'none', 'data_poisoning' (a click model, not a model attack) and every registered
+    model attack (``attacks.register``)."""
+    return ("none", "data_poisoning") + attacks.names()[1:]
+
+
+ATTACKS = attack_names()  # the built-in attacks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +148,7 @@ class Setting:
 
     @property
     def model_attack(self) -> str | None:
-        """The attack on models (attacks.ATTACKS), None for no attack or data poisoning."""
+        """The attack on models (attacks.names()), None for no attack or data poisoning."""
         return None if self.attack in ("none", "data_poisoning") else self.attack
 
     def validate(self, n_clients: int) -> Setting:
@@ -151,8 +157,8 @@ class Setting:
             click_models.by_name(self.click_model, 5)
         except ValueError as error:
             raise ConfigError("click_model", str(error)) from None
-        if self.attack not in ATTACKS:
-            raise ConfigError("attack", f"must be one of {ATTACKS}, got {self.attack!r}")
+        if self.attack not in attack_names():
+            raise ConfigError("attack", f"must be one of {attack_names()}, got {self.attack!r}")
         if self.aggregator not in aggregators.names():
             raise ConfigError(
                 "aggregator", f"must be one of {aggregators.names()}, got {self.aggregator!r}"

@@ -76,7 +76,7 @@ class FedIpsConfig:
     seed: int = 0
     chunk_rounds: int = 50  # rounds per compiled scan chunk
     # Model poisoning (poisoning paper §4) on FedIPS: the first n_malicious users are malicious.
-    attack: str = "none"  # 'none' or a model attack (attacks.ATTACKS) on the users' updates
+    attack: str = "none"  # 'none' or a model attack (attacks.names()) on the users' updates
     aggregator: str = "fedavg"  # aggregators.names(), over the users' updates
     n_malicious: int = 0
     krum_squared_distances: bool = True

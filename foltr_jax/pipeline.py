@@ -85,7 +85,7 @@ def _select(functions, index, *args):
 
 
 def model_attack(names: tuple, index, krum_squared_distances: bool = True) -> Stage:
-    """Replaces the malicious clients' models with attack ``names[index]`` (attacks.ATTACKS).
+    """Replaces the malicious clients' models with attack ``names[index]`` (attacks.names()).
 
     ``krum_squared_distances`` must be the aggregation stage's: Fang's Krum attack simulates
     the server's Krum.

@@ -34,7 +34,7 @@ class Spec:
     shared_first_scores: bool  # score the training set once per round for first steps
     n_settings: int = 1  # grid cells; slots = n_settings * n_runs
     aggregator_names: tuple = ("fedavg",)  # the aggregators the grid uses
-    attack_names: tuple = ()  # the model-poisoning attacks (attacks.ATTACKS) the grid uses
+    attack_names: tuple = ()  # the model-poisoning attacks (attacks.names()) the grid uses
     uses_privacy: bool = False  # some setting has differential privacy
     history_every: int = 0  # store every client's update at rounds 1, 1 + Δt, ... (0: never)
     personal_keys: tuple = ()  # FedPer: parameters each client keeps (thesis §4.3.3)

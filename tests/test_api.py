@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -63,3 +64,28 @@ def test_registered_rule_is_what_the_server_runs():
     # Registering another function under a taken name is refused.
     with pytest.raises(ValueError, match="already registered"):
         aggregators.register("krum", "not Krum")(_half_weight_mean)
+
+
+def _zero_the_attackers(key, models, global_model, n_malicious):
+    del key, global_model
+    return jnp.where((jnp.arange(models.shape[0]) < n_malicious)[:, None], 0.0, models)
+
+
+def test_registered_attack_is_named_like_the_built_in_ones():
+    from foltr_jax import attacks
+
+    attacks.register("zero_models", "the attackers send zeros", _zero_the_attackers)
+    assert "zero_models" in attacks.names() and "zero_models" not in attacks.BUILT_IN
+    models = jnp.ones((4, 3))
+    np.testing.assert_allclose(
+        attacks.by_name("zero_models")(None, models, models[0], 2), [[0] * 3] * 2 + [[1] * 3] * 2
+    )
+    index = attacks.names().index("zero_models")
+    np.testing.assert_allclose(
+        attacks.by_index(index, jax.random.PRNGKey(0), models, models[0], 1).sum(), 9.0
+    )
+    foltr_jax.Setting(n_malicious=1, attack="zero_models").validate(4)
+    with pytest.raises(foltr_jax.ConfigError, match="attack"):
+        foltr_jax.Setting(n_malicious=1, attack="zero_model").validate(4)
+    with pytest.raises(ValueError, match="already registered"):
+        attacks.register("lie", "not LIE", _zero_the_attackers)

@@ -77,10 +77,10 @@ def trimmed_mean(x, beta):
 # ------------------------------------------------------------------ generic properties
 
 
-ALL = [attacks.by_name(name) for name in attacks.ATTACKS]
+ALL = [attacks.by_name(name) for name in attacks.BUILT_IN]
 
 
-@pytest.mark.parametrize("name", attacks.ATTACKS)
+@pytest.mark.parametrize("name", attacks.BUILT_IN)
 def test_benign_rows_unchanged_and_zero_attackers_is_identity(name):
     models, g = make_models(1)
     attack = jax.jit(attacks.by_name(name))
@@ -95,13 +95,13 @@ def test_benign_rows_unchanged_and_zero_attackers_is_identity(name):
 def test_by_index_under_vmap_equals_direct_calls():
     models, g = make_models(2)
     key = jax.random.key(7)
-    index, m = np.meshgrid(np.arange(len(attacks.ATTACKS)), np.arange(1, 5), indexing="ij")
+    index, m = np.meshgrid(np.arange(len(attacks.BUILT_IN)), np.arange(1, 5), indexing="ij")
     index, m = index.ravel(), m.ravel()
     grid = jax.jit(
         jax.vmap(lambda i, mm: attacks.by_index(i, key, jnp.asarray(models), jnp.asarray(g), mm))
     )(jnp.asarray(index), jnp.asarray(m))
     for row, (i, mm) in enumerate(zip(index, m)):
-        direct = attacks.by_name(attacks.ATTACKS[i])(key, models, g, int(mm))
+        direct = attacks.by_name(attacks.BUILT_IN[i])(key, models, g, int(mm))
         np.testing.assert_allclose(grid[row], direct, rtol=1e-5, atol=1e-6)
 
 
