@@ -87,7 +87,7 @@ def build(
     plan_names = set()
     if clients is not None:
         plan_names = set(clients.click_models or ()) | set(clients.random_click_models or ())
-    names = sorted(({s.click_model for s in settings} | plan_names) - {"poison"}) + ["poison"]
+    names = click_table_names({s.click_model for s in settings} | plan_names)
     personal = tuple(clients.personal) if clients is not None else ()
     personal_eval = clients.personal_eval if clients is not None else "clients"
     spec = Spec(
@@ -134,6 +134,12 @@ def build(
             clients=client_arrays(spec, clients, train, names, len(settings), window)
         )
     return spec, arrays
+
+
+def click_table_names(names) -> list:
+    """The rows of a run's click table: the click models named, sorted, then 'poison' last
+    (data poisoning picks the last row)."""
+    return sorted(set(names) - {"poison"}) + ["poison"]
 
 
 def _check_scale(config: FederationConfig, settings, history_every, clients) -> None:

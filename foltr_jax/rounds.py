@@ -140,6 +140,27 @@ class RoundMetrics(NamedTuple):
     online_max_rr: jax.Array  # [n_runs]
 
 
+def client_lane_keys(round_keys, client_ids):
+    """[n_slots * n, key]: the key of client ``client_ids[c]`` in each slot's round,
+    fold_in(round key, client id), slot-major (the lane order of every round)."""
+    per_slot = jax.vmap(lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(client_ids))
+    return per_slot(round_keys).reshape(round_keys.shape[0] * client_ids.shape[0], -1)
+
+
+def to_lanes(global_params, n_clients: int):
+    """Every slot's global model repeated for its ``n_clients`` lanes (slot-major)."""
+    return jax.tree_util.tree_map(lambda g: jnp.repeat(g, n_clients, axis=0), global_params)
+
+
+def first_step_scores(spec: Spec, arrays: Arrays, global_params):
+    """[n_slots, n_docs + window] training-set scores of the slots' global models, which
+    every client starts its round from (scored once for all lanes), or None when scoring
+    each lane's own query is cheaper (``spec.shared_first_scores``)."""
+    if not spec.shared_first_scores:
+        return None
+    return jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(global_params)
+
+
 def federated_round(
     spec: Spec, arrays: Arrays, global_params, slot_keys, round_index, server_state=None
 ):
@@ -163,10 +184,8 @@ def federated_round(
         lambda x: jnp.repeat(x, cfg.n_runs), arrays.settings
     )  # [n_slots]
     round_keys = jax.vmap(lambda k: jax.random.fold_in(k, round_index))(slot_keys)
-    lane_keys = jax.vmap(lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(arrays.client_ids))(
-        round_keys
-    ).reshape(n_slots * n_clients, -1)
-    lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, n_clients, axis=0), global_params)
+    lane_keys = client_lane_keys(round_keys, arrays.client_ids)
+    lane_params = to_lanes(global_params, n_clients)
     if personal is not None:
         lane_params = {
             **lane_params,
@@ -202,12 +221,7 @@ def federated_round(
         if clients.steps is not None:
             lane_steps = clients.steps[client]
             client_weights = clients.steps.astype(jnp.float32)
-    global_scores = None
-    if spec.shared_first_scores:
-        # Every client starts from its slot's global model: score the training set once.
-        global_scores = jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(
-            global_params
-        )
+    global_scores = first_step_scores(spec, arrays, global_params)
     client_params, outcome = train_lanes(
         spec, arrays, lane_params, lane_keys, lanes, global_scores, lane_steps
     )
@@ -275,20 +289,14 @@ def chunked_round(
     unravel_one = jax.flatten_util.ravel_pytree(
         jax.tree_util.tree_map(lambda g: g[0], global_params)
     )[1]
-    global_scores = None
-    if spec.shared_first_scores:
-        global_scores = jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(
-            global_params
-        )
+    global_scores = first_step_scores(spec, arrays, global_params)
     slot = jnp.repeat(jnp.arange(n_slots), chunk)
     poison = arrays.click_table.click_prob.shape[0] - 1
 
     def one_chunk(sums, j):
         positions = j * chunk + jnp.arange(chunk)
         ids = jax.lax.dynamic_slice_in_dim(arrays.client_ids, j * chunk, chunk)
-        lane_keys = jax.vmap(lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(ids))(
-            round_keys
-        ).reshape(n_slots * chunk, -1)
+        lane_keys = client_lane_keys(round_keys, ids)
         client = jnp.tile(positions, n_slots)
         poisoned = (client < settings.n_malicious[slot]) & settings.data_poisoning[slot]
         click_index = jnp.where(poisoned, poison, settings.click_model[slot])
@@ -297,7 +305,7 @@ def chunked_round(
             click_model=jax.tree_util.tree_map(lambda x: x[click_index], arrays.click_table),
             clip_norm=settings.sensitivity[slot] * cfg.clip_factor if spec.uses_privacy else None,
         )
-        lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, chunk, axis=0), global_params)
+        lane_params = to_lanes(global_params, chunk)
         client_params, outcome = train_lanes(
             spec, arrays, lane_params, lane_keys, lanes, global_scores, None
         )

@@ -30,7 +30,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from foltr_jax import attacks, federation, interaction, loop
-from foltr_jax.rounds import Arrays, Spec, evaluate, history_length
+from foltr_jax.rounds import (
+    Arrays,
+    Spec,
+    client_lane_keys,
+    evaluate,
+    first_step_scores,
+    history_length,
+    to_lanes,
+)
 
 NEGATION_Z = attacks.NEGATION_Z  # z of the malicious client to forget (§3.4)
 _REPLAY_STREAM = 0x554E4C52  # separates replay randomness from training randomness
@@ -232,9 +240,7 @@ def _replay_step(spec: Spec, consts: _ReplayConsts, flat_global, s):
     arrays = consts.arrays
     global_params = jax.vmap(unravel)(flat_global)
     step_keys = jax.vmap(lambda k: jax.random.fold_in(k, s))(consts.slot_keys)
-    lane_keys = jax.vmap(lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(arrays.client_ids))(
-        step_keys
-    ).reshape(n_slots * n_clients, -1)
+    lane_keys = client_lane_keys(step_keys, arrays.client_ids)
     slot = jnp.repeat(jnp.arange(n_slots), n_clients)
     lanes = interaction.Lanes(
         slot=slot,
@@ -243,12 +249,8 @@ def _replay_step(spec: Spec, consts: _ReplayConsts, flat_global, s):
         ),
         clip_norm=None,
     )
-    lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, n_clients, axis=0), global_params)
-    global_scores = None
-    if spec.shared_first_scores:
-        global_scores = jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(
-            global_params
-        )
+    lane_params = to_lanes(global_params, n_clients)
+    global_scores = first_step_scores(spec, arrays, global_params)
     client_params, _ = interaction.local_training(
         spec, arrays, lane_params, lane_keys, lanes, global_scores, consts.local_steps[slot]
     )
@@ -305,7 +307,7 @@ def replay(
         n_settings=len(cells),
         history_every=0,
     )
-    click_names = sorted({c for c in config.click_models} - {"poison"}) + ["poison"]
+    click_names = federation.click_table_names(config.click_models)
     per_cell = lambda values: jnp.repeat(jnp.asarray(values, jnp.int32), n_runs)
     rounds = np.array([history_length(cfg.rounds, dt) for _, _, dt in cells])
     runs = np.tile(np.arange(n_runs), len(cells))
