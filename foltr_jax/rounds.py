@@ -161,6 +161,64 @@ def first_step_scores(spec: Spec, arrays: Arrays, global_params):
     return jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(global_params)
 
 
+def lane_facts(spec: Spec, arrays: Arrays, settings: RunSettings, positions) -> Lanes:
+    """Per-lane facts of the clients at ``positions`` (all of a round's, or one chunk's)
+    in every slot: slot, click model (the poison model for data-poisoning attackers, a
+    Type 3 client's own, or the slot's), clipping norm and a non-IID plan's query lists."""
+    cfg, clients = spec.config, arrays.clients
+    n = positions.shape[0]
+    slot = jnp.repeat(jnp.arange(spec.n_slots), n)
+    client = jnp.tile(positions, spec.n_slots)
+    poisoned = (client < settings.n_malicious[slot]) & settings.data_poisoning[slot]
+    poison = arrays.click_table.click_prob.shape[0] - 1
+    benign_click = settings.click_model[slot]
+    if clients is not None and clients.click_index is not None:
+        benign_click = clients.click_index[client]  # Type 3: per-client click models
+    click_index = jnp.where(poisoned, poison, benign_click)
+    lanes = Lanes(
+        slot=slot,
+        click_model=jax.tree_util.tree_map(lambda x: x[click_index], arrays.click_table),
+        clip_norm=settings.sensitivity[slot] * cfg.clip_factor if spec.uses_privacy else None,
+    )
+    if clients is not None and clients.queries is not None:
+        lanes = lanes._replace(
+            queries=clients.queries[:, positions].reshape(spec.n_slots * n, -1),
+            query_count=clients.query_count[:, positions].reshape(-1),
+        )
+    if clients is not None and clients.click_pool is not None:
+        pool = jax.tree_util.tree_map(lambda x: x[clients.click_pool], arrays.click_table)
+        lanes = lanes._replace(click_pool=pool)
+    return lanes
+
+
+def offline_metrics(spec: Spec, arrays: Arrays, new_global, personal=None):
+    """Offline nDCG@k and MRR@k [n_slots] of the new global models; with FedPer's
+    personal layers and ``personal_eval='clients'``, the mean over the clients'
+    personalised models."""
+    if personal is None or spec.personal_eval == "server":
+        return jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
+
+    def personalised(g, own):
+        return evaluate(spec, arrays, {**g, **own})
+
+    per_client = jax.vmap(jax.vmap(personalised, in_axes=(None, 0)))(new_global, personal)
+    return tuple(m.mean(axis=1) for m in per_client)
+
+
+def online_mean(spec: Spec, values, n_absent, lane_steps=None):
+    """[n_slots] mean of a per-interaction metric ``values`` [lanes, B] over the
+    interactions of the clients taking part (absent ones excluded; with Type 4's
+    ``lane_steps`` every interaction counts once)."""
+    n_slots, n_clients = spec.n_slots, spec.config.n_clients
+    present = (jnp.arange(n_clients) >= n_absent[:, None]).astype(jnp.float32)
+    if lane_steps is not None:
+        steps = jnp.arange(spec.config.local_updates)[None, :] < lane_steps[:, None]
+        done = steps.astype(values.dtype).reshape(n_slots, n_clients, -1) * present[:, :, None]
+        return jnp.sum(values.reshape(done.shape) * done, axis=(1, 2)) / jnp.sum(done, axis=(1, 2))
+    per_client = values.reshape(n_slots, n_clients, -1).mean(axis=2)
+    return jnp.sum(per_client * present, axis=1) / jnp.sum(present, axis=1)
+
+
 def federated_round(
     spec: Spec, arrays: Arrays, global_params, slot_keys, round_index, server_state=None
 ):
@@ -191,36 +249,11 @@ def federated_round(
             **lane_params,
             **{k: v.reshape((n_slots * n_clients,) + v.shape[2:]) for k, v in personal.items()},
         }
-    slot = jnp.repeat(jnp.arange(n_slots), n_clients)
-    client = jnp.tile(jnp.arange(n_clients), n_slots)
-    malicious = client < settings.n_malicious[slot]
-    poisoned = malicious & settings.data_poisoning[slot]
-    poison = arrays.click_table.click_prob.shape[0] - 1
-    benign_click = settings.click_model[slot]
-    if clients is not None and clients.click_index is not None:
-        benign_click = clients.click_index[client]  # Type 3: per-client click models
-    click_index = jnp.where(poisoned, poison, benign_click)
-    lanes = Lanes(
-        slot=slot,
-        click_model=jax.tree_util.tree_map(lambda x: x[click_index], arrays.click_table),
-        clip_norm=settings.sensitivity[slot] * cfg.clip_factor if spec.uses_privacy else None,
-    )
+    lanes = lane_facts(spec, arrays, settings, jnp.arange(n_clients))
     lane_steps = client_weights = None
-    if clients is not None:
-        if clients.queries is not None:
-            lanes = lanes._replace(
-                queries=clients.queries.reshape(n_slots * n_clients, -1),
-                query_count=clients.query_count.reshape(-1),
-            )
-        if clients.click_pool is not None:
-            lanes = lanes._replace(
-                click_pool=jax.tree_util.tree_map(
-                    lambda x: x[clients.click_pool], arrays.click_table
-                )
-            )
-        if clients.steps is not None:
-            lane_steps = clients.steps[client]
-            client_weights = clients.steps.astype(jnp.float32)
+    if clients is not None and clients.steps is not None:  # Type 4: own step counts
+        lane_steps = jnp.tile(clients.steps, n_slots)
+        client_weights = clients.steps.astype(jnp.float32)
     global_scores = first_step_scores(spec, arrays, global_params)
     client_params, outcome = train_lanes(
         spec, arrays, lane_params, lane_keys, lanes, global_scores, lane_steps
@@ -234,25 +267,10 @@ def federated_round(
     )(global_params, client_params, settings, server_keys, server_state)
     if personal is not None:
         personal = {k: client_params[k] for k in spec.personal_keys}
-    if personal is None or spec.personal_eval == "server":
-        offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
-    else:
-
-        def personalised(g, own):
-            return evaluate(spec, arrays, {**g, **own})
-
-        per_client = jax.vmap(jax.vmap(personalised, in_axes=(None, 0)))(new_global, personal)
-        offline_ndcg, offline_mrr = (m.mean(axis=1) for m in per_client)
-    # Online metrics average the interactions of the clients taking part.
-    present = (jnp.arange(n_clients) >= settings.n_absent[:, None]).astype(jnp.float32)
+    offline_ndcg, offline_mrr = offline_metrics(spec, arrays, new_global, personal)
 
     def per_slot(x):
-        if lane_steps is not None:  # every interaction counts once (Type 4)
-            done = (jnp.arange(cfg.local_updates)[None, :] < lane_steps[:, None]).astype(x.dtype)
-            done = done.reshape(n_slots, n_clients, -1) * present[:, :, None]
-            return jnp.sum(x.reshape(done.shape) * done, axis=(1, 2)) / jnp.sum(done, axis=(1, 2))
-        per_client = x.reshape(n_slots, n_clients, -1).mean(axis=2)
-        return jnp.sum(per_client * present, axis=1) / jnp.sum(present, axis=1)
+        return online_mean(spec, x, settings.n_absent, lane_steps)
 
     updates = None
     if spec.history_every:
@@ -290,21 +308,12 @@ def chunked_round(
         jax.tree_util.tree_map(lambda g: g[0], global_params)
     )[1]
     global_scores = first_step_scores(spec, arrays, global_params)
-    slot = jnp.repeat(jnp.arange(n_slots), chunk)
-    poison = arrays.click_table.click_prob.shape[0] - 1
 
     def one_chunk(sums, j):
         positions = j * chunk + jnp.arange(chunk)
         ids = jax.lax.dynamic_slice_in_dim(arrays.client_ids, j * chunk, chunk)
         lane_keys = client_lane_keys(round_keys, ids)
-        client = jnp.tile(positions, n_slots)
-        poisoned = (client < settings.n_malicious[slot]) & settings.data_poisoning[slot]
-        click_index = jnp.where(poisoned, poison, settings.click_model[slot])
-        lanes = Lanes(
-            slot=slot,
-            click_model=jax.tree_util.tree_map(lambda x: x[click_index], arrays.click_table),
-            clip_norm=settings.sensitivity[slot] * cfg.clip_factor if spec.uses_privacy else None,
-        )
+        lanes = lane_facts(spec, arrays, settings, positions)
         lane_params = to_lanes(global_params, chunk)
         client_params, outcome = train_lanes(
             spec, arrays, lane_params, lane_keys, lanes, global_scores, None

@@ -20,6 +20,9 @@ os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="foltr_jax_test_xla_cache_")
 )
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+# And never in this process, whatever turns the cache on here: a full run once ended in a
+# segmentation fault inside XLA while this process compiled and serialised for the cache.
+jax.config.update("jax_enable_compilation_cache", False)
 
 SLOW = os.environ.get("FOLTR_JAX_SLOW_TESTS") == "1"
 

@@ -139,7 +139,7 @@ def differences(expected, actual, where="results") -> list[str]:
     """Where ``actual`` differs from ``expected`` beyond float32 rounding."""
     if isinstance(expected, dict) and isinstance(actual, dict):
         out = [f"{where}.{k}: missing" for k in expected.keys() - actual.keys()]
-        if not where.endswith(".config"):  # a setting added since, at its default, is no
+        if not where.endswith((".config", ".noniid")):  # a setting added since is no
             # difference in itself: what it does shows in the numbers, which are compared
             out += [f"{where}.{k}: unexpected" for k in actual.keys() - expected.keys()]
         for k in expected.keys() & actual.keys():
