@@ -11,6 +11,7 @@ on the MSLR sample) run only with FOLTR_JAX_SLOW_TESTS=1.
 """
 
 import os
+import resource
 import tempfile
 
 import jax  # noqa: F401  (before JAX_COMPILATION_CACHE_DIR: see the module doc)
@@ -23,6 +24,18 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 # And never in this process, whatever turns the cache on here: a full run once ended in a
 # segmentation fault inside XLA while this process compiled and serialised for the cache.
 jax.config.update("jax_enable_compilation_cache", False)
+# Full runs segfaulted twice inside XLA's compiler late in the session (the same FedPer test
+# passes alone): give the main thread all the stack it may have, and drop each module's
+# compiled programs before the next module (below).
+_soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
+if _soft != resource.RLIM_INFINITY and (_hard == resource.RLIM_INFINITY or _soft < _hard):
+    resource.setrlimit(resource.RLIMIT_STACK, (_hard, _hard))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_jax_caches():
+    yield
+    jax.clear_caches()
 
 SLOW = os.environ.get("FOLTR_JAX_SLOW_TESTS") == "1"
 
