@@ -90,6 +90,9 @@ flags.DEFINE_integer("seed", 0, "Seed of the simulation and of the splits.")
 flags.DEFINE_integer("chunk_rounds", 500, "Rounds per compiled chunk (progress between chunks).")
 flags.DEFINE_string("window_scoring", "auto", "auto (map on a CPU, vmap on a GPU) | map | vmap.")
 flags.DEFINE_string("output_dir", "results/noniid", "Folder for results.json and table.txt.")
+common.define_poisoning_flags()
+flags.DEFINE_float("epsilon", 0.0, "ε of FPDGD's differential privacy (needs --sensitivity).")
+flags.DEFINE_float("sensitivity", 0.0, "Δ of FPDGD's differential privacy; 0 turns it off.")
 
 REMEDIES = ("none", "fedprox", "fedper", "sharing")
 PROGRAM = "noniid"
@@ -171,6 +174,12 @@ def _config(n_clients: int, local_updates: int, n_grades: int) -> federation.Fed
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
         window_scoring=resolve_window_scoring(FLAGS.window_scoring),
+        attack=FLAGS.attack,
+        aggregator=FLAGS.aggregator,
+        n_malicious=FLAGS.n_malicious,
+        krum_squared_distances=FLAGS.krum_squared_distances,
+        epsilon=FLAGS.epsilon,
+        sensitivity=FLAGS.sensitivity,
     )
     try:
         return config.validate()

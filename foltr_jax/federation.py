@@ -19,7 +19,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import click_models, loop, metrics, rankers
+from foltr_jax import click_models, loop, metrics, pipeline, rankers
 from foltr_jax.client_plan import ClientPlan, client_arrays
 from foltr_jax.config import (
     ConfigError,
@@ -38,6 +38,7 @@ from foltr_jax.rounds import (
     history_length,
     initial_server_state,
     run_chunk_jit,
+    server_stages,
 )
 
 
@@ -122,6 +123,14 @@ def build(
         sensitivity=jnp.array([s.sensitivity for s in settings], jnp.float32),
         n_absent=jnp.array([s.n_absent for s in settings], jnp.int32),
     )
+    if config.chunked:  # the stages depend on the spec, not on a setting's values
+        slot = jax.tree_util.tree_map(lambda x: x[0], run_settings)
+        try:
+            pipeline.streaming_split(server_stages(spec, slot))
+        except ValueError as error:
+            raise ConfigError(
+                "client_chunk", f"streams the server pipeline over client chunks, but {error}"
+            ) from None
     arrays = Arrays(
         to_device(train, window, config.top_k),
         to_device(test, window, config.top_k, ranked=True),
@@ -144,15 +153,10 @@ def click_table_names(names) -> list:
 
 def _check_scale(config: FederationConfig, settings, history_every, clients) -> None:
     """Client chunking keeps only running sums; device sharding needs equal shards."""
-    if config.chunked:
-        if any(s.aggregator != "fedavg" or s.model_attack for s in settings):
-            raise ConfigError(
-                "client_chunk", "needs FedAvg without model attacks (they see every client)"
-            )
-        if history_every or clients is not None:
-            raise ConfigError(
-                "client_chunk", "does not combine with update histories or non-IID client plans"
-            )
+    if config.chunked and (history_every or (clients is not None and clients.personal)):
+        raise ConfigError(
+            "client_chunk", "does not combine with update histories or FedPer's personal layers"
+        )
     if config.n_devices > 1:
         available = len(jax.devices())
         if config.n_devices > available:
@@ -256,7 +260,7 @@ def run(
             k: jnp.repeat(params[k][:, None], cfg.n_clients, axis=1) for k in spec.personal_keys
         }
         params = (params, personal)
-    server_state = initial_server_state(spec, params[0] if spec.personal_keys else params)
+    server_state = initial_server_state(spec, arrays, params[0] if spec.personal_keys else params)
     (params, _, history), outputs, compile_seconds, run_seconds = scan_in_chunks(
         run_chunk_jit,
         spec,

@@ -38,11 +38,23 @@ class ClientUpdates(NamedTuple):
     global_model: jax.Array  # float [d] the model every client started the round from
     n_malicious: jax.Array  # int []; the first n_malicious clients are malicious
     aggregate: jax.Array  # float [d] the new global model (set by the aggregation stage)
+    first_client: Any = 0  # position of row 0 among the round's clients (a chunk's offset)
+
+
+class Streaming(NamedTuple):
+    """How an aggregation stage runs over the clients a chunk at a time: the sums of
+    ``part`` over chunks, then ``finish(sums, updates) -> aggregate``."""
+
+    part: Callable[[ClientUpdates], Any]
+    finish: Callable[[Any, ClientUpdates], jax.Array]
 
 
 class Stage(NamedTuple):
     init: Callable[..., Any]  # init(global_model [d]) -> state
     update: Callable[[Any, ClientUpdates, jax.Array], tuple[ClientUpdates, Any]]
+    name: str = "stage"  # what a refusal to stream names
+    per_client: bool = False  # changes each client's row on its own (streams over chunks)
+    streaming: Streaming | None = None  # an aggregation that streams over chunks
 
 
 def chain(*stages: Stage) -> Stage:
@@ -59,7 +71,7 @@ def chain(*stages: Stage) -> Stage:
             new_state.append(stage_state)
         return updates, tuple(new_state)
 
-    return Stage(init, update)
+    return Stage(init, update, name="chain")
 
 
 def stage_keys(key: jax.Array, n_stages: int) -> jax.Array:
@@ -67,9 +79,12 @@ def stage_keys(key: jax.Array, n_stages: int) -> jax.Array:
     return jax.random.split(key, max(n_stages, 1))
 
 
-def stateless(fn: Callable[[ClientUpdates, jax.Array], ClientUpdates]) -> Stage:
+def stateless(fn: Callable[[ClientUpdates, jax.Array], ClientUpdates], **kind) -> Stage:
+    """A stage without state; ``kind``: Stage's name, per_client and streaming."""
     return Stage(
-        lambda global_model=None: (), lambda state, updates, key: (fn(updates, key), state)
+        lambda global_model=None: (),
+        lambda state, updates, key: (fn(updates, key), state),
+        **kind,
     )
 
 
@@ -97,7 +112,7 @@ def model_attack(names: tuple, index, krum_squared_distances: bool = True) -> St
         models = _select(functions, index, key, updates.models, updates.global_model, m)
         return updates._replace(models=models)
 
-    return stateless(apply)
+    return stateless(apply, name="model attacks")
 
 
 def gamma_noise(n_clients: int, sensitivity, epsilon) -> Stage:
@@ -110,11 +125,11 @@ def gamma_noise(n_clients: int, sensitivity, epsilon) -> Stage:
     def apply(updates: ClientUpdates, key):
         rows, d = updates.models.shape
         noise = privacy.clients_gamma_noise(
-            key, 0, rows, d, n_clients, sensitivity, jnp.maximum(epsilon, 1e-12)
+            key, updates.first_client, rows, d, n_clients, sensitivity, jnp.maximum(epsilon, 1e-12)
         )
         return updates._replace(models=updates.models + jnp.where(sensitivity > 0, noise, 0.0))
 
-    return stateless(apply)
+    return stateless(apply, name="differential privacy", per_client=True)
 
 
 def aggregate(names: tuple, index, squared_distances: bool = True) -> Stage:
@@ -130,7 +145,29 @@ def aggregate(names: tuple, index, squared_distances: bool = True) -> Stage:
             aggregate=_select(functions, index, updates.models, updates.weights, m)
         )
 
-    return stateless(apply)
+    streaming = _FEDAVG_STREAM if tuple(names) == ("fedavg",) else None
+    return stateless(apply, name=f"aggregator {'/'.join(names)}", streaming=streaming)
+
+
+# FedAvg a chunk at a time: Σ_c n_c θ_c and Σ_c n_c add up over chunks.
+_FEDAVG_STREAM = Streaming(
+    part=lambda u: (u.weights @ u.models, jnp.sum(u.weights)),
+    finish=lambda sums, u: sums[0] / sums[1],
+)
+
+
+def sum_of_updates() -> Stage:
+    """The centralised 'batch' baseline's aggregate: θ + Σ_c (θ_c − θ) (every row counts)."""
+    stream = Streaming(
+        part=lambda u: jnp.sum(u.models - u.global_model, axis=0),
+        finish=lambda total, u: u.global_model + total,
+    )
+
+    def apply(updates: ClientUpdates, key):
+        del key
+        return updates._replace(aggregate=stream.finish(stream.part(updates), updates))
+
+    return stateless(apply, name="sum_of_updates", streaming=stream)
 
 
 def server_step(optimizer: optax.GradientTransformation) -> Stage:
@@ -151,7 +188,7 @@ def server_step(optimizer: optax.GradientTransformation) -> Stage:
         step, state = optimizer.update(-delta, state, updates.global_model)
         return updates._replace(aggregate=updates.global_model + step), state
 
-    return Stage(init, update)
+    return Stage(init, update, name="server optimiser")
 
 
 def run_on_updates(chain: Stage, state, updates: jax.Array, n_malicious, key):
@@ -181,7 +218,7 @@ def server_optimizer(name: str, learning_rate: float) -> optax.GradientTransform
     return SERVER_OPTIMIZERS[name](learning_rate)
 
 
-def server_chain(
+def server_stages(
     *,
     attack_names: tuple = (),
     attack_index=0,
@@ -190,18 +227,63 @@ def server_chain(
     aggregator_index=0,
     squared_distances: bool = True,
     optimizer: optax.GradientTransformation | None = None,
-) -> Stage:
+    aggregation: Stage | None = None,
+) -> tuple:
     """The server's pipeline of every method: attack → privacy → aggregation → optimiser.
 
     Stages are left out when unused (no attack names, no noise, no optimiser), so a
     method pays only for what its grid uses; the indices may be traced grid settings.
+    ``aggregation`` replaces the aggregator stage (e.g. ``sum_of_updates()``).
     """
     stages = []
     if attack_names:
         stages.append(model_attack(attack_names, attack_index, squared_distances))
     if noise is not None:
         stages.append(noise)
-    stages.append(aggregate(aggregator_names, aggregator_index, squared_distances))
+    if aggregation is None:
+        aggregation = aggregate(aggregator_names, aggregator_index, squared_distances)
+    stages.append(aggregation)
     if optimizer is not None:
         stages.append(server_step(optimizer))
-    return chain(*stages)
+    return tuple(stages)
+
+
+def server_chain(**options) -> Stage:
+    """``chain(*server_stages(**options))``."""
+    return chain(*server_stages(**options))
+
+
+def streaming_split(stages) -> int:
+    """Index of the aggregation stage of ``stages`` when the pipeline can run over the
+    clients a chunk at a time: every stage before it changes each client's row on its
+    own (``per_client``) and it streams (``streaming``).  Raises ValueError naming the
+    first stage that needs every client at once."""
+    for i, stage in enumerate(stages):
+        if stage.streaming is not None:
+            return i
+        if not stage.per_client:
+            break
+    raise ValueError(f"{stage.name} needs every client of a round at once")
+
+
+def stream_part(stages, updates: ClientUpdates, key):
+    """One chunk's contribution (``updates`` holds the chunk's rows, ``first_client``
+    its offset): the per-client stages, then the aggregation's ``part``; the same
+    stage keys as ``chain(*stages)`` uses for the whole round."""
+    split = streaming_split(stages)
+    keys = stage_keys(key, len(stages))
+    for stage, stage_key in zip(stages[:split], keys):
+        updates, _ = stage.update((), updates, stage_key)
+    return stages[split].streaming.part(updates)
+
+
+def stream_finish(stages, state, sums, updates: ClientUpdates, key):
+    """The aggregate from the chunks' summed parts, then the stages after the
+    aggregation (the server optimiser) with their state: (updates, new chain state)."""
+    split = streaming_split(stages)
+    keys = stage_keys(key, len(stages))
+    updates = updates._replace(aggregate=stages[split].streaming.finish(sums, updates))
+    state = list(state)
+    for i in range(split + 1, len(stages)):
+        updates, state[i] = stages[i].update(state[i], updates, keys[i])
+    return updates, tuple(state)

@@ -3,8 +3,8 @@ evaluation and the stored update history (FPDGD paper Algorithm 2; unlearning §
 
 ``Spec`` is the static part of an experiment (one compilation per Spec),
 ``Arrays`` its device data.  ``federated_round`` trains every client of a round at
-once; ``chunked_round`` does the same ``client_chunk`` clients at a time with
-running sums, so memory follows the chunk.
+once, or ``client_chunk`` at a time through the server pipeline's streaming form,
+so memory follows the chunk.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from foltr_jax import click_models, pipeline, privacy
+from foltr_jax import click_models, pipeline
 from foltr_jax.client_plan import ClientArrays
 from foltr_jax.config import FederationConfig, RunSettings
 from foltr_jax.interaction import DeviceData, Lanes, ranking_quality, train_lanes
@@ -56,6 +56,25 @@ class Arrays(NamedTuple):
     clients: ClientArrays | None = None  # how clients differ (non-IID); None: IID FPDGD
 
 
+def server_stages(spec: Spec, settings: RunSettings) -> tuple:
+    """One slot's server pipeline (``pipeline.server_stages``): its attack, privacy noise,
+    aggregator (or the 'batch' baseline's sum of updates) and server optimiser."""
+    cfg = spec.config
+    noise = None
+    if spec.uses_privacy:
+        noise = pipeline.gamma_noise(cfg.n_clients, settings.sensitivity, settings.epsilon)
+    return pipeline.server_stages(
+        attack_names=spec.attack_names,
+        attack_index=settings.model_attack,
+        noise=noise,
+        aggregator_names=spec.aggregator_names,
+        aggregator_index=settings.aggregator,
+        squared_distances=cfg.krum_squared_distances,
+        optimizer=pipeline.server_optimizer(cfg.server_optimizer, cfg.server_learning_rate),
+        aggregation=pipeline.sum_of_updates() if cfg.aggregation == "sum_of_updates" else None,
+    )
+
+
 def server_update(
     spec: Spec,
     global_params,
@@ -65,66 +84,44 @@ def server_update(
     client_weights=None,
     server_state=None,
 ):
-    """The server's side of a round for one run slot: attack → privacy → aggregation.
+    """The server's side of a round for one run slot, every client at once:
+    attack → privacy → aggregation → server optimiser.
 
-    ``client_params`` have a leading client axis.  The centralised 'batch'
-    baseline instead adds up the clients' updates: θ + Σ_c (θ_c − θ).
-    ``client_weights`` (float [n_clients], default B each) are the FedAvg weights
-    n_c, the clients' numbers of local interactions (Type 4, thesis §4.5.2).
+    ``client_params`` have a leading client axis.  ``client_weights`` (float
+    [n_clients], default B each) are the FedAvg weights n_c, the clients' numbers of
+    local interactions (Type 4, thesis §4.5.2); absent clients weigh 0.
     """
     cfg = spec.config
-    if cfg.aggregation == "sum_of_updates":
-        summed = jax.tree_util.tree_map(
-            lambda g, c: g + jnp.sum(c - g, axis=0), global_params, client_params
-        )
-        return summed, server_state
     flat_global, unravel = jax.flatten_util.ravel_pytree(global_params)
     flat_clients = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
-    present = jnp.arange(cfg.n_clients) >= settings.n_absent
+    positions = jnp.arange(cfg.n_clients)
+    updates = _messages(spec, settings, flat_global, flat_clients, positions, client_weights)
+    chain = pipeline.chain(*server_stages(spec, settings))
+    if server_state is None:
+        server_state = chain.init(flat_global)
+    updates, server_state = chain.update(server_state, updates, key)
+    return unravel(updates.aggregate), server_state
+
+
+def _messages(spec: Spec, settings, flat_global, flat_clients, positions, client_weights):
+    """What the clients at ``positions`` send (one slot): their models and FedAvg weights
+    (B, or Type 4's own step counts; 0 for absent clients)."""
+    cfg = spec.config
+    present = positions >= settings.n_absent
     weights = jnp.where(
         present, float(cfg.local_updates) if client_weights is None else client_weights, 0.0
     )
-    updates = pipeline.ClientUpdates(
-        flat_clients, weights, flat_global, settings.n_malicious, flat_global
+    return pipeline.ClientUpdates(
+        flat_clients, weights, flat_global, settings.n_malicious, flat_global, positions[0]
     )
-    noise = None
-    if spec.uses_privacy:
-        noise = pipeline.gamma_noise(cfg.n_clients, settings.sensitivity, settings.epsilon)
-    chain = pipeline.server_chain(
-        attack_names=spec.attack_names,
-        attack_index=settings.model_attack,
-        noise=noise,
-        aggregator_names=spec.aggregator_names,
-        aggregator_index=settings.aggregator,
-        squared_distances=cfg.krum_squared_distances,
-    )
-    updates, _ = chain.update(chain.init(flat_global), updates, key)
-    aggregate, server_state = _server_step(spec, flat_global, updates.aggregate, server_state)
-    return unravel(aggregate), server_state
 
 
-def initial_server_state(spec: Spec, global_params):
+def initial_server_state(spec: Spec, arrays: Arrays, global_params):
     """Every slot's server chain state before round 1 (leaves [n_slots, ...]); only the
-    server optimiser's stage holds state."""
-    cfg = spec.config
-    optimizer = pipeline.server_optimizer(cfg.server_optimizer, cfg.server_learning_rate)
-    if optimizer is None:
-        return None
+    server optimiser's stage holds state (the stages do not depend on the setting)."""
     flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(global_params)
-    return jax.vmap(pipeline.server_step(optimizer).init)(flat)
-
-
-def _server_step(spec: Spec, flat_global, flat_aggregate, server_state):
-    """One slot's server optimiser stage (``pipeline.server_step``) after its aggregate;
-    the identity without a server optimiser.  Its state is carried by the run's scan."""
-    cfg = spec.config
-    optimizer = pipeline.server_optimizer(cfg.server_optimizer, cfg.server_learning_rate)
-    if optimizer is None:
-        return flat_aggregate, server_state
-    n = jnp.int32(0)
-    view = pipeline.ClientUpdates(flat_global[None], jnp.ones(1), flat_global, n, flat_aggregate)
-    out, server_state = pipeline.server_step(optimizer).update(server_state, view, None)
-    return out.aggregate, server_state
+    settings = jax.tree_util.tree_map(lambda x: x[0], arrays.settings)
+    return jax.vmap(pipeline.chain(*server_stages(spec, settings)).init)(flat)
 
 
 def evaluate(spec: Spec, arrays: Arrays, params):
@@ -205,26 +202,85 @@ def offline_metrics(spec: Spec, arrays: Arrays, new_global, personal=None):
     return tuple(m.mean(axis=1) for m in per_client)
 
 
-def online_mean(spec: Spec, values, n_absent, lane_steps=None):
-    """[n_slots] mean of a per-interaction metric ``values`` [lanes, B] over the
-    interactions of the clients taking part (absent ones excluded; with Type 4's
-    ``lane_steps`` every interaction counts once)."""
-    n_slots, n_clients = spec.n_slots, spec.config.n_clients
-    present = (jnp.arange(n_clients) >= n_absent[:, None]).astype(jnp.float32)
+def online_sums(spec: Spec, values, present, lane_steps=None):
+    """Sums over the slots' clients of a per-interaction metric ``values`` [lanes, B] of
+    the clients at some positions, and their counts: the mean over a client's
+    interactions counted once per present client (``present`` [n_slots, k]), or with
+    Type 4's ``lane_steps`` every interaction done once.  Returns ([n_slots], [n_slots])."""
+    n_slots, k = present.shape
+    present = present.astype(jnp.float32)
     if lane_steps is not None:
         steps = jnp.arange(spec.config.local_updates)[None, :] < lane_steps[:, None]
-        done = steps.astype(values.dtype).reshape(n_slots, n_clients, -1) * present[:, :, None]
-        return jnp.sum(values.reshape(done.shape) * done, axis=(1, 2)) / jnp.sum(done, axis=(1, 2))
-    per_client = values.reshape(n_slots, n_clients, -1).mean(axis=2)
-    return jnp.sum(per_client * present, axis=1) / jnp.sum(present, axis=1)
+        done = steps.astype(values.dtype).reshape(n_slots, k, -1) * present[:, :, None]
+        return jnp.sum(values.reshape(done.shape) * done, axis=(1, 2)), jnp.sum(done, axis=(1, 2))
+    per_client = values.reshape(n_slots, k, -1).mean(axis=2)
+    return jnp.sum(per_client * present, axis=1), jnp.sum(present, axis=1)
+
+
+class _Round(NamedTuple):
+    """What every client of a round shares, per slot."""
+
+    settings: RunSettings  # [n_slots]
+    round_keys: jax.Array  # [n_slots, key]
+    global_params: object  # leaves [n_slots, ...]
+    global_scores: jax.Array | None  # first-step scores (first_step_scores)
+    personal: dict | None  # FedPer's personal layers, leaves [n_slots, n_clients, ...]
+
+
+def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int):
+    """The ``size`` clients from position ``start`` train in every slot.
+
+    Returns (client params, leaves [n_slots, size, ...]; flat models [n_slots, size, d];
+    FedAvg weights [n_slots, size] or None for B each; present [n_slots, size];
+    online (nDCG sums, MaxRR sums, counts) [n_slots] each).
+    """
+    clients, n_slots = arrays.clients, spec.n_slots
+    positions = start + jnp.arange(size)
+    ids = jax.lax.dynamic_slice_in_dim(arrays.client_ids, start, size)
+    lane_params = to_lanes(rnd.global_params, size)
+    if rnd.personal is not None:
+        own = {
+            k: jax.lax.dynamic_slice_in_dim(v, start, size, axis=1) for k, v in rnd.personal.items()
+        }
+        lane_params = {
+            **lane_params,
+            **{k: v.reshape((n_slots * size,) + v.shape[2:]) for k, v in own.items()},
+        }
+    lanes = lane_facts(spec, arrays, rnd.settings, positions)
+    lane_steps = weights = None
+    if clients is not None and clients.steps is not None:  # Type 4: own step counts
+        steps = jax.lax.dynamic_slice_in_dim(clients.steps, start, size)
+        lane_steps, weights = jnp.tile(steps, n_slots), steps.astype(jnp.float32)
+    client_params, outcome = train_lanes(
+        spec,
+        arrays,
+        lane_params,
+        client_lane_keys(rnd.round_keys, ids),
+        lanes,
+        rnd.global_scores,
+        lane_steps,
+    )
+    client_params = jax.tree_util.tree_map(
+        lambda c: c.reshape((n_slots, size) + c.shape[1:]), client_params
+    )
+    models = jax.vmap(jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0]))(client_params)
+    present = positions[None, :] >= rnd.settings.n_absent[:, None]
+    ndcg, count = online_sums(spec, outcome.ndcg, present, lane_steps)
+    max_rr, _ = online_sums(spec, outcome.max_rr, present, lane_steps)
+    return client_params, models, weights, (ndcg, max_rr, count)
 
 
 def federated_round(
-    spec: Spec, arrays: Arrays, global_params, slot_keys, round_index, server_state=None
+    spec: Spec, arrays: Arrays, global_params, slot_keys, round_index, server_state
 ):
     """One round for every run slot: clients train, servers aggregate, models are evaluated.
 
-    Returns (new global params, RoundMetrics, client updates): the updates
+    The clients train all at once, or ``client_chunk`` at a time under a ``lax.scan``
+    whose chunks feed the server pipeline's streaming form (``pipeline.stream_part``):
+    memory then follows the chunk, and client c keeps its key and its noise, so results
+    equal the unchunked round's up to the order of floating-point sums.
+
+    Returns (new global params, RoundMetrics, client updates, server state): the updates
     θ_c − θ_global flattened to [n_slots, n_clients, d] when ``spec.history_every``
     asks for them, else None.  With FedPer (``spec.personal_keys``) the params are
     (global params, personal params with leaves [n_slots, n_clients, ...]): clients
@@ -233,142 +289,72 @@ def federated_round(
     model's ('server': the FedAvg of every layer), as ``spec.personal_eval`` says.
     """
     cfg = spec.config
-    n_slots, n_clients = spec.n_slots, cfg.n_clients
-    clients = arrays.clients
     personal = None
     if spec.personal_keys:
         global_params, personal = global_params
-    settings = jax.tree_util.tree_map(
-        lambda x: jnp.repeat(x, cfg.n_runs), arrays.settings
-    )  # [n_slots]
-    round_keys = jax.vmap(lambda k: jax.random.fold_in(k, round_index))(slot_keys)
-    lane_keys = client_lane_keys(round_keys, arrays.client_ids)
-    lane_params = to_lanes(global_params, n_clients)
-    if personal is not None:
-        lane_params = {
-            **lane_params,
-            **{k: v.reshape((n_slots * n_clients,) + v.shape[2:]) for k, v in personal.items()},
-        }
-    lanes = lane_facts(spec, arrays, settings, jnp.arange(n_clients))
-    lane_steps = client_weights = None
-    if clients is not None and clients.steps is not None:  # Type 4: own step counts
-        lane_steps = jnp.tile(clients.steps, n_slots)
-        client_weights = clients.steps.astype(jnp.float32)
-    global_scores = first_step_scores(spec, arrays, global_params)
-    client_params, outcome = train_lanes(
-        spec, arrays, lane_params, lane_keys, lanes, global_scores, lane_steps
-    )
-    client_params = jax.tree_util.tree_map(
-        lambda c: c.reshape((n_slots, n_clients) + c.shape[1:]), client_params
-    )
-    server_keys = jax.vmap(lambda k: jax.random.fold_in(k, n_clients))(round_keys)
-    new_global, server_state = jax.vmap(
-        lambda g, c, s, k, o: server_update(spec, g, c, s, k, client_weights, o)
-    )(global_params, client_params, settings, server_keys, server_state)
-    if personal is not None:
-        personal = {k: client_params[k] for k in spec.personal_keys}
-    offline_ndcg, offline_mrr = offline_metrics(spec, arrays, new_global, personal)
-
-    def per_slot(x):
-        return online_mean(spec, x, settings.n_absent, lane_steps)
-
-    updates = None
-    if spec.history_every:
-        flat = jax.vmap(jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0]))
-        updates = flat(client_params) - flat(
-            jax.tree_util.tree_map(lambda g: g[:, None], global_params)
-        )
-    return (
-        new_global if personal is None else (new_global, personal),
-        RoundMetrics(offline_ndcg, offline_mrr, per_slot(outcome.ndcg), per_slot(outcome.max_rr)),
-        updates,
-        server_state,
-    )
-
-
-def chunked_round(
-    spec: Spec, arrays: Arrays, global_params, slot_keys, round_index, server_state=None
-):
-    """``federated_round`` with the clients processed ``client_chunk`` at a time.
-
-    A ``lax.scan`` over equal client chunks trains each chunk's lanes and adds
-    them to running sums: Σ_c n_c θ_c (FedAvg) or Σ_c (θ_c − θ) ('sum_of_updates'),
-    and the online metrics.  Memory follows the chunk, not the number of clients;
-    client c keeps its key, so results equal the unchunked round's up to the order
-    of the floating-point sums.  Differential privacy adds each client's noise in
-    its chunk, from the client's own key, as the unchunked round does.
-    """
-    cfg = spec.config
-    n_slots, chunk = spec.n_slots, cfg.client_chunk
     settings = jax.tree_util.tree_map(lambda x: jnp.repeat(x, cfg.n_runs), arrays.settings)
     round_keys = jax.vmap(lambda k: jax.random.fold_in(k, round_index))(slot_keys)
     server_keys = jax.vmap(lambda k: jax.random.fold_in(k, cfg.n_clients))(round_keys)
-    flat_global = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(global_params)
-    unravel_one = jax.flatten_util.ravel_pytree(
-        jax.tree_util.tree_map(lambda g: g[0], global_params)
-    )[1]
-    global_scores = first_step_scores(spec, arrays, global_params)
-
-    def one_chunk(sums, j):
-        positions = j * chunk + jnp.arange(chunk)
-        ids = jax.lax.dynamic_slice_in_dim(arrays.client_ids, j * chunk, chunk)
-        lane_keys = client_lane_keys(round_keys, ids)
-        lanes = lane_facts(spec, arrays, settings, positions)
-        lane_params = to_lanes(global_params, chunk)
-        client_params, outcome = train_lanes(
-            spec, arrays, lane_params, lane_keys, lanes, global_scores, None
-        )
-        models = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
-        models = models.reshape(n_slots, chunk, -1)
-        if spec.uses_privacy:
-            # server_update's chain here is [gamma_noise, aggregate]: the noise stage's key
-            noise_keys = jax.vmap(lambda k: pipeline.stage_keys(k, 2)[0])(server_keys)
-            noise = jax.vmap(
-                lambda k, delta, eps: privacy.clients_gamma_noise(
-                    k,
-                    j * chunk,
-                    chunk,
-                    models.shape[2],
-                    cfg.n_clients,
-                    delta,
-                    jnp.maximum(eps, 1e-12),
-                )
-            )(noise_keys, settings.sensitivity, settings.epsilon)
-            models = models + jnp.where(settings.sensitivity[:, None, None] > 0, noise, 0.0)
-        present = (positions[None, :] >= settings.n_absent[:, None]).astype(jnp.float32)
-        if cfg.aggregation == "sum_of_updates":
-            total = jnp.sum(models - flat_global[:, None], axis=1)
-        else:
-            total = jnp.einsum("sc,scd->sd", present * cfg.local_updates, models)
-        per_client = lambda x: x.reshape(n_slots, chunk, -1).mean(axis=2)
-        model_sum, ndcg_sum, rr_sum = sums
-        return (
-            model_sum + total,
-            ndcg_sum + jnp.sum(per_client(outcome.ndcg) * present, axis=1),
-            rr_sum + jnp.sum(per_client(outcome.max_rr) * present, axis=1),
-        ), None
-
-    zeros = jnp.zeros((n_slots,), jnp.float32)
-    (model_sum, ndcg_sum, rr_sum), _ = jax.lax.scan(
-        one_chunk,
-        (jnp.zeros_like(flat_global), zeros, zeros),
-        jnp.arange(cfg.n_clients // chunk),
+    rnd = _Round(
+        settings,
+        round_keys,
+        global_params,
+        first_step_scores(spec, arrays, global_params),
+        personal,
     )
-    n_present = (cfg.n_clients - settings.n_absent).astype(jnp.float32)
-    if cfg.aggregation == "sum_of_updates":
-        flat_new = flat_global + model_sum
-    else:
-        flat_new = model_sum / (n_present * cfg.local_updates)[:, None]
-    if cfg.aggregation != "sum_of_updates":
-        flat_new, server_state = jax.vmap(functools.partial(_server_step, spec))(
-            flat_global, flat_new, server_state
+    flat_global = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(global_params)
+    unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda g: g[0], global_params))[
+        1
+    ]
+
+    def messages(models, weights, start):
+        size = models.shape[1]
+        positions = start + jnp.arange(size)
+        per_slot = functools.partial(_messages, spec, positions=positions, client_weights=weights)
+        return jax.vmap(lambda s, g, m: per_slot(s, g, m))(settings, flat_global, models)
+
+    def slot_stages(s):
+        return server_stages(spec, s)
+
+    client_params = None
+    if cfg.chunked:
+        size = cfg.client_chunk
+
+        def chunk_sums(j):
+            _, models, weights, online = train_clients(spec, arrays, rnd, j * size, size)
+            part = jax.vmap(lambda s, u, k: pipeline.stream_part(slot_stages(s), u, k))(
+                settings, messages(models, weights, j * size), server_keys
+            )
+            return part, online
+
+        def one_chunk(sums, j):
+            return jax.tree_util.tree_map(jnp.add, sums, chunk_sums(j)), None
+
+        zeros = jax.tree_util.tree_map(
+            lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(chunk_sums, 0)
         )
-    new_global = jax.vmap(unravel_one)(flat_new)
-    offline_ndcg, offline_mrr = jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
+        (sums, online), _ = jax.lax.scan(one_chunk, zeros, jnp.arange(cfg.n_clients // size))
+        template = messages(flat_global[:, None], None, 0)
+        updates, server_state = jax.vmap(
+            lambda s, st, x, u, k: pipeline.stream_finish(slot_stages(s), st, x, u, k)
+        )(settings, server_state, sums, template, server_keys)
+    else:
+        client_params, models, weights, online = train_clients(spec, arrays, rnd, 0, cfg.n_clients)
+        updates, server_state = jax.vmap(
+            lambda s, st, u, k: pipeline.chain(*slot_stages(s)).update(st, u, k)
+        )(settings, server_state, messages(models, weights, 0), server_keys)
+    new_global = jax.vmap(unravel)(updates.aggregate)
+    if personal is not None:
+        personal = {k: client_params[k] for k in spec.personal_keys}
+    offline_ndcg, offline_mrr = offline_metrics(spec, arrays, new_global, personal)
+    ndcg, max_rr, count = online
+    history = None
+    if spec.history_every:
+        history = models - flat_global[:, None]
     return (
-        new_global,
-        RoundMetrics(offline_ndcg, offline_mrr, ndcg_sum / n_present, rr_sum / n_present),
-        None,
+        new_global if personal is None else (new_global, personal),
+        RoundMetrics(offline_ndcg, offline_mrr, ndcg / count, max_rr / count),
+        history,
         server_state,
     )
 
@@ -385,8 +371,7 @@ def run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
 
     def body(carry, t):
         params, server_state, history = carry
-        play = chunked_round if spec.config.chunked else federated_round
-        params, round_metrics, updates, server_state = play(
+        params, round_metrics, updates, server_state = federated_round(
             spec, arrays, params, slot_keys, t, server_state
         )
         if history is not None:

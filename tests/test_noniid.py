@@ -415,6 +415,29 @@ def test_binary_writes_results(tmp_path):
     ]
 
 
+def test_binary_runs_non_iid_clients_under_attack_with_a_defence(tmp_path):
+    # Type 3 (five PBM clients) with a LIE attacker, Krum and DP in one run
+    result = _binary(
+        "--type=3",
+        *SMALL,
+        "--noiid",
+        "--attack=lie",
+        "--aggregator=krum",
+        "--n_malicious=1",
+        "--clicks=pbm",
+        "--epsilon=4.5",
+        "--sensitivity=5",
+        f"--output_dir={tmp_path / 'a'}",
+        tmp_path=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    a = json.loads((tmp_path / "a" / "results.json").read_text())
+    config = a["config"]
+    assert (config["attack"], config["aggregator"], config["n_malicious"]) == ("lie", "krum", 1)
+    assert config["sensitivity"] == 5.0
+    assert np.isfinite(a["cells"][0]["offline_ndcg"]).all()
+
+
 @pytest.mark.parametrize(
     "flag, message",
     [
@@ -422,6 +445,7 @@ def test_binary_writes_results(tmp_path):
         ("--remedies=fedper", "--remedies: fedper keeps the last layer personal"),
         ("--fedper_eval=mean", "--fedper_eval: must be one of ('clients', 'server')"),
         ("--n_clients=7", "--n_clients:"),
+        ("--attack=lie", "--n_malicious: attack 'lie' needs n_malicious >= 1"),
     ],
 )
 def test_binary_refuses_bad_flags(tmp_path, flag, message):

@@ -66,6 +66,29 @@ def test_chunked_differential_privacy_adds_the_unchunked_rounds_noise():
     assert np.abs(plain_dp.final_params["w"] - noiseless).max() > 0.1
 
 
+def test_chunked_non_iid_plans_and_server_optimiser_give_the_unchunked_results():
+    # Type 2 query lists, Type 3 click models, Type 4 step counts (unequal FedAvg
+    # weights), FedProx and a stateful server optimiser all stream over chunks
+    rng = np.random.default_rng(3)
+    plan = federation.ClientPlan(
+        queries=rng.integers(0, TRAIN.n_queries, size=(12, 5)),
+        click_models=("perfect", "informational", "navigational") * 4,
+        steps=(1, 2) * 6,
+        prox_mu=0.1,
+    )
+    config = dataclasses.replace(
+        BASE, rounds=3, server_optimizer="momentum", server_learning_rate=0.5
+    )
+
+    def run_plan(c):
+        spec, arrays = federation.build(c, TRAIN, TEST, [c.setting()], clients=plan)
+        return federation.run(spec, arrays)
+
+    chunked, plain = run_plan(dataclasses.replace(config, client_chunk=4)), run_plan(config)
+    assert_same_run(chunked, plain)
+    assert not np.allclose(plain.offline_ndcg[:, 0], plain.offline_ndcg[:, -1])
+
+
 @pytest.mark.parametrize(
     "change, settings, field, message",
     [
@@ -75,7 +98,13 @@ def test_chunked_differential_privacy_adds_the_unchunked_rounds_noise():
             {"client_chunk": 4},
             [federation.Setting(aggregator="krum", n_malicious=1)],
             "client_chunk",
-            "needs FedAvg",
+            "aggregator krum needs every client",
+        ),
+        (
+            {"client_chunk": 4},
+            [federation.Setting(attack="lie", n_malicious=1)],
+            "client_chunk",
+            "model attacks needs every client",
         ),
         ({"n_devices": 64}, None, "n_devices", "visible"),
         ({"n_devices": 0}, None, "n_devices", "at least 1"),
