@@ -22,7 +22,7 @@ import time
 from absl import app, flags
 
 from experiments import common
-from foltr_jax import federation, fedips
+from foltr_jax import federation, fedips, lambdarank, rankers
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -198,10 +198,10 @@ def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> dict:
         file=sys.stderr,
     )
     start = time.perf_counter()
-    _, (n5, n10) = fedips.train_lambdarank(prepared.train, lr, steps, arrays.test)
+    _, (n5, n10) = lambdarank.train_lambdarank(prepared.train, lr, steps, arrays.test)
     seconds = time.perf_counter() - start
-    initial5, initial10 = fedips.evaluate(
-        fedips.rankers.LinearRanker(prepared.train.n_features).init(None), arrays.test
+    initial5, initial10 = lambdarank.evaluate(
+        rankers.LinearRanker(prepared.train.n_features).init(None), arrays.test
     )
     print(f"[lambdarank] {steps} steps, {seconds:.1f} s (compilation included)", file=sys.stderr)
     return {

@@ -37,6 +37,7 @@ def _fresh_jax_caches():
     yield
     jax.clear_caches()
 
+
 SLOW = os.environ.get("FOLTR_JAX_SLOW_TESTS") == "1"
 
 

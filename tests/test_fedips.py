@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_experiments import run, run_twice, without_timings
 
-from foltr_jax import data, fedips
+from foltr_jax import data, fedips, ips
 from foltr_jax.federation import ConfigError
 
 # --- (a) eq. 9: the IPS estimator is unbiased when clicks = examination × relevance ------------
@@ -43,19 +43,19 @@ GAMMA_S = 1.3
 @pytest.mark.parametrize("noise", [0.0, 0.1])
 def test_ips_loss_expectation_equals_full_information_loss_only_without_noise(noise):
     params, features, valid, shown_index = tiny_query()
-    propensities = fedips.examination(GAMMA_S, 4)
-    p_click = fedips.click_probabilities(RELEVANT, SHOWN, GAMMA_S, noise)
+    propensities = ips.examination(GAMMA_S, 4)
+    p_click = ips.click_probabilities(RELEVANT, SHOWN, GAMMA_S, noise)
     relevance = RELEVANT.astype(jnp.float32)
 
-    def ips(c):
-        loss = lambda p: fedips.ips_hinge_loss(p, features, valid, shown_index, c, propensities)
+    def ips_loss(c):
+        loss = lambda p: ips.ips_hinge_loss(p, features, valid, shown_index, c, propensities)
         return loss(params), jax.grad(loss)(params)["w"]
 
-    expected_loss, expected_grad = jax.jit(exact_expectation, static_argnums=0)(ips, p_click)
-    full = lambda p: fedips.full_information_loss(p, features, valid, shown_index, relevance)
+    expected_loss, expected_grad = jax.jit(exact_expectation, static_argnums=0)(ips_loss, p_click)
+    full = lambda p: ips.full_information_loss(p, features, valid, shown_index, relevance)
     full_loss, full_grad = full(params), jax.grad(full)(params)["w"]
     # Independent of enumeration: E[c_k] / p_k = r_k + noise (1 - r_k) (linearity).
-    h = fedips.hinge_rank_bound(features @ params["w"], valid, shown_index)
+    h = ips.hinge_rank_bound(features @ params["w"], valid, shown_index)
     bias = noise * jnp.sum(jnp.where(RELEVANT, 0.0, h))
     np.testing.assert_allclose(expected_loss, full_loss + bias, rtol=1e-5)
     np.testing.assert_allclose(expected_loss, jnp.sum((p_click / propensities) * h), rtol=1e-5)
@@ -68,18 +68,18 @@ def test_ips_loss_expectation_equals_full_information_loss_only_without_noise(no
 
 def test_ips_loss_monte_carlo_matches_full_information_loss():
     params, features, valid, shown_index = tiny_query(seed=3)
-    propensities = fedips.examination(GAMMA_S, 4)
+    propensities = ips.examination(GAMMA_S, 4)
     n = 200_000
     relevant = jnp.broadcast_to(RELEVANT, (n, 4))
     shown = jnp.broadcast_to(SHOWN, (n, 4))
     loss = jax.vmap(
-        lambda c: fedips.ips_hinge_loss(params, features, valid, shown_index, c, propensities)
+        lambda c: ips.ips_hinge_loss(params, features, valid, shown_index, c, propensities)
     )
-    full = fedips.full_information_loss(
+    full = ips.full_information_loss(
         params, features, valid, shown_index, RELEVANT.astype(jnp.float32)
     )
     for noise, biased in ((0.0, False), (0.1, True)):
-        clicks = fedips.simulate_clicks(jax.random.PRNGKey(7), relevant, shown, GAMMA_S, noise)
+        clicks = ips.simulate_clicks(jax.random.PRNGKey(7), relevant, shown, GAMMA_S, noise)
         values = np.asarray(loss(clicks.astype(jnp.float32)), np.float64)
         mean, se = values.mean(), values.std() / np.sqrt(n)
         assert se < 0.01 * full
@@ -96,7 +96,7 @@ def test_click_frequencies_follow_eq_11():
     n, gamma_s, noise = 100_000, 1.5, 0.1
     relevant = jnp.asarray([True, False, True, False, False])
     shown = jnp.asarray([True, True, True, True, False])  # a query with only 4 documents
-    clicks = fedips.simulate_clicks(
+    clicks = ips.simulate_clicks(
         jax.random.PRNGKey(1),
         jnp.broadcast_to(relevant, (n, 5)),
         jnp.broadcast_to(shown, (n, 5)),
@@ -112,9 +112,9 @@ def test_click_frequencies_follow_eq_11():
 
 
 def test_user_gammas_are_truncated_normal_with_sd():
-    g = np.asarray(fedips.sample_user_gammas(jax.random.PRNGKey(0), 50_000, 1.0, 0.1))
+    g = np.asarray(ips.sample_user_gammas(jax.random.PRNGKey(0), 50_000, 1.0, 0.1))
     assert abs(g.mean() - 1.0) < 0.003 and abs(g.std() - 0.1) < 0.003  # 0.1 is the sd
-    low = np.asarray(fedips.sample_user_gammas(jax.random.PRNGKey(0), 50_000, 0.05, 0.1))
+    low = np.asarray(ips.sample_user_gammas(jax.random.PRNGKey(0), 50_000, 0.05, 0.1))
     assert low.min() >= 0 and low.mean() > 0.1  # truncation at 0 moves the mean up
 
 
@@ -226,13 +226,13 @@ def simulated_em_log(n_clients=4, n=6000, k=5, eta=1.0, seed=0):
 
 def test_regression_em_recovers_propensities():
     features, positions, clicks, theta = simulated_em_log()
-    estimated, _ = jax.jit(fedips.regression_em, static_argnums=(3, 4))(
+    estimated, _ = jax.jit(ips.regression_em, static_argnums=(3, 4))(
         features, positions, clicks, 5, 400, 5.0
     )
     relative = np.asarray(estimated / estimated[0])
     np.testing.assert_allclose(relative, theta, atol=0.05)
     # Federated = centralised: the server's sums over equal-size clients equal one big client.
-    pooled, _ = jax.jit(fedips.regression_em, static_argnums=(3, 4))(
+    pooled, _ = jax.jit(ips.regression_em, static_argnums=(3, 4))(
         features.reshape(1, -1, 3), positions.reshape(1, -1), clicks.reshape(1, -1), 5, 400, 5.0
     )
     np.testing.assert_allclose(estimated, pooled, rtol=1e-4, atol=1e-5)
