@@ -231,7 +231,7 @@ class FinishedParts:
         """Removes the saved parts (and the folder when nothing else is in it)."""
         if self.folder is None or not self.folder.is_dir():
             return
-        for path in self.folder.glob("*.npz"):
+        for path in [*self.folder.glob("*.npz"), *self.folder.glob(".*.tmp")]:
             path.unlink(missing_ok=True)
         try:
             self.folder.rmdir()
@@ -374,8 +374,9 @@ class Output:
             ) from None
 
     def finish(self) -> None:
-        """After the results are written: removes the run's checkpoints and the lock."""
-        for path in self.path.glob(".checkpoint*.npz"):
+        """After the results are written: removes the run's checkpoints, what a killed
+        writer left half-written (``.*.tmp``) and the lock."""
+        for path in [*self.path.glob(".checkpoint*.npz"), *self.path.glob(".*.tmp")]:
             loop.remove_checkpoint(path)
         self._created = []  # the folders hold results now
         self.release()
