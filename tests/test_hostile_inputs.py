@@ -3,8 +3,10 @@ other data, output folders that cannot take the results, two runs in one folder,
 and numbers out of range, unreadable or compressed files, bad flag values, and timings
 after a resume.  Each test is named after its hazard; most call the library directly."""
 
+import bz2
 import functools
 import gzip
+import io
 import json
 import os
 import pathlib
@@ -23,8 +25,16 @@ import pytest
 from sample_data import REPO_ROOT
 
 from experiments import common
-from foltr_jax import FederationConfig, FedIpsConfig, Setting, click_models, data, federation
-from foltr_jax import files, loop
+from foltr_jax import (
+    FederationConfig,
+    FedIpsConfig,
+    Setting,
+    click_models,
+    data,
+    federation,
+    files,
+    loop,
+)
 from foltr_jax.config import ConfigError
 
 LETOR = "2 qid:1 1:0.5 2:0.1\n0 qid:1 1:0.1 2:0.9\n1 qid:2 1:0.3 2:0.3\n0 qid:2 1:0.7 2:0.2\n"
@@ -394,8 +404,6 @@ def test_gzip_letor_file_is_read_and_other_compression_is_named(tmp_path):
     truncated.write_bytes(gzip.compress(LETOR.encode() * 50)[:40])
     with pytest.raises(data.DatasetError, match=f"^{truncated}: cannot read it"):
         data.read_letor(truncated, use_cache=False)
-    import bz2
-
     other = tmp_path / "train.txt.bz2"
     other.write_bytes(bz2.compress(LETOR.encode()))
     with pytest.raises(data.DatasetError, match=f"^{other}: bzip2-compressed, not a LETOR"):
@@ -445,7 +453,7 @@ def test_timings_after_a_resume_cover_every_round(whole, tmp_path):
 
     with pytest.raises(Killed):
         toy_run(checkpoint, progress=slow_then_killed)
-    log = common.ProgressLog("fpdgd", stream=open(os.devnull, "w"))
+    log = common.ProgressLog("fpdgd", stream=io.StringIO())
     resumed = toy_run(checkpoint, progress=log)
     np.testing.assert_array_equal(whole.curves, resumed.curves)
     assert resumed.run_seconds >= 0.3  # not just the resumed chunk's milliseconds
