@@ -408,10 +408,18 @@ def main(argv):
         common.fail("batch", str(error))
     n_runs = FLAGS.n_runs or (2 if FLAGS.quick else 5)
     results_dir = pathlib.Path(FLAGS.results_dir)
+    claimed = None
+    if not FLAGS.dry_run:  # one batch at a time in a results folder, writable, before any run
+        try:
+            claimed = common.Output(results_dir, outputs=(), flag="results_dir")
+        except common.UserError as error:
+            common.fail("batch", str(error))
     outcomes = [
         run_recipe(available[n], results_dir, folds, n_runs, FLAGS.quick, FLAGS.dry_run, FLAGS.jobs)
         for n in names
     ]
+    if claimed is not None:
+        claimed.release()
     ok = all(outcomes)
     sys.exit(0 if ok else 1)
 

@@ -6,19 +6,24 @@ dataclasses and datasets, and the binaries pass those down.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import fcntl
 import json
+import math
 import os
 import pathlib
-import pickle
 import platform
 import resource
 import sys
+import tempfile
+import warnings
 
+import numpy as np
 from absl import flags, logging
 
 import foltr_jax
-from foltr_jax import aggregators, attacks, data, federation, files
+from foltr_jax import aggregators, attacks, data, federation, files, loop
 from foltr_jax.config import FederationConfig, centralised, resolve_window_scoring
 
 FLAGS = flags.FLAGS
@@ -157,13 +162,16 @@ def define_checkpoint_flag():
     flags.DEFINE_bool(
         "checkpoint",
         True,
-        "Resume an interrupted run: save the simulation's state in <output_dir>/.checkpoint*.pkl "
+        "Resume an interrupted run: save the simulation's state in <output_dir>/.checkpoint*.npz "
         "after every chunk of rounds (a binary running several cells or phases keeps one file "
         "per part, and each finished part's results in <output_dir>/.cells/ or .phases/); a run "
-        "started again with the same flags continues from there instead of starting over, with "
-        "the same results. The files are removed when results.json is written; --nocheckpoint "
-        "turns this off.",
+        "started again with the same flags and code continues from there instead of starting "
+        "over, with the same results. The files hold arrays and JSON only (never pickle) and "
+        "are removed once results.json is written; --nocheckpoint turns this off.",
     )
+
+
+EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parent
 
 
 def checkpoint_file(output_dir, part: str = "") -> str | None:
@@ -171,7 +179,7 @@ def checkpoint_file(output_dir, part: str = "") -> str | None:
     with --nocheckpoint."""
     if not FLAGS.checkpoint:
         return None
-    name = f".checkpoint-{part}.pkl" if part else ".checkpoint.pkl"
+    name = f".checkpoint-{part}.npz" if part else ".checkpoint.npz"
     return str(pathlib.Path(output_dir) / name)
 
 
@@ -179,52 +187,51 @@ class FinishedParts:
     """The results of the finished parts (cells, phases) of a binary that runs several,
     so that an interrupted invocation started again skips what it already computed.
 
-    Each part is saved atomically in ``<folder>/<name>.json`` (``pickled``: ``.pkl``)
-    with the fingerprint of its settings (``loop.fingerprint``): a saved part of
-    other settings is never reused.  ``clear`` removes them once results.json is
-    written.  With ``folder`` None (--nocheckpoint) nothing is saved or reused.
+    Each part is saved atomically in ``<folder>/<name>.npz`` (``files.save_arrays``:
+    its arrays, and the rest as JSON) with the fingerprint of its settings
+    (``loop.fingerprint``) and the code version of foltr_jax and the binaries: a part
+    of other settings or code is never reused, and nothing read back can run code.
+    Results are dicts, lists, tuples, arrays, numbers and strings (``files.to_plain``).
+    ``clear`` removes them once results.json is written.  With ``folder`` None
+    (--nocheckpoint) nothing is saved or reused.
     """
 
-    def __init__(self, folder, pickled: bool = False):
+    def __init__(self, folder):
         self.folder = None if folder is None else pathlib.Path(folder)
-        self.suffix = ".pkl" if pickled else ".json"
+        self.code = files.code_version(EXPERIMENTS_DIR)
 
     @property
     def enabled(self) -> bool:
         return self.folder is not None
 
     def _path(self, name: str) -> pathlib.Path:
-        return self.folder / f"{name}{self.suffix}"
+        return self.folder / f"{name}.npz"
 
     def load(self, name: str, fingerprint: str):
-        """The saved result of part ``name`` when its fingerprint matches, else None."""
-        if self.folder is None or not self._path(name).is_file():
+        """The saved result of part ``name`` when it is this run's, else None (with a
+        warning when a file was there)."""
+        if self.folder is None or not self._path(name).exists():
             return None
         try:
-            if self.suffix == ".pkl":
-                saved = pickle.loads(self._path(name).read_bytes())
-            else:
-                saved = json.loads(self._path(name).read_text())
-        except (OSError, ValueError, EOFError, pickle.UnpicklingError):
+            meta, arrays = files.load_arrays(self._path(name), fingerprint, self.code)
+            return files.from_plain(meta.get("result"), arrays)
+        except files.StoredFileError as error:
+            warnings.warn(f"ignoring {self._path(name)}: {error}; the part runs again")
             return None
-        if not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint:
-            return None
-        return saved.get("result")
 
     def save(self, name: str, fingerprint: str, result) -> None:
         if self.folder is None:
             return
-        payload = {"fingerprint": fingerprint, "result": result}
-        if self.suffix == ".pkl":
-            write_bytes_atomic(self._path(name), pickle.dumps(payload))
-        else:
-            write_json_atomic(self._path(name), payload)
+        check_finite(result, f"part {name!r}")
+        arrays = []
+        meta = {"result": files.to_plain(result, arrays)}
+        files.save_arrays(self._path(name), fingerprint, meta, arrays, self.code)
 
     def clear(self) -> None:
         """Removes the saved parts (and the folder when nothing else is in it)."""
         if self.folder is None or not self.folder.is_dir():
             return
-        for path in self.folder.glob(f"*{self.suffix}"):
+        for path in [*self.folder.glob("*.npz"), *self.folder.glob(".*.tmp")]:
             path.unlink(missing_ok=True)
         try:
             self.folder.rmdir()
@@ -237,13 +244,194 @@ class UserError(Exception):
 
 
 def quiet_logs() -> None:
-    """Keeps absl's INFO chatter (e.g. JAX probing for absent TPUs) off the terminal."""
+    """Keeps absl's INFO chatter (e.g. JAX probing for absent TPUs) off the terminal, and
+    prints Python warnings as one line each ('<program>: warning: ...')."""
     logging.set_verbosity(logging.WARNING)
+    program = pathlib.Path(sys.argv[0]).stem
+    warnings.formatwarning = lambda message, *_, **__: f"{program}: warning: {message}\n"
 
 
 def fail(program: str, message: str) -> None:
+    """Prints one error line and exits with status 2 (a claimed output folder is released
+    on the way out)."""
     print(f"{program}: error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+class Output:
+    """A run's --output_dir, claimed before any work: created, locked against a second
+    run (``<output_dir>/.lock``, held with ``flock`` while the process lives) and probed
+    for writing, with the files the run will write checked to be writable files.
+
+    Results are written strictly (``write_json``: finite numbers only) and the run's
+    checkpoints are removed only afterwards (``finish``).  A run that fails releases the
+    lock and removes the folders it created when they are empty.
+    """
+
+    def __init__(self, path, outputs=("results.json",), flag: str = "output_dir"):
+        self.path, self.flag = pathlib.Path(path), flag
+        self._created: list[pathlib.Path] = []
+        self._lock_fd: int | None = None
+        where = f"--{flag}: {self.path}"
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError(f"{where} exists and is not a folder")
+        missing = [p for p in (self.path, *self.path.parents) if not p.exists()]
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"{where}: cannot create it ({error.strerror or error})") from None
+        self._created = missing  # deepest first
+        atexit.register(self.release)
+        try:
+            self._lock()
+            self._probe()
+        except UserError:
+            self.release()
+            raise
+        for name in outputs:
+            target, problem = self.path / name, None
+            if target.parent.exists() and not target.parent.is_dir():
+                problem = f"{target.parent} is not a folder"
+            elif target.exists() and not target.is_file():
+                problem = f"{target} is not a file"
+            if problem:
+                self.release()
+                raise UserError(f"--{flag}: {problem}, so {target} cannot be written")
+        stale = sorted(self.path.glob(".checkpoint*.pkl")) + sorted(self.path.glob(".*/*.pkl"))
+        if stale:
+            warnings.warn(
+                f"ignoring {len(stale)} pickle file(s) of an older version in {self.path} "
+                f"(e.g. {stale[0].name}): they are never loaded, since unpickling can run code; "
+                "delete them"
+            )
+
+    def _lock(self) -> None:
+        lock = self.path / ".lock"
+        while True:
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as error:
+                raise UserError(
+                    f"--{self.flag}: cannot write into {self.path} ({error.strerror or error})"
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise UserError(
+                    f"--{self.flag}: {self.path} is in use by another run (process {holder}); "
+                    "wait for it to finish or choose another folder"
+                ) from None
+            try:  # its last holder may have removed it meanwhile: lock the file on disk
+                if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _probe(self) -> None:
+        try:
+            handle, probe = tempfile.mkstemp(dir=self.path, prefix=".probe-")
+            os.close(handle)
+            os.unlink(probe)
+        except OSError as error:
+            raise UserError(
+                f"--{self.flag}: cannot write into {self.path} ({error.strerror or error})"
+            ) from None
+
+    def checkpoint(self, part: str = "") -> str | None:
+        """The checkpoint of the run or of one ``part`` (None with --nocheckpoint)."""
+        return checkpoint_file(self.path, part)
+
+    def finished_parts(self, folder: str) -> FinishedParts:
+        """Finished parts kept in ``<output_dir>/<folder>`` (disabled with --nocheckpoint)."""
+        return FinishedParts(self.path / folder if FLAGS.checkpoint else None)
+
+    def write_json(self, name, payload: dict) -> pathlib.Path:
+        """Writes ``<output_dir>/<name>`` as strict JSON; UserError naming the flag if it
+        cannot be written or holds a non-finite number (nothing is written then)."""
+        target = self.path / name
+        check_finite(payload, str(target))
+        self._write(target, (json.dumps(payload, indent=1, allow_nan=False)).encode())
+        return target
+
+    def write_text(self, name, text: str) -> pathlib.Path:
+        target = self.path / name
+        self._write(target, text.encode())
+        return target
+
+    def _write(self, target: pathlib.Path, payload: bytes) -> None:
+        try:
+            write_bytes_atomic(target, payload)
+        except OSError as error:
+            raise UserError(
+                f"--{self.flag}: cannot write {target} ({error.strerror or error}); the "
+                "checkpoints are kept: the same command finishes without computing again"
+            ) from None
+
+    def finish(self) -> None:
+        """After the results are written: removes the run's checkpoints, what a killed
+        writer left half-written (``.*.tmp``) and the lock."""
+        for path in [*self.path.glob(".checkpoint*.npz"), *self.path.glob(".*.tmp")]:
+            loop.remove_checkpoint(path)
+        self._created = []  # the folders hold results now
+        self.release()
+
+    def release(self) -> None:
+        """Unlocks; removes the folders this run created if they are still empty."""
+        if self._lock_fd is not None:
+            (self.path / ".lock").unlink(missing_ok=True)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        for folder in self._created:
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        self._created = []
+
+
+def claim_output(outputs=("results.json",)) -> Output:
+    """``Output`` of --output_dir (UserError naming the flag when it cannot be used)."""
+    return Output(FLAGS.output_dir, outputs)
+
+
+def check_finite(value, where: str) -> None:
+    """UserError naming the first NaN or infinity in ``value`` (dicts, lists, arrays,
+    numbers): results hold finite numbers only, and strict JSON has no token for others."""
+    path = _first_non_finite(value, "")
+    if path is not None:
+        found, number = path
+        raise UserError(
+            f"{where}: {found.lstrip('.') or 'value'} is {number}: the run produced a "
+            "non-finite number (a diverging model? try a smaller --learning_rate); not written"
+        )
+
+
+def _first_non_finite(value, where: str):
+    if isinstance(value, dict):
+        items = ((f"{where}.{k}", v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    elif isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    elif hasattr(value, "dtype") and getattr(value.dtype, "kind", "") == "f":
+        bad = ~np.isfinite(np.asarray(value))
+        if bad.any():
+            index = tuple(int(i) for i in np.argwhere(bad)[0])
+            return where + "".join(f"[{i}]" for i in index), float(np.asarray(value)[index])
+        return None
+    else:
+        return None
+    for key, item in items:
+        found = _first_non_finite(item, key)
+        if found is not None:
+            return found
+    return None
 
 
 def federation_config() -> federation.FederationConfig:
@@ -307,6 +495,7 @@ def load_datasets():
                 raise UserError("--train_path and --test_path go together (or use --fold_dir)")
             train = data.read_letor(FLAGS.train_path, **cache)
             test = data.read_letor(FLAGS.test_path, n_features=train.n_features, **cache)
+            data.warn_without_relevant(test, FLAGS.test_path)
             return (
                 train,
                 test,
@@ -345,9 +534,10 @@ def load_datasets():
     )
 
 
-def results_file(method, config, result, train, test, source, slots=slice(None)) -> dict:
+def results_file(method, config, result, train, test, source, slots=slice(None), log=None) -> dict:
     """The shared results.json of an online-LTR run: config, data, the per-round curves of
-    the runs in ``slots`` (one setting's repetitions) and the program's timings."""
+    the runs in ``slots`` (one setting's repetitions) and the program's timings (what
+    they cover from ``log``, the run's ProgressLog)."""
     pick = lambda values: values[slots]
     return {
         "method": method,
@@ -371,6 +561,19 @@ def results_file(method, config, result, train, test, source, slots=slice(None))
         "seconds": result.run_seconds,
         "compile_seconds": result.compile_seconds,
         "interactions_per_second": result.interactions_per_second,
+        "timings": timings(log),
+    }
+
+
+def timings(*logs) -> dict:
+    """What the timing fields cover, and the rounds from which each part resumed."""
+    return {
+        "cover": (
+            "every round: seconds and compile_seconds are summed over the invocations that "
+            "computed the rounds (a resumed run's interrupted ones included); "
+            "interactions_per_second = interactions / seconds"
+        ),
+        "resumed_at_round": {log.label: log.resumed_at for log in logs if log and log.resumed_at},
     }
 
 
@@ -399,8 +602,10 @@ def peak_rss_mb() -> float:
 
 
 def write_json_atomic(path: pathlib.Path, payload: dict) -> None:
-    """Writes JSON through a temporary file and a rename: never a half-written file."""
-    write_text_atomic(path, json.dumps(payload, indent=1))
+    """Writes strict JSON through a temporary file and a rename: never a half-written
+    file, never a NaN (UserError naming it)."""
+    check_finite(payload, str(path))
+    write_text_atomic(path, json.dumps(payload, indent=1, allow_nan=False))
 
 
 def write_text_atomic(path: pathlib.Path, text: str) -> None:

@@ -15,7 +15,7 @@ metric; the same values as the ``...ndcg5`` keys); the ``...ndcg10`` keys hold N
 from __future__ import annotations
 
 import dataclasses
-import pathlib
+import math
 import sys
 import time
 
@@ -104,9 +104,10 @@ def config_from_flags() -> fedips.FedIpsConfig:
     if FLAGS.baseline not in BASELINES:
         raise common.UserError(f"--baseline: must be one of {BASELINES}, got {FLAGS.baseline!r}")
     if FLAGS.baseline == "lambdarank":
-        if not FLAGS.lambdarank_learning_rate > 0:
+        if not 0 < FLAGS.lambdarank_learning_rate < math.inf:
             raise common.UserError(
-                f"--lambdarank_learning_rate: must be positive, got {FLAGS.lambdarank_learning_rate}"
+                "--lambdarank_learning_rate: must be positive and finite, got "
+                f"{FLAGS.lambdarank_learning_rate}"
             )
         if FLAGS.lambdarank_steps < 1:
             raise common.UserError(
@@ -121,8 +122,7 @@ def method_name(config: fedips.FedIpsConfig) -> str:
     return "fedavg" if config.propensity == "none" else f"fedips/{config.propensity}"
 
 
-def run_experiment(checkpoint: str | None = None) -> dict:
-    config = config_from_flags()
+def run_experiment(config, checkpoint: str | None = None) -> dict:
     train, test, source = common.load_datasets()
     try:
         spec, arrays, prepared = fedips.build(config, train, test)
@@ -162,7 +162,8 @@ def run_experiment(checkpoint: str | None = None) -> dict:
         f"f₀ NDCG@5 {prepared.logging_ndcg5:.4f}",
         file=sys.stderr,
     )
-    result = fedips.run(spec, arrays, progress=common.ProgressLog(method), checkpoint=checkpoint)
+    log = common.ProgressLog(method)
+    result = fedips.run(spec, arrays, progress=log, checkpoint=checkpoint)
     n5, n10 = result.offline_ndcg5, result.offline_ndcg10
     return {
         **common_part,
@@ -186,6 +187,7 @@ def run_experiment(checkpoint: str | None = None) -> dict:
         "seconds": result.run_seconds,
         "compile_seconds": result.compile_seconds,
         "interactions_per_second": result.interactions_per_second,
+        "timings": common.timings(log),
     }
 
 
@@ -242,13 +244,15 @@ def main(argv):
     common.quiet_logs()
     if len(argv) > 1:
         common.fail(PROGRAM, f"unexpected arguments {argv[1:]}; flags look like --name=value")
-    output = pathlib.Path(FLAGS.output_dir) / "results.json"
     try:
-        results = run_experiment(common.checkpoint_file(FLAGS.output_dir))
+        config = config_from_flags()
+        output = common.claim_output()  # before any work
+        results = run_experiment(config, output.checkpoint())
+        path = output.write_json("results.json", results)
     except common.UserError as error:
         common.fail(PROGRAM, str(error))
-    common.write_json_atomic(output, results)
-    print(summary(results) + f"; results in {output}")
+    output.finish()
+    print(summary(results) + f"; results in {path}")
 
 
 if __name__ == "__main__":

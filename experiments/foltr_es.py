@@ -15,7 +15,6 @@ no privatisation).
 from __future__ import annotations
 
 import math
-import pathlib
 import sys
 
 from absl import app, flags
@@ -105,8 +104,7 @@ def config_from_flags() -> foltr_es.FoltrEsConfig:
         raise common.UserError(f"--{error.field}: {error.message}") from None
 
 
-def run_experiment(checkpoint: str | None = None) -> dict:
-    config = config_from_flags()
+def run_experiment(config, checkpoint: str | None = None) -> dict:
     train, test, source = common.load_datasets()
     spec, arrays = foltr_es.build(config, train, test)
     epsilon = config.epsilon
@@ -117,10 +115,9 @@ def run_experiment(checkpoint: str | None = None) -> dict:
         f"{train.n_queries} training queries",
         file=sys.stderr,
     )
-    result = foltr_es.run(
-        spec, arrays, progress=common.ProgressLog("foltr_es"), checkpoint=checkpoint
-    )
-    results = common.results_file("foltr_es", config, result, train, test, source)
+    log = common.ProgressLog("foltr_es")
+    result = foltr_es.run(spec, arrays, progress=log, checkpoint=checkpoint)
+    results = common.results_file("foltr_es", config, result, train, test, source, log=log)
     results["epsilon"] = epsilon if math.isfinite(epsilon) else None
     return results
 
@@ -145,13 +142,15 @@ def main(argv):
     common.quiet_logs()
     if len(argv) > 1:
         common.fail("foltr_es", f"unexpected arguments {argv[1:]}; flags look like --name=value")
-    output = pathlib.Path(FLAGS.output_dir) / "results.json"
     try:
-        results = run_experiment(common.checkpoint_file(FLAGS.output_dir))
+        config = config_from_flags()
+        output = common.claim_output()  # before any work
+        results = run_experiment(config, output.checkpoint())
+        path = output.write_json("results.json", results)
     except common.UserError as error:
         common.fail("foltr_es", str(error))
-    common.write_json_atomic(output, results)
-    print(summary(results) + f"; results in {output}")
+    output.finish()
+    print(summary(results) + f"; results in {path}")
 
 
 if __name__ == "__main__":

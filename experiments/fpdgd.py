@@ -21,7 +21,6 @@ lists them in <output_dir>/grid.json (written last: the grid is complete).
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 import sys
 
 from absl import app, flags
@@ -80,10 +79,8 @@ def cell_name(setting: federation.Setting) -> str:
     return f"{setting.click_model}_eps{setting.epsilon:g}_delta{setting.sensitivity:g}"
 
 
-def run_experiment(checkpoint: str | None = None) -> list:
+def run_experiment(config, settings, checkpoint: str | None = None) -> list:
     """[(cell folder or None, results)]: one entry, or one per grid cell."""
-    config = common.federation_config()
-    settings = grid_settings(config)
     train, test, source = common.load_datasets()
     spec, arrays = common.build(config, train, test, settings)
     method = f"centralised_pdgd/{FLAGS.centralised_form}" if FLAGS.centralised else "fpdgd"
@@ -96,11 +93,10 @@ def run_experiment(checkpoint: str | None = None) -> list:
         f"{what}, {train.n_queries} training queries",
         file=sys.stderr,
     )
-    result = federation.run(
-        spec, arrays, progress=common.ProgressLog(method), checkpoint=checkpoint
-    )
+    log = common.ProgressLog(method)
+    result = federation.run(spec, arrays, progress=log, checkpoint=checkpoint)
     if not settings:
-        return [(None, results_of(method, config, result, slice(None), train, test, source))]
+        return [(None, results_of(method, config, result, slice(None), train, test, source, log))]
     cells = []
     for i, setting in enumerate(settings):
         cell_config = dataclasses.replace(
@@ -113,15 +109,15 @@ def run_experiment(checkpoint: str | None = None) -> list:
         cells.append(
             (
                 cell_name(setting),
-                results_of(method, cell_config, result, slots, train, test, source),
+                results_of(method, cell_config, result, slots, train, test, source, log),
             )
         )
     return cells
 
 
-def results_of(method, config, result, slots, train, test, source) -> dict:
+def results_of(method, config, result, slots, train, test, source, log) -> dict:
     """The results file of the runs in ``slots`` (one setting's repetitions)."""
-    results = common.results_file(method, config, result, train, test, source, slots)
+    results = common.results_file(method, config, result, train, test, source, slots, log)
     results["program_cells"] = len(result.offline_ndcg) // len(results["offline_ndcg"])
     return results
 
@@ -130,17 +126,21 @@ def main(argv):
     common.quiet_logs()
     if len(argv) > 1:
         common.fail("fpdgd", f"unexpected arguments {argv[1:]}; flags look like --name=value")
-    output_dir = pathlib.Path(FLAGS.output_dir)
     try:
-        cells = run_experiment(common.checkpoint_file(output_dir))
+        config = common.federation_config()
+        settings = grid_settings(config)
+        names = [cell_name(s) for s in settings or []]
+        files = [f"{n}/results.json" for n in names] + ["grid.json"] if names else ["results.json"]
+        output = common.claim_output(files)  # before any work
+        cells = run_experiment(config, settings, output.checkpoint())
+        for name, results in cells:
+            path = output.write_json(f"{name}/results.json" if name else "results.json", results)
+            print((f"{name}: " if name else "") + summary(results) + f"; results in {path}")
+        if names:
+            output.write_json("grid.json", {"cells": names})
     except common.UserError as error:
         common.fail("fpdgd", str(error))
-    for name, results in cells:
-        output = output_dir / name / "results.json" if name else output_dir / "results.json"
-        common.write_json_atomic(output, results)
-        print((f"{name}: " if name else "") + summary(results) + f"; results in {output}")
-    if cells[0][0]:
-        common.write_json_atomic(output_dir / "grid.json", {"cells": [n for n, _ in cells]})
+    output.finish()
 
 
 def summary(results: dict) -> str:

@@ -26,15 +26,15 @@ personal w2 (the public FedPer code).  Training is the same under both.
 
 Writes <output_dir>/results.json and table.txt; progress on stderr.  An interrupted
 invocation started again with the same flags (--checkpoint) skips the cells it finished
-(<output_dir>/.cells/<cell>.json) and resumes the cell it was running
-(<output_dir>/.checkpoint-<cell>.pkl, and .checkpoint-<cell>-warmup.pkl for sharing's
+(<output_dir>/.cells/<cell>.npz) and resumes the cell it was running
+(<output_dir>/.checkpoint-<cell>.npz, and .checkpoint-<cell>-warmup.npz for sharing's
 warm-up).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import pathlib
+import math
 import sys
 import time
 
@@ -130,8 +130,8 @@ def _parse():
         steps = [int(s) for s in FLAGS.steps]
     except ValueError as error:
         raise err(f"--prox_mu/--steps: not a number ({error})") from None
-    if any(not m >= 0 for m in mus) or ("fedprox" in remedies and not mus):
-        raise err(f"--prox_mu: values must be at least 0, got {FLAGS.prox_mu}")
+    if any(not 0 <= m < math.inf for m in mus) or ("fedprox" in remedies and not mus):
+        raise err(f"--prox_mu: values must be finite and at least 0, got {FLAGS.prox_mu}")
     if any(s < 1 for s in steps):
         raise err(f"--steps: must be at least 1, got {FLAGS.steps}")
     if FLAGS.fedper_eval not in PERSONAL_EVALUATIONS:
@@ -346,9 +346,10 @@ def cell_fingerprint(cell: Cell, spec, arrays) -> str:
     return loop.fingerprint(static, arrays, warmup)
 
 
-def run_cell(cell: Cell, output: pathlib.Path, finished: common.FinishedParts) -> dict:
+def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) -> dict:
     """The cell's results: saved by an earlier, interrupted invocation, or computed now
-    (resuming from the cell's checkpoint) and saved in ``finished``."""
+    (resuming from the cell's checkpoint) and saved in ``finished``, after which its
+    checkpoints go."""
     start = time.perf_counter()
     try:
         spec, arrays = federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
@@ -370,14 +371,15 @@ def run_cell(cell: Cell, output: pathlib.Path, finished: common.FinishedParts) -
             cell.warmup,
             cell.test,
             FLAGS.warmup_interactions,
-            checkpoint=common.checkpoint_file(output, f"{cell.name}-warmup"),
+            checkpoint=output.checkpoint(f"{cell.name}-warmup"),
         )
+    log = common.ProgressLog(f"{PROGRAM} {cell.name}")
     result = federation.run(
         spec,
         arrays,
-        progress=common.ProgressLog(f"{PROGRAM} {cell.name}"),
+        progress=log,
         initial_params=initial,
-        checkpoint=common.checkpoint_file(output, cell.name),
+        checkpoint=output.checkpoint(cell.name),
     )
     final = result.offline_ndcg[:, -1]
     performance = result.online_performance
@@ -402,8 +404,12 @@ def run_cell(cell: Cell, output: pathlib.Path, finished: common.FinishedParts) -
         "seconds": result.run_seconds,
         "compile_seconds": result.compile_seconds,
         "wall_seconds": time.perf_counter() - start,
+        "timings": common.timings(log),
     }
     finished.save(cell.name, fingerprint, results)
+    if finished.enabled:  # the saved part holds them now
+        loop.remove_checkpoint(output.checkpoint(f"{cell.name}-warmup"))
+        loop.remove_checkpoint(output.checkpoint(cell.name))
     return results
 
 
@@ -424,49 +430,51 @@ def main(argv):
         common.fail(PROGRAM, f"unexpected arguments {argv[1:]}")
     try:
         kind, remedies, mus, steps = _parse()
+        output = common.claim_output(("results.json", "table.txt"))  # before any work
         cells, source = plan_cells(kind, remedies, mus, steps)
         for cell in cells:  # refuse bad plans before any run
-            federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
+            try:
+                federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
+            except federation.ConfigError as error:
+                raise common.UserError(f"--{error.field}: {error.message}") from None
+        print(
+            f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
+            f"{FLAGS.rounds} rounds",
+            file=sys.stderr,
+        )
+        finished = output.finished_parts(".cells")
+        results_cells = [run_cell(cell, output, finished) for cell in cells]
+        results = {
+            "method": f"fpdgd/noniid/type{kind}",
+            "config": dataclasses.asdict(cells[0].config),
+            "noniid": {
+                "type": kind,
+                "remedies": remedies,
+                "grades_per_client": FLAGS.grades_per_client,
+                "clicks": FLAGS.clicks,
+                "mix": FLAGS.mix,
+                "steps": steps,
+                "prox_mu": mus,
+                "fedper_eval": FLAGS.fedper_eval,
+                "share_fraction": FLAGS.share_fraction,
+                "warmup_interactions": FLAGS.warmup_interactions,
+            },
+            "data": source,
+            "versions": common.versions(),
+            "cells": results_cells,
+            "seconds": sum(c["seconds"] for c in results_cells),
+            "compile_seconds": sum(c["compile_seconds"] for c in results_cells),
+        }
+        path = output.write_json("results.json", results)
+        table = format_table(kind, results_cells)
+        output.write_text("table.txt", table)
     except common.UserError as error:
         common.fail(PROGRAM, str(error))
-    except federation.ConfigError as error:
-        common.fail(PROGRAM, f"--{error.field}: {error.message}")
-    print(
-        f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
-        f"{FLAGS.rounds} rounds",
-        file=sys.stderr,
-    )
-    output = pathlib.Path(FLAGS.output_dir)
-    finished = common.FinishedParts(output / ".cells" if FLAGS.checkpoint else None)
-    results_cells = [run_cell(cell, output, finished) for cell in cells]
-    results = {
-        "method": f"fpdgd/noniid/type{kind}",
-        "config": dataclasses.asdict(cells[0].config),
-        "noniid": {
-            "type": kind,
-            "remedies": remedies,
-            "grades_per_client": FLAGS.grades_per_client,
-            "clicks": FLAGS.clicks,
-            "mix": FLAGS.mix,
-            "steps": steps,
-            "prox_mu": mus,
-            "fedper_eval": FLAGS.fedper_eval,
-            "share_fraction": FLAGS.share_fraction,
-            "warmup_interactions": FLAGS.warmup_interactions,
-        },
-        "data": source,
-        "versions": common.versions(),
-        "cells": results_cells,
-        "seconds": sum(c["seconds"] for c in results_cells),
-        "compile_seconds": sum(c["compile_seconds"] for c in results_cells),
-    }
-    common.write_json_atomic(output / "results.json", results)
-    table = format_table(kind, results_cells)
-    common.write_text_atomic(output / "table.txt", table)
     finished.clear()
+    output.finish()
     print(table, end="")
     summary = ", ".join(f"{c['name']} {c['final_offline_ndcg_mean']:.4f}" for c in results_cells)
-    print(f"type {kind}: {summary}; results in {output / 'results.json'}")
+    print(f"type {kind}: {summary}; results in {path}")
 
 
 if __name__ == "__main__":

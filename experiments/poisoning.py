@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import pathlib
 import sys
 
 from absl import app, flags
@@ -98,22 +97,33 @@ def main(argv):
                     error.field, error.field
                 )
                 raise common.UserError(f"--{field}: {error.message}") from None
+        output = common.claim_output(("results.json", "table.txt"))  # before any work
         train, test, source = common.load_datasets()
         spec, arrays = common.build(config, train, test, settings)
+        print(
+            f"poisoning: {len(settings)} settings x {config.n_runs} run(s) x {config.rounds} "
+            f"rounds x {config.n_clients} clients x {config.local_updates} interactions in one "
+            "program",
+            file=sys.stderr,
+        )
+        log = common.ProgressLog("poisoning")
+        result = federation.run(spec, arrays, progress=log, checkpoint=output.checkpoint())
+        results = results_of(config, settings, result, train, test, source, log)
+        path = output.write_json("results.json", results)
+        table = format_table(results["cells"])
+        output.write_text("table.txt", table)
     except common.UserError as error:
         common.fail("poisoning", str(error))
+    output.finish()
+    print(table)
     print(
-        f"poisoning: {len(settings)} settings x {config.n_runs} run(s) x {config.rounds} rounds "
-        f"x {config.n_clients} clients x {config.local_updates} interactions in one program",
-        file=sys.stderr,
+        f"{len(settings)} settings in {result.run_seconds:.1f} s "
+        f"(+{result.compile_seconds:.1f} s compile); results in {path}"
     )
-    output = pathlib.Path(FLAGS.output_dir)
-    result = federation.run(
-        spec,
-        arrays,
-        progress=common.ProgressLog("poisoning"),
-        checkpoint=common.checkpoint_file(output),
-    )
+
+
+def results_of(config, settings, result, train, test, source, log) -> dict:
+    """The results file: one entry per cell, the program's timings."""
     n = len(settings)
     offline = result.per_setting(result.offline_ndcg, n)
     online = result.per_setting(result.online_ndcg, n)
@@ -131,7 +141,7 @@ def main(argv):
                 "final_offline_ndcg_sd": float(final.std(ddof=1)) if len(final) > 1 else 0.0,
             }
         )
-    results = {
+    return {
         "method": f"fpdgd/poisoning/{FLAGS.grid}",
         "config": dataclasses.asdict(config),
         "data": {
@@ -145,15 +155,8 @@ def main(argv):
         "seconds": result.run_seconds,
         "compile_seconds": result.compile_seconds,
         "interactions_per_second": result.interactions_per_second,
+        "timings": common.timings(log),
     }
-    common.write_json_atomic(output / "results.json", results)
-    table = format_table(cells)
-    common.write_text_atomic(output / "table.txt", table)
-    print(table)
-    print(
-        f"{len(settings)} settings in {result.run_seconds:.1f} s "
-        f"(+{result.compile_seconds:.1f} s compile); results in {output / 'results.json'}"
-    )
 
 
 def format_table(cells) -> str:

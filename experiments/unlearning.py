@@ -16,15 +16,14 @@ Table-3 grid: final offline nDCG@10, mean ± sd over runs, paired t-tests agains
 the retrained model with Bonferroni correction).
 
 An interrupted invocation started again with the same flags (--checkpoint) reuses the
-trainings it finished (<output_dir>/.phases/<honest|malicious|retrained>.pkl) and
-resumes the phase it was running (<output_dir>/.checkpoint-<phase>.pkl, the replay's
+trainings it finished (<output_dir>/.phases/<honest|malicious|retrained>.npz) and
+resumes the phase it was running (<output_dir>/.checkpoint-<phase>.npz, the replay's
 phase being 'replay').
 """
 
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 import sys
 
 import numpy as np
@@ -87,11 +86,10 @@ def _stats(values) -> dict:
     return {"mean": float(values.mean()), "sd": sd}
 
 
-def run_experiment(output: pathlib.Path, finished: common.FinishedParts) -> dict:
+def run_experiment(config, output: common.Output, finished: common.FinishedParts) -> dict:
     """The results file; the trainings finished by an earlier, interrupted invocation
     come from ``finished``, the others run (resuming from their checkpoints) and are
     saved there."""
-    config = unlearning_config()
     train, test, source = common.load_datasets()
     cfg, labels = config.federation, config.labels()
     n_runs, n_clicks = cfg.n_runs, len(config.click_models)
@@ -101,32 +99,33 @@ def run_experiment(output: pathlib.Path, finished: common.FinishedParts) -> dict
         f"{len(config.cells())} unlearning cells (n′ x Δt x click model) in one program",
         file=sys.stderr,
     )
-    trained, seconds = {}, {}
+    trained, seconds, logs = {}, {}, []
     for kind in ("honest", "malicious", "retrained"):
         spec, arrays = unlearning.build_training(config, train, test, kind)
         fingerprint = loop.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
-        result = finished.load(kind, fingerprint)
+        result = _run_result(finished.load(kind, fingerprint))
         if result is None:
+            logs.append(common.ProgressLog(labels[kind]))
             result = federation.run(
-                spec,
-                arrays,
-                progress=common.ProgressLog(labels[kind]),
-                checkpoint=common.checkpoint_file(output, kind),
+                spec, arrays, progress=logs[-1], checkpoint=output.checkpoint(kind)
             )
-            finished.save(kind, fingerprint, result)
+            finished.save(kind, fingerprint, _plain(result))
+            if finished.enabled:  # the saved part holds it now
+                loop.remove_checkpoint(output.checkpoint(kind))
         else:
             print(f"[{labels[kind]}] finished by an earlier run, reused", file=sys.stderr)
         trained[kind], seconds[kind] = result, result.run_seconds
         if kind == "malicious":
             malicious_spec, malicious_arrays = spec, arrays
     history = trained["malicious"].history
+    logs.append(common.ProgressLog(labels["unlearned"]))
     replayed = unlearning.replay(
         config,
         malicious_spec,
         malicious_arrays,
         history,
-        progress=common.ProgressLog(labels["unlearned"]),
-        checkpoint=common.checkpoint_file(output, "replay"),
+        progress=logs[-1],
+        checkpoint=output.checkpoint("replay"),
     )
 
     training = []
@@ -202,6 +201,7 @@ def run_experiment(output: pathlib.Path, finished: common.FinishedParts) -> dict
                 f"{min(config.delta_t)})"
             ),
         },
+        "timings": common.timings(*logs),
         "interactions": {
             "retraining_from_scratch": trained["retrained"].interactions
             * (cfg.n_clients - config.n_forget)
@@ -209,6 +209,22 @@ def run_experiment(output: pathlib.Path, finished: common.FinishedParts) -> dict
             "unlearning_grid": replayed.interactions,
         },
     }
+
+
+def _plain(result: federation.RunResult) -> dict:
+    """A finished training as plain data for FinishedParts."""
+    return {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+
+
+def _run_result(saved) -> federation.RunResult | None:
+    """The training a FinishedParts entry holds (None when there is none, or it does not
+    fit today's RunResult)."""
+    if not isinstance(saved, dict):
+        return None
+    try:
+        return federation.RunResult(**saved)
+    except TypeError:
+        return None
 
 
 def format_table(results: dict) -> str:
@@ -268,21 +284,23 @@ def main(argv):
     common.quiet_logs()
     if len(argv) > 1:
         common.fail("unlearning", f"unexpected arguments {argv[1:]}")
-    output = pathlib.Path(FLAGS.output_dir)
-    finished = common.FinishedParts(output / ".phases" if FLAGS.checkpoint else None, pickled=True)
     try:
-        results = run_experiment(output, finished)
+        config = unlearning_config()
+        output = common.claim_output(("results.json", "table.txt"))  # before any work
+        finished = output.finished_parts(".phases")
+        results = run_experiment(config, output, finished)
+        table = format_table(results)
+        path = output.write_json("results.json", results)
+        output.write_text("table.txt", table)
     except common.UserError as error:
         common.fail("unlearning", str(error))
-    table = format_table(results)
-    common.write_json_atomic(output / "results.json", results)
-    common.write_text_atomic(output / "table.txt", table)
     finished.clear()
+    output.finish()
     print(table)
     wall = results["wall_seconds"]
     print(
         f"retraining from scratch {wall['retraining_from_scratch']:.1f} s, unlearning grid "
-        f"{wall['unlearning_grid']:.1f} s; results in {output / 'results.json'}"
+        f"{wall['unlearning_grid']:.1f} s; results in {path}"
     )
 
 

@@ -11,6 +11,8 @@ an exponent η, so every client in a vmapped step may carry its own model.
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -81,6 +83,8 @@ def by_name(name: str, n_grades: int) -> ClickModel:
             eta = float(name[4:])
         except ValueError:
             raise ValueError(f"bad PBM click model {name!r}; expected e.g. 'pbm:1.0'") from None
+        if not 0 <= eta < math.inf:
+            raise ValueError(f"PBM's η must be finite and at least 0, got {name!r}")
         return pbm(eta, n_grades)
     return ccm(name, n_grades)
 
@@ -107,6 +111,21 @@ def simulate_clicks(
     # The user examines position i only if no stop happened above it.
     stopped_above = jnp.cumsum(stops_here) - stops_here > 0
     return clicked & ~stopped_above
+
+
+def table_grades(n_grades: int, max_label: int) -> int:
+    """The click tables' grade count: ``n_grades``, or inferred from the labels when 0
+    (``n_grades_for``); warns when labels above the tables' top grade will be clicked as
+    that grade (nDCG still uses the labels themselves)."""
+    n = n_grades or n_grades_for(max_label)
+    if max_label > n - 1:
+        warnings.warn(
+            f"labels go up to {max_label} but the click tables have {n} grades: documents "
+            f"labelled above {n - 1} are clicked as grade {n - 1}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return n
 
 
 def n_grades_for(max_label: int) -> int:

@@ -7,6 +7,7 @@ against the config and puts it on the device as ``ClientArrays``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, NamedTuple
 
 import jax
@@ -91,8 +92,8 @@ def client_arrays(
                 raise ConfigError(
                     "steps", f"client {c}: must be in [1, B = {cfg.local_updates}], got {n}"
                 )
-    if plan.prox_mu is not None and not plan.prox_mu >= 0:
-        raise ConfigError("prox_mu", f"must be at least 0, got {plan.prox_mu}")
+    if plan.prox_mu is not None and not 0 <= plan.prox_mu < math.inf:
+        raise ConfigError("prox_mu", f"must be finite and at least 0, got {plan.prox_mu}")
     if plan.personal:
         keys = set(spec.ranker.init(jax.random.PRNGKey(0)))
         if not set(plan.personal) < keys:

@@ -72,8 +72,10 @@ class FederationConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
-        if not self.learning_rate > 0:
-            raise ConfigError("learning_rate", f"must be positive, got {self.learning_rate}")
+        if not 0 < self.learning_rate < math.inf:
+            raise ConfigError(
+                "learning_rate", f"must be positive and finite, got {self.learning_rate}"
+            )
         choices = {
             "ranker": rankers.RANKERS,
             "aggregation": AGGREGATIONS,
@@ -98,8 +100,8 @@ class FederationConfig:
                 "server_optimizer",
                 "does not apply to the centralised batch baseline (sum of updates)",
             )
-        if not self.clip_factor > 0:
-            raise ConfigError("clip_factor", f"must be positive, got {self.clip_factor}")
+        if not 0 < self.clip_factor < math.inf:
+            raise ConfigError("clip_factor", f"must be positive and finite, got {self.clip_factor}")
         if self.client_chunk < 0:
             raise ConfigError("client_chunk", f"must be at least 0, got {self.client_chunk}")
         if self.chunked and self.n_clients % self.client_chunk:
@@ -179,6 +181,9 @@ class Setting:
             raise ConfigError("n_malicious", str(error)) from None
         if self.attack != "none" and self.n_malicious == 0:
             raise ConfigError("n_malicious", f"attack {self.attack!r} needs n_malicious >= 1")
+        for name in ("epsilon", "sensitivity"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigError(name, f"must be finite, got {getattr(self, name)}")
         if self.sensitivity < 0:
             raise ConfigError("sensitivity", f"must be positive, got {self.sensitivity}")
         if self.sensitivity > 0 and not self.epsilon > 0:

@@ -11,26 +11,32 @@ File format (one document per line)::
     <label> qid:<query id> <id>:<value> <id>:<value> ...  # optional comment
 
 * ``label`` is a non-negative integer relevance grade (0-4 for MSLR, 0-2 for
-  MQ2007/MQ2008).
+  MQ2007/MQ2008), at most :data:`MAX_LABEL`.
 * feature ids are 1-based integers; lines may be sparse, missing features are 0.
 * everything after ``#`` is ignored, blank lines are skipped.
 * the lines of one query must form one contiguous block.
+* a gzip-compressed file is read as it is; other compressed or binary files are
+  refused, naming what they are.
 
 The reader is strict: any malformed line raises :class:`LetorFormatError` whose
 message starts with ``"<path>:<line>: "``.  Parsed (and optionally normalised)
 arrays are cached as ``.npz`` files keyed by the SHA-256 of the source file, so
-that re-reading a 1 GB MSLR fold is a fast ``np.load``.
+that re-reading a 1 GB MSLR fold is a fast ``np.load``; an entry is used only when it
+proves it belongs to its source (stored hash and parse options, shapes, finite values,
+label range), else the file is parsed again with a warning.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import math
 import os
 import pathlib
 import re
 import warnings
+import zlib
 from collections.abc import Iterator
 
 import numpy as np
@@ -39,6 +45,7 @@ from foltr_jax import files
 
 __all__ = [
     "CACHE_FORMAT_VERSION",
+    "MAX_LABEL",
     "DatasetError",
     "LetorFormatError",
     "RankingDataset",
@@ -58,6 +65,21 @@ CACHE_FORMAT_VERSION = 1
 # such as ``1000000000:0.3`` would otherwise make the reader allocate a dense
 # matrix with a billion columns.  Real LETOR data sets have at most ~700.
 MAX_FEATURE_ID = 100_000
+
+# Labels above this are rejected: LETOR grades are small (at most 4 in MSLR, Yahoo and
+# Istella), and the gain 2^rel - 1 of nDCG must stay finite in float32 (2^128 is not).
+MAX_LABEL = 31
+
+# What the first bytes of a file say it is, when it is not text.
+_GZIP_MAGIC = b"\x1f\x8b"
+_OTHER_FORMATS = {
+    b"BZh": "bzip2-compressed",
+    b"\xfd7zXZ\x00": "xz-compressed",
+    b"\x28\xb5\x2f\xfd": "zstd-compressed",
+    b"PK\x03\x04": "a zip archive",
+    b"\x93NUMPY": "a numpy array file",
+}
+_SNIFF_BYTES = 4096
 
 # Bytes read (and hashed) per step; every block is parsed as one chunk.
 _READ_BLOCK_BYTES = 4 << 20
@@ -413,15 +435,13 @@ def _chunk_to_dense(chunk: _Chunk, path: str, n_features: int | None) -> np.ndar
     return dense
 
 
-def _iter_blocks(fh, hasher) -> Iterator[str]:
+def _iter_blocks(fh) -> Iterator[str]:
     """Decoded text blocks of whole lines (each ends with a newline except maybe the last)."""
     leftover = b""
     while True:
         buf = fh.read(_READ_BLOCK_BYTES)
         if not buf:
             break
-        if hasher is not None:
-            hasher.update(buf)
         buf = leftover + buf
         cut = buf.rfind(b"\n") + 1
         leftover = buf[cut:]
@@ -430,6 +450,28 @@ def _iter_blocks(fh, hasher) -> Iterator[str]:
             yield buf[:cut].decode("utf-8", errors="replace")
     if leftover:
         yield leftover.decode("utf-8", errors="replace")
+
+
+class _HashingReader:
+    """A binary file whose bytes feed ``hasher`` as they are read."""
+
+    def __init__(self, raw, hasher):
+        self.raw, self.hasher = raw, hasher
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(size)
+        self.hasher.update(data)
+        return data
+
+
+def _check_text(path: str, head: bytes) -> None:
+    """DatasetError naming what the file is when its first bytes say it is not text
+    (gzip is read, so it passes)."""
+    for magic, what in _OTHER_FORMATS.items():
+        if head.startswith(magic):
+            raise DatasetError(f"{path}: {what}, not a LETOR text file (decompress it first)")
+    if not head.startswith(_GZIP_MAGIC) and b"\0" in head:
+        raise DatasetError(f"{path}: binary data, not a LETOR text file")
 
 
 def _label_error(label: str) -> str:
@@ -456,8 +498,14 @@ def _parse_letor_file(path: pathlib.Path, n_features: int | None, hasher=None):
     n_docs = 0
     line_no = 0
 
-    with open(path, "rb") as fh:
-        for text in _iter_blocks(fh, hasher):
+    with open(path, "rb") as raw:
+        head = raw.read(_SNIFF_BYTES)
+        raw.seek(0)
+        _check_text(spath, head)
+        fh = raw if hasher is None else _HashingReader(raw, hasher)
+        if head.startswith(_GZIP_MAGIC):
+            fh = gzip.GzipFile(filename=spath, fileobj=fh, mode="rb")
+        for text in _iter_blocks(fh):
             lines = text.split("\n")
             if text.endswith("\n"):
                 lines.pop()
@@ -474,6 +522,12 @@ def _parse_letor_file(path: pathlib.Path, n_features: int | None, hasher=None):
                 label_s = parts[0]
                 if label_s.isdigit() and label_s.isascii():
                     label = int(label_s)
+                    if label > MAX_LABEL:
+                        header_error = LetorFormatError(
+                            f"{spath}:{line_no}: label {_short(label_s)} is above {MAX_LABEL}, "
+                            f"the largest grade read (the gain 2^rel - 1 would overflow)"
+                        )
+                        break
                 else:
                     header_error = LetorFormatError(f"{spath}:{line_no}: {_label_error(label_s)}")
                     break
@@ -569,19 +623,41 @@ def _cache_file_name(digest: str, normalise: bool, n_features: int | None) -> st
 _CACHE_KEYS = ("features", "labels", "query_offsets", "query_lengths", "query_ids")
 
 
-def _load_cache(cache_path: pathlib.Path, name: str) -> RankingDataset | None:
-    """The cached dataset, or None (with a warning if the file is unusable)."""
-    if not cache_path.is_file():
+def _load_cache(cache_path: pathlib.Path, name: str, source: dict) -> RankingDataset | None:
+    """The cached dataset when the entry proves it was made from ``source`` (the file's
+    SHA-256 and the parse options, as ``read_letor`` stores them) and holds sound arrays;
+    else None, with a warning if a file was there."""
+    if not cache_path.exists():
         return None
     try:
         with np.load(cache_path, allow_pickle=False) as z:
-            if int(z["format_version"]) != CACHE_FORMAT_VERSION:
-                raise ValueError("format version mismatch")
-            arrays = {k: z[k] for k in _CACHE_KEYS}
-        return RankingDataset(**arrays, name=name)
+            stored = {k: z[k] for k in (*_CACHE_KEYS, *source)}
+        if int(stored["format_version"]) != CACHE_FORMAT_VERSION:
+            raise ValueError("format version mismatch")
+        if str(stored["source_sha256"]) != source["source_sha256"]:
+            raise ValueError("it was made from other data")
+        for option in ("normalise", "n_features"):
+            if stored[option].item() != source[option].item():
+                raise ValueError(f"it was made with {option}={stored[option].item()}")
+        features, labels = stored["features"], stored["labels"]
+        if features.dtype != np.float32 or features.ndim != 2:
+            raise ValueError(f"features of dtype {features.dtype}, shape {features.shape}")
+        if source["n_features"] > 0 and features.shape[1] != source["n_features"]:
+            raise ValueError(f"{features.shape[1]} feature columns, not {source['n_features']}")
+        if labels.dtype != np.int32 or (
+            labels.size and not 0 <= labels.min() <= labels.max() <= MAX_LABEL
+        ):
+            raise ValueError(f"labels outside 0..{MAX_LABEL}")
+        if not np.isfinite(features).all():
+            raise ValueError("non-finite features")
+        if source["normalise"] and features.size and not 0 <= features.min() <= features.max() <= 1:
+            raise ValueError("normalised features outside [0, 1]")
+        return RankingDataset(**{k: stored[k] for k in _CACHE_KEYS}, name=name)
     except Exception as exc:  # corrupt / truncated / foreign file: re-parse
         warnings.warn(
-            f"ignoring unusable cache file {cache_path}: {exc}", RuntimeWarning, stacklevel=3
+            f"ignoring unusable cache file {cache_path}: {exc}; parsing the file again",
+            RuntimeWarning,
+            stacklevel=3,
         )
         return None
 
@@ -618,6 +694,42 @@ def _write_cache(cache_path: pathlib.Path, arrays: dict) -> bool:
 # --------------------------------------------------------------------------
 # Public readers
 # --------------------------------------------------------------------------
+
+
+# What reading a file may raise: unreadable, or a broken gzip stream.
+READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def read_error(path, error: BaseException) -> DatasetError:
+    """DatasetError ``"<path>: cannot read it (<reason>)"`` for one of READ_ERRORS."""
+    reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    return DatasetError(f"{path}: cannot read it ({reason})")
+
+
+def check_file(path) -> pathlib.Path:
+    """``path`` when it is a regular file, else DatasetError saying what it is."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise DatasetError(f"{path}: no such file")
+    if path.is_dir():
+        raise DatasetError(f"{path}: a folder, not a data file")
+    if not path.is_file():
+        raise DatasetError(f"{path}: not a regular file")
+    return path
+
+
+def open_text(path):
+    """A text stream of a data file (gzip read as it is); DatasetError naming the file
+    when it is missing, a folder, unreadable, otherwise compressed or binary."""
+    path = check_file(path)
+    try:
+        with open(path, "rb") as raw:
+            head = raw.read(_SNIFF_BYTES)
+    except READ_ERRORS as error:
+        raise read_error(path, error) from None
+    _check_text(str(path), head)
+    opener = gzip.open if head.startswith(_GZIP_MAGIC) else open
+    return opener(path, "rt", encoding="utf-8", errors="replace")
 
 
 def _dataset_name(path: pathlib.Path) -> str:
@@ -659,9 +771,7 @@ def read_letor(
         corrupted or wrongly concatenated file.
       DatasetError: missing file, or a file without any document.
     """
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise DatasetError(f"{path}: no such file")
+    path = check_file(path)
     if n_features is not None:
         if isinstance(n_features, bool) or int(n_features) != n_features or n_features < 1:
             raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
@@ -671,16 +781,19 @@ def read_letor(
     cache_path = None
     hasher = None
     digest = None
-    if use_cache:
-        digest = _sha256_file(path)
-        base = pathlib.Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        cache_path = base / _cache_file_name(digest, normalise, n_features)
-        cached = _load_cache(cache_path, name)
-        if cached is not None:
-            return cached
-        hasher = hashlib.sha256()
-
-    features, labels, offsets, lengths, qids = _parse_letor_file(path, n_features, hasher)
+    try:
+        if use_cache:
+            digest = _sha256_file(path)
+            base = pathlib.Path(cache_dir) if cache_dir is not None else default_cache_dir()
+            cache_path = base / _cache_file_name(digest, normalise, n_features)
+            source = _cache_source(digest, normalise, n_features)
+            cached = _load_cache(cache_path, name, source)
+            if cached is not None:
+                return cached
+            hasher = hashlib.sha256()
+        features, labels, offsets, lengths, qids = _parse_letor_file(path, n_features, hasher)
+    except READ_ERRORS as error:
+        raise read_error(path, error) from None
     if normalise:  # in place: the raw array is ours, saves one copy of the data
         features = _normalise_into(features, offsets, lengths, features)
     dataset = RankingDataset(
@@ -708,13 +821,32 @@ def read_letor(
                     "query_offsets": dataset.query_offsets,
                     "query_lengths": dataset.query_lengths,
                     "query_ids": dataset.query_ids,
-                    "format_version": np.int64(CACHE_FORMAT_VERSION),
-                    "normalise": np.bool_(normalise),
-                    "n_features": np.int64(-1 if n_features is None else n_features),
-                    "source_sha256": np.str_(digest),
+                    **_cache_source(digest, normalise, n_features),
                 },
             )
     return dataset
+
+
+def _cache_source(digest: str, normalise: bool, n_features: int | None) -> dict:
+    """What a cache entry stores to prove which file and options it was made from."""
+    return {
+        "format_version": np.int64(CACHE_FORMAT_VERSION),
+        "normalise": np.bool_(normalise),
+        "n_features": np.int64(-1 if n_features is None else n_features),
+        "source_sha256": np.str_(digest),
+    }
+
+
+def warn_without_relevant(dataset: RankingDataset, source) -> None:
+    """Warns when no document of a test split is relevant: offline nDCG is then 0 in
+    every round, as no query has a relevant document to find."""
+    if dataset.n_docs and dataset.max_label == 0:
+        warnings.warn(
+            f"{source}: no document has a label above 0, so offline nDCG is 0 in every "
+            "round (a test split without relevant documents)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 _FOLD_SPLITS = ("train", "vali", "test")
@@ -756,6 +888,7 @@ def load_fold(
                 cache_dir=cache_dir,
                 use_cache=use_cache,
             )
+    warn_without_relevant(out["test"], fold_dir / "test.txt")
     if n_features is None:
         width = max(ds.n_features for ds in out.values())
         for split, ds in out.items():

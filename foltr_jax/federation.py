@@ -80,7 +80,7 @@ def build(
     _check_scale(config, settings, history_every, clients)
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
-    n_grades = config.n_grades or click_models.n_grades_for(max(train.max_label, test.max_label))
+    n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
     widths = window_widths(train.max_query_length, config.top_k)
     window = widths[-1]
     mean_length = float(np.mean(train.query_lengths))

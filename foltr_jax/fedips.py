@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -102,20 +103,21 @@ class FedIpsConfig:
             raise ConfigError("max_sessions", f"must be at least 1, got {self.max_sessions}")
         positive = ("local_lr", "global_lr", "logging_learning_rate", "em_learning_rate")
         for name in positive:
-            if not getattr(self, name) > 0:
-                raise ConfigError(name, f"must be positive, got {getattr(self, name)}")
-        if not self.gamma >= 0:
-            raise ConfigError("gamma", f"must be at least 0, got {self.gamma}")
-        if not self.gamma_sd >= 0:
-            raise ConfigError("gamma_sd", f"must be at least 0, got {self.gamma_sd}")
+            if not 0 < getattr(self, name) < math.inf:
+                raise ConfigError(name, f"must be positive and finite, got {getattr(self, name)}")
+        for name in ("gamma", "gamma_sd"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ConfigError(name, f"must be finite and at least 0, got {getattr(self, name)}")
         if not 0 <= self.noise_click_prob <= 1:
             raise ConfigError("noise_click_prob", f"must be in [0, 1], got {self.noise_click_prob}")
         if not 0 < self.logging_fraction <= 1:
             raise ConfigError("logging_fraction", f"must be in (0, 1], got {self.logging_fraction}")
         if not 0 < self.propensity_floor <= 1:
             raise ConfigError("propensity_floor", f"must be in (0, 1], got {self.propensity_floor}")
-        if not self.em_prior_count > 0:
-            raise ConfigError("em_prior_count", f"must be positive, got {self.em_prior_count}")
+        if not 0 < self.em_prior_count < math.inf:
+            raise ConfigError(
+                "em_prior_count", f"must be positive and finite, got {self.em_prior_count}"
+            )
         if self.propensity not in PROPENSITIES:
             raise ConfigError(
                 "propensity", f"must be one of {PROPENSITIES}, got {self.propensity!r}"

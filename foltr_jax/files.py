@@ -1,17 +1,29 @@
-"""One way to write a file: through a temporary file in the same folder and a rename.
+"""Files: one way to write them, and one way to store arrays that cannot run code.
 
-Readers never see a half-written results file, checkpoint, cache entry or figure: the
-target either keeps its old content or has the complete new one.  On any error the
-temporary file is removed and the error is raised.
+Writing goes through a temporary file in the same folder and a rename: readers never
+see a half-written results file, checkpoint, cache entry or figure; the target either
+keeps its old content or has the complete new one.  On any error the temporary file
+is removed and the error is raised.
+
+Checkpoints and finished parts are ``.npz`` files of plain arrays with a JSON header
+(format, code version, fingerprint of the settings), read with ``allow_pickle=False``
+and checked before any array is used: nothing read back can run code or pass for
+another run's data.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
 import pathlib
 import tempfile
+import zipfile
 from collections.abc import Callable
 from typing import BinaryIO
+
+import numpy as np
 
 
 def write_atomically(path, write: Callable[[BinaryIO], None]) -> None:
@@ -32,3 +44,125 @@ def write_atomically(path, write: Callable[[BinaryIO], None]) -> None:
         except OSError:
             pass
         raise
+
+
+# --------------------------------------------------------------------------
+# Arrays and plain metadata: checkpoints and finished parts, never pickle
+# --------------------------------------------------------------------------
+
+ARRAYS_FORMAT = "foltr_jax.arrays"
+ARRAYS_VERSION = 1
+_ZIP_MAGIC = b"PK\x03\x04"
+_META = "meta"
+
+
+class StoredFileError(ValueError):
+    """A stored checkpoint or finished part that may not be used; the message says why."""
+
+
+@functools.cache
+def code_version(*folders) -> str:
+    """SHA-256 (first 16 hex digits) of the ``.py`` files of foltr_jax and of ``folders``,
+    with the jax and numpy versions: a file written by other code is never resumed."""
+    import jax
+
+    digest = hashlib.sha256(f"jax {jax.__version__} numpy {np.__version__}".encode())
+    for folder in (pathlib.Path(__file__).resolve().parent, *map(pathlib.Path, folders)):
+        for source in sorted(folder.glob("*.py")):
+            digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def save_arrays(path, fingerprint: str, meta: dict, arrays, code: str | None = None) -> None:
+    """Writes ``arrays`` and the JSON ``meta`` as one ``.npz`` (atomically), stamped with
+    the format, ``fingerprint`` and the code version (``code``, default ``code_version()``)."""
+    arrays = [np.asarray(a) for a in arrays]
+    header = {
+        "format": ARRAYS_FORMAT,
+        "version": ARRAYS_VERSION,
+        "code": code or code_version(),
+        "fingerprint": fingerprint,
+        "arrays": len(arrays),
+        "meta": meta,
+    }
+    entries = {f"a{i}": a for i, a in enumerate(arrays)}
+    entries[_META] = np.str_(json.dumps(header, allow_nan=False))
+    write_atomically(path, lambda stream: np.savez(stream, **entries))
+
+
+def load_arrays(path, fingerprint: str, code: str | None = None) -> tuple[dict, list]:
+    """(meta, arrays) of a file ``save_arrays`` wrote for ``fingerprint`` with this code.
+
+    Nothing in the file can run code: the header is JSON, the arrays are read with
+    ``allow_pickle=False`` and only after the format, code version and fingerprint
+    match.  Raises StoredFileError saying why the file is not this run's.
+    """
+    try:
+        with open(path, "rb") as stream:
+            if stream.read(4) != _ZIP_MAGIC:
+                raise StoredFileError("not a foltr_jax .npz file (an old pickle or foreign data)")
+        with np.load(path, allow_pickle=False) as z:
+            if _META not in z.files:
+                raise StoredFileError("no foltr_jax header")
+            header = json.loads(str(z[_META][()]))
+            if not isinstance(header, dict) or header.get("format") != ARRAYS_FORMAT:
+                raise StoredFileError("not a foltr_jax arrays file")
+            if header.get("version") != ARRAYS_VERSION:
+                raise StoredFileError(f"format version {header.get('version')!r}")
+            if header.get("code") != (code or code_version()):
+                raise StoredFileError(
+                    f"written by other code (version {header.get('code')}, "
+                    f"this is {code or code_version()})"
+                )
+            if header.get("fingerprint") != fingerprint:
+                raise StoredFileError("written by a run of other settings or data")
+            count = header.get("arrays")
+            if not isinstance(count, int) or sorted(z.files) != sorted(
+                [_META] + [f"a{i}" for i in range(count)]
+            ):
+                raise StoredFileError("its arrays do not match its header")
+            arrays = [z[f"a{i}"] for i in range(count)]
+    except StoredFileError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        raise StoredFileError(f"unreadable ({type(error).__name__}: {error})") from None
+    for a in arrays:
+        if a.dtype.kind not in "biuf":
+            raise StoredFileError(f"an array of dtype {a.dtype}")
+    meta = header.get("meta")
+    if not isinstance(meta, dict):
+        raise StoredFileError("no metadata")
+    return meta, arrays
+
+
+def to_plain(value, arrays: list):
+    """``value`` (dicts with str keys, lists, tuples, arrays, numbers, strings, None) as
+    JSON, its arrays appended to ``arrays``; ``from_plain`` builds it back."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return {"value": value}
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"dict": {k: to_plain(v, arrays) for k, v in value.items()}}
+    if isinstance(value, (list, tuple)):
+        return {type(value).__name__: [to_plain(v, arrays) for v in value]}
+    if isinstance(value, np.generic) or hasattr(value, "__array__"):
+        arrays.append(np.asarray(value))
+        return {"array": len(arrays) - 1}
+    raise TypeError(f"cannot store a {type(value).__name__} as plain data")
+
+
+def from_plain(plain, arrays: list):
+    """The value ``to_plain`` stored: only dicts, lists, tuples, arrays and JSON scalars
+    are built (StoredFileError for anything else)."""
+    if not isinstance(plain, dict) or len(plain) != 1:
+        raise StoredFileError("malformed plain data")
+    ((kind, body),) = plain.items()
+    if kind == "value" and (body is None or isinstance(body, (bool, int, float, str))):
+        return body
+    if kind == "dict" and isinstance(body, dict):
+        return {k: from_plain(v, arrays) for k, v in body.items()}
+    if kind in ("list", "tuple") and isinstance(body, list):
+        items = [from_plain(v, arrays) for v in body]
+        return items if kind == "list" else tuple(items)
+    if kind == "array" and isinstance(body, int) and 0 <= body < len(arrays):
+        return arrays[body]
+    raise StoredFileError(f"malformed plain data ({kind!r})")

@@ -246,7 +246,7 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     )
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
-    n_grades = config.n_grades or click_models.n_grades_for(max(train.max_label, test.max_label))
+    n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
     widths = interaction.window_widths(train.max_query_length, config.top_k)
     spec = Spec(config, make_ranker(config.ranker, train.n_features), widths[-1], widths)
     arrays = Arrays(

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
+import pathlib
 import time
+import warnings
 from collections.abc import Callable
 
 import jax
@@ -36,45 +37,62 @@ def scan_in_chunks(
     in chunks of ``chunk`` (one compilation per distinct chunk length, timed
     apart), and ``progress(done, total, seconds)`` is called between chunks (and
     with seconds 0 where a resumed run starts).  With ``checkpoint`` (a file
-    path) the state and outputs so far are saved atomically after every chunk, and
-    a run started again with the same ``checkpoint_key`` (by default the
-    ``fingerprint`` of ``static``, ``consts`` and the initial ``state``) continues from the last
+    path) the state and outputs so far are saved atomically after every chunk
+    (``files.save_arrays``: arrays and JSON, no pickle), and a run started again with
+    the same ``checkpoint_key`` (by default the ``fingerprint`` of ``static``,
+    ``consts`` and the initial ``state``) and the same code continues from the last
     saved chunk: every key derives from the step index, so the result is the
-    uninterrupted run's.  The file is removed when the run completes.
-    Returns (final state, [out per chunk] on the host, compile seconds, run seconds).
+    uninterrupted run's.  A checkpoint of other settings or code, or one that is not
+    a checkpoint at all, is ignored with a warning and replaced.  The last save holds
+    the finished run, so a run started again returns its results at once: the caller
+    removes the file (``remove_checkpoint``) once it has stored the results.
+    Returns (final state, [out per chunk] on the host, compile seconds, run seconds);
+    after a resume the seconds are summed over every invocation that computed the
+    kept chunks.
     """
     chunk = min(chunk, total)
     lengths = [chunk] * (total // chunk) + ([total % chunk] if total % chunk else [])
     outputs, done = [], 0
+    earlier = {"compile": 0.0, "run": 0.0}  # seconds of earlier invocations
     if checkpoint and checkpoint_key is None:
         checkpoint_key = fingerprint(static, consts, state)
-    saved = _load_checkpoint(checkpoint, checkpoint_key, total)
-    if saved is not None:
-        state = jax.tree_util.tree_map(jnp.asarray, saved["state"])
-        outputs, done = saved["outputs"], saved["done"]
-        while lengths and sum(lengths) > total - done:  # drop the chunks already done
-            lengths.pop(0)
-        if progress is not None:
-            progress(done, total, 0.0)  # where it resumes; nothing timed yet
+    if checkpoint:
+        out_shapes = lambda: chunk_fn.eval_shape(static, lengths[0], consts, state, jnp.int32(0))[1]
+        saved = _load_checkpoint(checkpoint, checkpoint_key, total, state, out_shapes)
+        if saved is not None:
+            state, outputs, done, earlier = saved
+            while lengths and sum(lengths) > total - done:  # drop the chunks already done
+                lengths.pop(0)
+            if progress is not None:
+                progress(done, total, 0.0)  # where it resumes; nothing timed yet
     compile_start = time.perf_counter()
     compiled = {
         n: chunk_fn.lower(static, n, consts, state, jnp.int32(0)).compile()
         for n in sorted(set(lengths))
     }
-    compile_seconds = time.perf_counter() - compile_start
+    compile_seconds = earlier["compile"] + time.perf_counter() - compile_start
     run_start = time.perf_counter()
     for n in lengths:
         state, out = compiled[n](consts, state, jnp.int32(done))
         outputs.append(jax.device_get(out))
         done += n
-        if checkpoint and done < total:
-            _save_checkpoint(checkpoint, checkpoint_key, total, done, state, outputs)
+        if checkpoint:
+            seconds = {"compile": compile_seconds, "run": earlier["run"] + _since(run_start)}
+            _save_checkpoint(checkpoint, checkpoint_key, total, done, state, outputs, seconds)
         if progress is not None:
             progress(done, total, time.perf_counter() - run_start)
     state = jax.block_until_ready(state)
-    if checkpoint and os.path.exists(checkpoint):
-        os.remove(checkpoint)
-    return state, outputs, compile_seconds, time.perf_counter() - run_start
+    return state, outputs, compile_seconds, earlier["run"] + time.perf_counter() - run_start
+
+
+def remove_checkpoint(path) -> None:
+    """Removes a checkpoint once the run's results are stored (a missing file is fine)."""
+    if path:
+        pathlib.Path(path).unlink(missing_ok=True)
+
+
+def _since(start: float) -> float:
+    return time.perf_counter() - start
 
 
 def repetition_keys(seed: int, repetitions) -> jax.Array:
@@ -101,30 +119,71 @@ def round_curves(outputs) -> dict:
     }
 
 
-def _save_checkpoint(path, fingerprint, total, done, state, outputs) -> None:
-    """Writes the scan state through a temporary file and a rename (never half-written)."""
-    payload = {
-        "fingerprint": fingerprint,
+_CHECKPOINT = "scan checkpoint"
+
+
+def _save_checkpoint(path, key, total, done, state, outputs, seconds) -> None:
+    """Saves the scan state and the outputs so far (each leaf concatenated over chunks)."""
+    state_leaves, state_tree = jax.tree_util.tree_flatten(jax.device_get(state))
+    out_leaves = [
+        np.concatenate(parts, axis=0)
+        for parts in zip(*(jax.tree_util.tree_leaves(o) for o in outputs))
+    ]
+    meta = {
+        "kind": _CHECKPOINT,
         "total": total,
         "done": done,
-        "state": jax.device_get(state),
-        "outputs": outputs,
+        "state_tree": str(state_tree),
+        "state_leaves": len(state_leaves),
+        "output_tree": str(jax.tree_util.tree_structure(outputs[0])),
+        "seconds": seconds,
     }
-    files.write_atomically(path, lambda stream: pickle.dump(payload, stream))
+    files.save_arrays(path, key, meta, state_leaves + out_leaves)
 
 
-def _load_checkpoint(path, fingerprint, total):
-    """The saved payload when ``path`` holds a checkpoint of this very run, else None."""
-    if not path or not os.path.exists(path):
+def _load_checkpoint(path, key, total, state, out_shapes):
+    """(state, [outputs so far], rounds done, earlier seconds) from ``path`` when it holds
+    a checkpoint of this very run (settings, data, code, shapes); else None, with a
+    warning when a file was there."""
+    if not os.path.exists(path):
         return None
     try:
-        with open(path, "rb") as stream:
-            saved = pickle.load(stream)
-    except (OSError, pickle.UnpicklingError, EOFError):
+        meta, arrays = files.load_arrays(path, key)
+        state_leaves, state_tree = jax.tree_util.tree_flatten(state)
+        n = len(state_leaves)
+        done, seconds = meta.get("done"), meta.get("seconds")
+        if meta.get("kind") != _CHECKPOINT or meta.get("total") != total:
+            raise files.StoredFileError(f"not a checkpoint of {total} steps")
+        if not (isinstance(done, int) and 0 < done <= total):
+            raise files.StoredFileError(f"a step count {done!r} outside 1..{total}")
+        if not (
+            isinstance(seconds, dict)
+            and all(isinstance(seconds.get(k), (int, float)) for k in ("compile", "run"))
+        ):
+            raise files.StoredFileError("no timings")
+        if meta.get("state_tree") != str(state_tree) or meta.get("state_leaves") != n:
+            raise files.StoredFileError("a state of another structure")
+        for saved, live in zip(arrays, state_leaves):
+            if saved.shape != np.shape(live) or saved.dtype != live.dtype:
+                raise files.StoredFileError("a state of other shapes or types")
+        expected, tree = jax.tree_util.tree_flatten(out_shapes())  # one chunk's outputs
+        outputs = arrays[n:]
+        if meta.get("output_tree") != str(tree) or len(outputs) != len(expected):
+            raise files.StoredFileError("outputs of another structure")
+        for saved, live in zip(outputs, expected):
+            if saved.shape[:1] != (done,) or saved.shape[1:] != live.shape[1:]:
+                raise files.StoredFileError(f"outputs that do not cover {done} steps")
+            if saved.dtype != live.dtype:
+                raise files.StoredFileError("outputs of other types")
+    except files.StoredFileError as error:
+        warnings.warn(
+            f"ignoring {path}: {error}; the run starts over and replaces it",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
-    if saved.get("fingerprint") != fingerprint or saved.get("total") != total:
-        return None
-    return saved
+    restored = jax.tree_util.tree_unflatten(state_tree, [jnp.asarray(a) for a in arrays[:n]])
+    return restored, [tree.unflatten(outputs)], done, seconds
 
 
 def fingerprint(static, *trees) -> str:

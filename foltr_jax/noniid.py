@@ -23,13 +23,14 @@ Remedies (§4.3.3, §4.4.3): FedProx and FedPer (federation.ClientPlan), data sh
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import pathlib
 
 import numpy as np
 
-from foltr_jax import federation
+from foltr_jax import data, federation
 from foltr_jax.data import DatasetError, LetorFormatError, RankingDataset, read_letor
 
 CCM_CLIENTS = ("perfect", "navigational", "informational")  # §4.5.1, 3 clients
@@ -101,8 +102,8 @@ def read_multi_intent(letor_path, intent_paths, **letor_options) -> MultiIntentD
 
     Raises LetorFormatError ``"<path>:<line>: <problem>"`` for a wrong number of
     fields, a non-integer or negative value, an unknown query id, a document position
-    out of range, or a pair judged twice; DatasetError for a missing file or no
-    intent files.
+    out of range, a label above ``data.MAX_LABEL``, or a pair judged twice; DatasetError
+    for a missing, unreadable or binary file (gzip is read) or no intent files.
     """
     base = read_letor(letor_path, **letor_options)
     paths = [pathlib.Path(p) for p in intent_paths]
@@ -111,10 +112,9 @@ def read_multi_intent(letor_path, intent_paths, **letor_options) -> MultiIntentD
     query_of = {qid: i for i, qid in enumerate(base.query_ids.tolist())}
     labels = np.zeros((len(paths), base.n_docs), np.int32)
     for i, path in enumerate(paths):
-        if not path.is_file():
-            raise DatasetError(f"{path}: no such file")
         seen = {}
-        with open(path) as stream:
+        stream = data.open_text(path)  # DatasetError for a missing, binary, ... file
+        with stream, _reading(path):
             for line_no, line in enumerate(stream, 1):
                 text = line.strip()
                 if not text or text.startswith("#"):
@@ -142,6 +142,10 @@ def read_multi_intent(letor_path, intent_paths, **letor_options) -> MultiIntentD
                     )
                 if label < 0:
                     raise LetorFormatError(f"{where}: label must be >= 0, got {label}")
+                if label > data.MAX_LABEL:
+                    raise LetorFormatError(
+                        f"{where}: label {label} is above {data.MAX_LABEL}, the largest grade read"
+                    )
                 if (q, doc) in seen:
                     raise LetorFormatError(
                         f"{where}: query {qid!r} document {doc} already judged on line "
@@ -150,6 +154,16 @@ def read_multi_intent(letor_path, intent_paths, **letor_options) -> MultiIntentD
                 seen[(q, doc)] = line_no
                 labels[i, base.query_offsets[q] + doc] = label
     return MultiIntentDataset(base, labels)
+
+
+@contextlib.contextmanager
+def _reading(path):
+    """Turns a read error of ``path`` (unreadable, a broken gzip stream) into one
+    DatasetError line."""
+    try:
+        yield
+    except data.READ_ERRORS as error:
+        raise data.read_error(path, error) from None
 
 
 def synthetic_multi_intent(

@@ -81,10 +81,10 @@ def test_dry_run_runs_every_fold_and_type1_once_on_its_own_data(tmp_path):
 
 
 TINY = ["--synthetic_queries=30", "--synthetic_features=8", "--synthetic_docs_per_query=15"]
-CELL_TIMINGS = {"seconds", "compile_seconds", "wall_seconds"}
+CELL_TIMINGS = {"seconds", "compile_seconds", "wall_seconds", "timings"}
 
 
-def kill_and_resume(module, *args, tmp_path, checkpoint=".checkpoint.pkl"):
+def kill_and_resume(module, *args, tmp_path, checkpoint=".checkpoint.npz"):
     """Runs ``experiments.<module> args`` to completion into tmp_path/whole, then into
     tmp_path/killed: SIGKILLed (no chance to clean up) as soon as
     <output_dir>/<checkpoint> appears, and run again with the same flags.
@@ -171,7 +171,7 @@ def test_noniid_reuses_finished_cells_and_resumes_the_killed_one(tmp_path):
     args = [*TINY, "--type=2", "--rounds=1000", "--chunk_rounds=5", "--n_runs=2"]
     # Killed once the second cell has a checkpoint: the first ('iid') is finished.
     a, b, resumed = kill_and_resume(
-        "noniid", *args, tmp_path=tmp_path, checkpoint=".checkpoint-noniid.pkl"
+        "noniid", *args, tmp_path=tmp_path, checkpoint=".checkpoint-noniid.npz"
     )
     assert "[iid] finished by an earlier run, reused" in resumed.stderr
     assert "[noniid iid] round" not in resumed.stderr, resumed.stderr  # not recomputed
@@ -182,6 +182,24 @@ def test_noniid_reuses_finished_cells_and_resumes_the_killed_one(tmp_path):
         "cells": [{k: v for k, v in c.items() if k not in CELL_TIMINGS} for c in results["cells"]],
     }
     assert strip(a) == strip(b)
+
+
+def test_unlearning_reuses_finished_trainings_and_resumes_the_killed_one(tmp_path):
+    args = [*TINY, "--rounds=400", "--chunk_rounds=5", "--n_runs=1", "--delta_t=5"]
+    args += ["--unlearn_local_updates=1", "--click_models=informational"]
+    # Killed once the retraining has a checkpoint: both other trainings are finished.
+    a, b, resumed = kill_and_resume(
+        "unlearning", *args, tmp_path=tmp_path, checkpoint=".checkpoint-retrained.npz"
+    )
+    for label in ("10H-0M", "9H-1M"):
+        assert f"[{label}] finished by an earlier run, reused" in resumed.stderr
+        assert f"[{label}] round" not in resumed.stderr, resumed.stderr  # not recomputed
+    assert resumed_round(resumed.stderr, "9H-0M") >= 5, resumed.stderr
+    strip = lambda results: {
+        k: v for k, v in results.items() if k not in {"wall_seconds", "timings", "versions"}
+    }
+    assert strip(a) == strip(b)
+    assert b["timings"]["resumed_at_round"]["9H-0M"] >= 5
 
 
 def test_quick_fig2_compares_fpdgd_and_foltr_es_on_the_same_synthetic_data(tmp_path):

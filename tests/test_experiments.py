@@ -18,7 +18,7 @@ SMALL = [
     "--rounds=6",
     "--chunk_rounds=4",
 ]
-TIMINGS = {"seconds", "compile_seconds", "interactions_per_second", "versions"}
+TIMINGS = {"seconds", "compile_seconds", "interactions_per_second", "versions", "timings"}
 
 
 def run(module, *args, cache_dir, timeout=300):

@@ -132,6 +132,7 @@ def test_multi_intent_reader(tmp_path):
         ("0 3 1\n", "document 3 out of range"),
         ("0 1 x\n", "document position and label must be integers"),
         ("0 1 -1\n", "label must be >= 0"),
+        ("0 1 99999999999\n", "label 99999999999 is above 31"),
         ("0 1 1\n\n0 1 2\n", "query '0' document 1 already judged on line 1"),
     ],
 )
