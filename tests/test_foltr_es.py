@@ -261,6 +261,7 @@ KEYS = {
     "seconds",
     "compile_seconds",
     "interactions_per_second",
+    "timings",
 }
 
 
