@@ -24,7 +24,7 @@ from absl import flags, logging
 
 import foltr_jax
 from foltr_jax import aggregators, attacks, data, federation, files, loop
-from foltr_jax.config import FederationConfig, centralised, resolve_window_scoring
+from foltr_jax.config import PRIVACY_NOISE, FederationConfig, centralised, resolve_window_scoring
 
 FLAGS = flags.FLAGS
 
@@ -103,6 +103,14 @@ def define_federation_flags():
         "clip_factor",
         defaults.clip_factor,
         "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0).",
+    )
+    flags.DEFINE_enum(
+        "privacy_noise",
+        defaults.privacy_noise,
+        list(PRIVACY_NOISE),
+        "auto: with FedAvg of equal weights and no model attack, draw the average's noise once "
+        "per round (the same distribution as the clients' Gamma shares, much cheaper); "
+        "per_client: every client always draws its own share (FPDGD Algorithm 3 as written).",
     )
     define_poisoning_flags()
     flags.DEFINE_string(
@@ -451,6 +459,7 @@ def federation_config() -> federation.FederationConfig:
         epsilon=FLAGS.epsilon,
         sensitivity=FLAGS.sensitivity,
         clip_factor=FLAGS.clip_factor,
+        privacy_noise=FLAGS.privacy_noise,
         aggregator=FLAGS.aggregator,
         attack=FLAGS.attack,
         n_malicious=FLAGS.n_malicious,

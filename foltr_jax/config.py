@@ -17,6 +17,9 @@ from foltr_jax import aggregators, attacks, click_models, pipeline, rankers
 AGGREGATIONS = ("fedavg", "sum_of_updates")
 CENTRALISED_FORMS = ("same_updates", "same_budget", "batch")
 WINDOW_SCORING = ("auto", "map", "vmap")
+# 'auto': FedAvg of equal weights draws the average's Laplace-exact noise once per round
+# (pipeline.gamma_noise_once); 'per_client': every client draws its own share, always.
+PRIVACY_NOISE = ("auto", "per_client")
 SERVER_OPTIMIZER_NAMES = ("none",) + tuple(pipeline.SERVER_OPTIMIZERS)
 
 
@@ -42,6 +45,7 @@ class FederationConfig:
     epsilon: float = 0.0  # ε of FPDGD's differential privacy (with sensitivity > 0)
     sensitivity: float = 0.0  # Δ; 0 turns differential privacy off
     clip_factor: float = 0.5  # clip to factor·Δ after every local update (paper Δ/2; public code Δ)
+    privacy_noise: str = "auto"  # PRIVACY_NOISE: where the Gamma noise is drawn
     krum_squared_distances: bool = True  # Blanchard et al.; the poisoning paper says Euclidean
     # Server optimiser on the aggregate (FedOpt, Reddi et al. 2021); 'none': the aggregate is
     # the new global model, as FPDGD's Algorithm 2.
@@ -80,6 +84,7 @@ class FederationConfig:
             "ranker": rankers.RANKERS,
             "aggregation": AGGREGATIONS,
             "window_scoring": WINDOW_SCORING,
+            "privacy_noise": PRIVACY_NOISE,
             "n_grades": (0,) + click_models.N_GRADES,
         }
         for name, allowed in choices.items():

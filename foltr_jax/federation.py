@@ -37,6 +37,7 @@ from foltr_jax.rounds import (
     evaluate,
     history_length,
     initial_server_state,
+    noise_once,
     run_chunk_jit,
     server_stages,
 )
@@ -101,6 +102,12 @@ def build(
         aggregator_names=tuple(sorted({s.aggregator for s in settings})),
         attack_names=_attack_names(settings),
         uses_privacy=any(s.sensitivity > 0 for s in settings),
+        noise_once=noise_once(
+            config,
+            {s.aggregator for s in settings},
+            _attack_names(settings),
+            equal_weights=clients is None or clients.steps is None,
+        ),
         history_every=history_every,
         personal_keys=personal,
         personal_eval=personal_eval,

@@ -36,6 +36,7 @@ class Spec:
     aggregator_names: tuple = ("fedavg",)  # the aggregators the grid uses
     attack_names: tuple = ()  # the model-poisoning attacks (attacks.names()) the grid uses
     uses_privacy: bool = False  # some setting has differential privacy
+    noise_once: bool = False  # the average's privacy noise is drawn once (see noise_once)
     history_every: int = 0  # store every client's update at rounds 1, 1 + Δt, ... (0: never)
     personal_keys: tuple = ()  # FedPer: parameters each client keeps (thesis §4.3.3)
     personal_eval: str = "clients"  # FedPer's offline model (client_plan.PERSONAL_EVALUATIONS)
@@ -60,18 +61,39 @@ def server_stages(spec: Spec, settings: RunSettings) -> tuple:
     """One slot's server pipeline (``pipeline.server_stages``): its attack, privacy noise,
     aggregator (or the 'batch' baseline's sum of updates) and server optimiser."""
     cfg = spec.config
-    noise = None
-    if spec.uses_privacy:
+    noise = once = None
+    if spec.uses_privacy and spec.noise_once:
+        present = cfg.n_clients - settings.n_absent
+        once = pipeline.gamma_noise_once(
+            cfg.n_clients, present, settings.sensitivity, settings.epsilon
+        )
+    elif spec.uses_privacy:
         noise = pipeline.gamma_noise(cfg.n_clients, settings.sensitivity, settings.epsilon)
     return pipeline.server_stages(
         attack_names=spec.attack_names,
         attack_index=settings.model_attack,
         noise=noise,
+        noise_on_aggregate=once,
         aggregator_names=spec.aggregator_names,
         aggregator_index=settings.aggregator,
         squared_distances=cfg.krum_squared_distances,
         optimizer=pipeline.server_optimizer(cfg.server_optimizer, cfg.server_learning_rate),
         aggregation=pipeline.sum_of_updates() if cfg.aggregation == "sum_of_updates" else None,
+    )
+
+
+def noise_once(
+    config: FederationConfig, aggregator_names: tuple, attack_names: tuple, equal_weights: bool
+) -> bool:
+    """Whether the privacy noise can be drawn once on the average (``gamma_noise_once``):
+    ``privacy_noise='auto'``, FedAvg (every cell's aggregator) of equal weights (no Type 4
+    step counts) and no model attack, so no stage sees a single client's noised model."""
+    return (
+        config.privacy_noise == "auto"
+        and config.aggregation == "fedavg"
+        and tuple(aggregator_names) == ("fedavg",)
+        and not attack_names
+        and equal_weights
     )
 
 

@@ -64,6 +64,7 @@ CASES = {
             "--n_runs=2",
             "--epsilon=4.5",
             "--sensitivity=5",
+            "--privacy_noise=per_client",  # the clients' own Gamma shares, chunk by chunk
         ),
         {},
     ),

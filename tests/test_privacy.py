@@ -160,3 +160,113 @@ def test_small_shape_gamma_retries_keep_the_gamma_distribution(alpha):
     assert ks_statistic(draws, stats.gamma(alpha).cdf) < ks_critical(SMALL)
     # and a wrong shape parameter is rejected by the same check
     assert ks_statistic(draws, stats.gamma(alpha * 1.2).cdf) > ks_critical(SMALL)
+
+
+# --- The average's noise drawn once (pipeline.gamma_noise_once) against per-client shares ---
+
+
+def _noised_average(stages, n_clients, n_absent, d, seed):
+    """The aggregate of ``n_clients`` zero models (the first ``n_absent`` weigh 0) after
+    ``stages``: what the privacy noise leaves on the FedAvg."""
+    from foltr_jax import pipeline
+
+    weights = jnp.where(jnp.arange(n_clients) >= n_absent, 2.0, 0.0)
+    zeros = jnp.zeros(d, jnp.float32)
+    updates = pipeline.ClientUpdates(jnp.zeros((n_clients, d)), weights, zeros, 0, zeros)
+    chain = pipeline.chain(*stages)
+    out, _ = jax.jit(chain.update)(chain.init(zeros), updates, jax.random.key(seed))
+    return np.asarray(out.aggregate, np.float64)
+
+
+@pytest.mark.parametrize("n_absent", [0, 3])
+def test_noise_drawn_once_on_the_average_has_the_per_client_distribution(n_absent):
+    from scipy import stats
+
+    from foltr_jax import pipeline
+
+    n, d = N_CLIENTS, N_SAMPLES
+    present = n - n_absent
+    fedavg = pipeline.aggregate(("fedavg",), 0)
+    per_client = _noised_average(
+        [pipeline.gamma_noise(n, SENSITIVITY, EPSILON), fedavg], n, n_absent, d, seed=1
+    )
+    once = _noised_average(
+        [fedavg, pipeline.gamma_noise_once(n, present, SENSITIVITY, EPSILON)],
+        n,
+        n_absent,
+        d,
+        seed=2,
+    )
+    assert stats.ks_2samp(per_client, once).pvalue > 0.001
+    # Var of the average: n_present shares of variance 2s²/|C| each, over n_present².
+    variance = 2 * SCALE**2 / (n * present)
+    for sample in (per_client, once):
+        assert np.var(sample) == pytest.approx(variance, rel=0.05)
+    if n_absent == 0:  # |C| · average = the Laplace mechanism's noise, exactly
+        assert ks_statistic(n * once, lambda x: laplace_cdf(x, SCALE)) < KS_CRITICAL
+    # the check can fail: noise not divided by the number of clients is far off
+    assert stats.ks_2samp(per_client, once * present).pvalue < 1e-6
+
+
+def _final_ndcg(data_pair, **overrides):
+    from foltr_jax import federation
+
+    settings = dict(
+        n_clients=8,
+        local_updates=3,
+        rounds=10,
+        n_runs=48,
+        chunk_rounds=10,
+        click_model="informational",
+        epsilon=1.2,
+        sensitivity=5.0,
+    )
+    config = federation.FederationConfig(**{**settings, **overrides})
+    spec, arrays = federation.build(config, *data_pair)
+    return spec, federation.run(spec, arrays).offline_ndcg[:, -1]
+
+
+@pytest.fixture(scope="module")
+def small_data():
+    from foltr_jax import data
+
+    return data.synthetic_train_test(
+        5, n_train_queries=40, n_test_queries=30, n_features=8, mean_docs_per_query=20
+    )
+
+
+def test_noise_drawn_once_gives_the_per_client_final_metrics(small_data):
+    from scipy import stats
+
+    spec_once, once = _final_ndcg(small_data)
+    spec_clients, per_client = _final_ndcg(small_data, privacy_noise="per_client")
+    assert spec_once.noise_once and not spec_clients.noise_once
+    assert not np.allclose(once, per_client)  # different draws ...
+    assert stats.ks_2samp(once, per_client).pvalue > 0.001  # ... of one distribution
+    assert stats.ttest_ind(once, per_client, equal_var=False).pvalue > 0.001
+    # and the noise matters: without it the final nDCG differs clearly
+    _, plain = _final_ndcg(small_data, epsilon=0.0, sensitivity=0.0)
+    assert stats.ttest_ind(once, plain, equal_var=False).pvalue < 0.001
+
+
+def test_noise_once_only_where_no_stage_sees_a_noised_client(small_data):
+    from foltr_jax import federation
+    from foltr_jax.client_plan import ClientPlan
+
+    def spec(plan=None, **overrides):
+        settings = dict(n_clients=8, rounds=2, epsilon=4.5, sensitivity=5.0)
+        config = federation.FederationConfig(**{**settings, **overrides})
+        return federation.build(config, *small_data, clients=plan)[0]
+
+    assert spec().noise_once
+    assert spec(attack="data_poisoning", n_malicious=2).noise_once  # clicks, not models
+    assert not spec(privacy_noise="per_client").noise_once
+    assert not spec(aggregator="median").noise_once
+    assert not spec(attack="lie", n_malicious=2).noise_once
+    assert not spec(ClientPlan(steps=(1, 2) * 4), local_updates=2).noise_once  # Type 4 weights
+
+
+def test_noise_once_streams_over_client_chunks(small_data):
+    _, whole = _final_ndcg(small_data, n_runs=2)
+    _, chunked = _final_ndcg(small_data, n_runs=2, client_chunk=4)
+    np.testing.assert_allclose(chunked, whole, rtol=1e-5, atol=1e-6)
