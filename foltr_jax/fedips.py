@@ -487,6 +487,7 @@ def server_chain(spec: Spec) -> pipeline.Stage:
         attack_names=(model_attack,) if model_attack else (),
         aggregator_names=(cfg.aggregator,),
         squared_distances=cfg.krum_squared_distances,
+        max_malicious=cfg.n_malicious,
         optimizer=optax.sgd(cfg.global_lr),
     )
 

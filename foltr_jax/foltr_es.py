@@ -424,6 +424,7 @@ def server_chain(spec: Spec) -> pipeline.Stage:
         attack_names=(cfg.model_attack,) if cfg.model_attack else (),
         aggregator_names=(cfg.aggregator,),
         squared_distances=cfg.krum_squared_distances,
+        max_malicious=cfg.n_malicious,
         optimizer=optimizer(cfg),
     )
 

@@ -158,10 +158,16 @@ def gamma_noise_once(n_clients: int, n_present, sensitivity, epsilon) -> Stage:
     return stateless(apply, name="differential privacy (on the average)")
 
 
-def aggregate(names: tuple, index, squared_distances: bool = True) -> Stage:
-    """Sets ``aggregate`` with aggregator ``names[index]`` (``aggregators.names()``)."""
+def aggregate(
+    names: tuple, index, squared_distances: bool = True, max_malicious: int | None = None
+) -> Stage:
+    """Sets ``aggregate`` with aggregator ``names[index]`` (``aggregators.names()``);
+    ``max_malicious`` (static, ≥ every m of the grid) lets Krum select instead of sort."""
     functions = [
-        functools.partial(aggregators.call, name, squared=squared_distances) for name in names
+        functools.partial(
+            aggregators.call, name, squared=squared_distances, max_malicious=max_malicious
+        )
+        for name in names
     ]
 
     def apply(updates: ClientUpdates, key):
@@ -252,6 +258,7 @@ def server_stages(
     aggregator_names: tuple = ("fedavg",),
     aggregator_index=0,
     squared_distances: bool = True,
+    max_malicious: int | None = None,
     optimizer: optax.GradientTransformation | None = None,
     aggregation: Stage | None = None,
     noise_on_aggregate: Stage | None = None,
@@ -262,7 +269,7 @@ def server_stages(
     method pays only for what its grid uses; the indices may be traced grid settings.
     ``aggregation`` replaces the aggregator stage (e.g. ``sum_of_updates()``);
     ``noise_on_aggregate`` (``gamma_noise_once``) goes right after it, in place of
-    the per-client ``noise``.
+    the per-client ``noise``.  ``max_malicious``: see ``aggregate``.
     """
     stages = []
     if attack_names:
@@ -270,7 +277,9 @@ def server_stages(
     if noise is not None:
         stages.append(noise)
     if aggregation is None:
-        aggregation = aggregate(aggregator_names, aggregator_index, squared_distances)
+        aggregation = aggregate(
+            aggregator_names, aggregator_index, squared_distances, max_malicious
+        )
     stages.append(aggregation)
     if noise_on_aggregate is not None:
         stages.append(noise_on_aggregate)

@@ -37,6 +37,7 @@ class Spec:
     attack_names: tuple = ()  # the model-poisoning attacks (attacks.names()) the grid uses
     uses_privacy: bool = False  # some setting has differential privacy
     noise_once: bool = False  # the average's privacy noise is drawn once (see noise_once)
+    max_malicious: int = 0  # the largest m of the grid (a static bound for Krum's selection)
     history_every: int = 0  # store every client's update at rounds 1, 1 + Δt, ... (0: never)
     personal_keys: tuple = ()  # FedPer: parameters each client keeps (thesis §4.3.3)
     personal_eval: str = "clients"  # FedPer's offline model (client_plan.PERSONAL_EVALUATIONS)
@@ -77,6 +78,7 @@ def server_stages(spec: Spec, settings: RunSettings) -> tuple:
         aggregator_names=spec.aggregator_names,
         aggregator_index=settings.aggregator,
         squared_distances=cfg.krum_squared_distances,
+        max_malicious=spec.max_malicious,
         optimizer=pipeline.server_optimizer(cfg.server_optimizer, cfg.server_learning_rate),
         aggregation=pipeline.sum_of_updates() if cfg.aggregation == "sum_of_updates" else None,
     )

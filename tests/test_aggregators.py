@@ -295,6 +295,41 @@ def test_jit_with_traced_malicious_count_compiles_once():
     assert len(traces) == 1
 
 
+@pytest.mark.parametrize("squared", [True, False])
+def test_krum_selection_with_a_bound_on_m_matches_the_reference(squared):
+    # partial selection (top_k of the m_max + 3 largest) instead of sorting every row,
+    # for every m up to the bound under one traced m, and with ties (duplicated models)
+    n, d = 12, 5
+    x, w = _random_case(n, d, seed=11)
+    x[5] = x[6] = x[7]  # three identical models: tied distances, some of them 0
+    xj, wj = jnp.asarray(x), jnp.asarray(w)
+
+    @jax.jit
+    def scores(m):
+        return (
+            aggregators.krum_scores(xj, m, squared, max_malicious=4),
+            aggregators.krum(xj, wj, m, squared, max_malicious=4),
+            aggregators.multi_krum(xj, wj, m, squared, max_malicious=4),
+        )
+
+    for m in range(5):
+        got, chosen, mean = scores(jnp.int32(m))
+        np.testing.assert_allclose(
+            np.asarray(got), reference_krum_scores(x, m, squared), rtol=1e-5, atol=1e-5
+        )
+        np.testing.assert_allclose(np.asarray(chosen), reference_krum(x, m, squared), rtol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(mean), reference_multi_krum(x, m, squared), rtol=1e-4, atol=1e-5
+        )
+    # a bound too large for n falls back to the sort
+    np.testing.assert_allclose(
+        np.asarray(aggregators.krum_scores(xj, 2, squared, max_malicious=n)),
+        reference_krum_scores(x, 2, squared),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
 # ---------------------------------------------------------------- settings
 
 
