@@ -152,11 +152,11 @@ def main(argv):
         return
     try:
         config = common.federation_config("benchmark")
-        train, test, source = common.load_datasets()
+        train, test, source = common.on_every_process(common.load_datasets)
     except common.UserError as error:
         common.fail("benchmark", str(error))
     try:
-        spec, arrays = common.build(config, train, test)
+        spec, arrays = common.on_every_process(common.build, config, train, test)
     except common.UserError as error:
         common.fail("benchmark", str(error))
     results = [federation.run(spec, arrays) for _ in range(max(FLAGS.repeats, 1))]

@@ -215,6 +215,28 @@ def check_same_everywhere(*trees, what: str = "data or settings") -> None:
         raise UserError(f"--distributed: {error}") from None
 
 
+def on_every_process(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``; with --distributed every process calls it and they compare:
+    when it raised UserError on some process, every process ends (this one with its own
+    error, the others with one line naming the processes that failed) instead of waiting
+    for them in the next collective step."""
+    if not FLAGS.distributed:
+        return fn(*args, **kwargs)
+    from foltr_jax import multiprocess
+
+    result = error = None
+    try:
+        result = fn(*args, **kwargs)
+    except UserError as raised:
+        error = raised
+    failed = multiprocess.failed_processes(error is not None)
+    if error is not None:
+        raise error
+    if failed:
+        raise UserError(f"--distributed: process(es) {failed} failed (see their error); stopping")
+    return result
+
+
 def is_writer() -> bool:
     """Whether this process writes files (always, unless it is not process 0 of a
     --distributed run)."""

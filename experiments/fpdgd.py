@@ -81,8 +81,8 @@ def cell_name(setting: federation.Setting) -> str:
 
 def run_experiment(config, settings, checkpoint: str | None = None) -> list:
     """[(cell folder or None, results)]: one entry, or one per grid cell."""
-    train, test, source = common.load_datasets()
-    spec, arrays = common.build(config, train, test, settings)
+    train, test, source = common.on_every_process(common.load_datasets)
+    spec, arrays = common.on_every_process(common.build, config, train, test, settings)
     method = f"centralised_pdgd/{FLAGS.centralised_form}" if FLAGS.centralised else "fpdgd"
     what = (
         f"{len(settings)} settings in one program" if settings else f"{config.click_model} clicks"
@@ -133,7 +133,7 @@ def main(argv):
         settings = grid_settings(config)
         names = [cell_name(s) for s in settings or []]
         files = [f"{n}/results.json" for n in names] + ["grid.json"] if names else ["results.json"]
-        output = common.claim_output(files)  # before any work
+        output = common.on_every_process(common.claim_output, files)  # before any work
         cells = run_experiment(config, settings, output.checkpoint())
         for name, results in cells:
             path = output.write_json(f"{name}/results.json" if name else "results.json", results)

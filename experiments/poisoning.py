@@ -97,9 +97,10 @@ def main(argv):
                     error.field, error.field
                 )
                 raise common.UserError(f"--{field}: {error.message}") from None
-        output = common.claim_output(("results.json", "table.txt"))  # before any work
-        train, test, source = common.load_datasets()
-        spec, arrays = common.build(config, train, test, settings)
+        outputs = ("results.json", "table.txt")
+        output = common.on_every_process(common.claim_output, outputs)  # before any work
+        train, test, source = common.on_every_process(common.load_datasets)
+        spec, arrays = common.on_every_process(common.build, config, train, test, settings)
         writer = common.is_writer()  # process 0 of a --distributed run prints and writes
         if writer:
             print(

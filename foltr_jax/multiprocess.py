@@ -113,6 +113,15 @@ def check_agreement(digest: str, what: str) -> None:
         )
 
 
+def failed_processes(failed: bool) -> list:
+    """The processes that pass ``failed=True``, on every process (every process calls this
+    at the same point, so that one process's failure stops them all)."""
+    if not is_multiprocess():
+        return [0] if failed else []
+    every = np.asarray(multihost_utils.process_allgather(np.int32(failed)))
+    return [int(p) for p in np.flatnonzero(every.reshape(-1))]
+
+
 @functools.cache
 def _replicated_sharding(n_devices: int) -> NamedSharding:
     mesh = Mesh(np.asarray(jax.devices()[:n_devices]), ("lanes",))

@@ -192,6 +192,19 @@ def test_devices_that_do_not_fit_the_processes_are_refused_in_one_line(tmp_path,
         assert line.startswith(f"fpdgd: error: {message}"), line
 
 
+def test_a_process_that_fails_alone_stops_the_others(tmp_path):
+    (tmp_path / "alone" / "p0").mkdir(parents=True)
+    (tmp_path / "alone" / "p0" / "out").write_text("not a folder")  # only process 0 claims it
+    processes = start("fpdgd", [*TINY, "--n_devices=4", "--output_dir=out"], tmp_path, "alone")
+    (rc0, stderr0), (rc1, stderr1) = finish(processes)
+    assert rc0 == 2 and error_lines(stderr0) == [
+        "fpdgd: error: --output_dir: out exists and is not a folder"
+    ], stderr0
+    assert rc1 == 2 and error_lines(stderr1) == [
+        "fpdgd: error: --distributed: process(es) [0] failed (see their error); stopping"
+    ], stderr1
+
+
 def test_an_unreachable_coordinator_ends_in_one_line_after_the_timeout(tmp_path):
     start_time = time.time()
     # Process 1 of 2 with nobody at the coordinator's address.
