@@ -84,7 +84,16 @@ def initialize(
             shutdown_timeout_seconds=timeout,
         )
     except (RuntimeError, ValueError) as error:
-        raise DistributedError(f"jax.distributed.initialize failed: {error}") from None
+        hint = (
+            ""
+            if coordinator
+            else (
+                "; no cluster was detected: set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and "
+                "JAX_PROCESS_ID"
+            )
+        )
+        message = str(error).rstrip(".")
+        raise DistributedError(f"jax.distributed.initialize failed: {message}{hint}") from None
     finally:
         watchdog.cancel()
 

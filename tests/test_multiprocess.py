@@ -223,6 +223,24 @@ def test_an_unreachable_coordinator_ends_in_one_line_after_the_timeout(tmp_path)
     assert time.time() - start_time < 30
 
 
+def test_distributed_without_a_cluster_or_variables_ends_in_one_line(tmp_path):
+    env = {k: v for k, v in environment(tmp_path, 1).items() if not k.startswith("JAX_PROC")}
+    env.pop("JAX_COORDINATOR_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.fpdgd", "--distributed", "--output_dir=out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = error_lines(done.stderr)
+    assert line.startswith("fpdgd: error: --distributed: jax.distributed.initialize failed")
+    assert "JAX_COORDINATOR_ADDRESS" in line and not (tmp_path / "out").exists()
+
+
 def test_binaries_that_do_not_share_the_engine_refuse_distributed(tmp_path):
     for module, args in [
         ("foltr_es", []),
