@@ -245,6 +245,7 @@ def test_binaries_that_do_not_share_the_engine_refuse_distributed(tmp_path):
     for module, args in [
         ("foltr_es", []),
         ("fedips", []),
+        ("noniid", ["--type=2"]),
         ("unlearning", []),
         ("benchmark", ["--suite"]),
     ]:
