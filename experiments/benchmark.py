@@ -147,20 +147,23 @@ def main(argv):
     if len(argv) > 1:
         common.fail("benchmark", f"unexpected arguments {argv[1:]}")
     if FLAGS.suite:
+        common.refuse_distributed("benchmark", "benchmark --suite")
         run_suite()
         return
     try:
-        config = common.federation_config()
-        train, test, source = common.load_datasets()
+        config = common.federation_config("benchmark")
+        train, test, source = common.on_every_process(common.load_datasets)
     except common.UserError as error:
         common.fail("benchmark", str(error))
     try:
-        spec, arrays = common.build(config, train, test)
+        spec, arrays = common.on_every_process(common.build, config, train, test)
     except common.UserError as error:
         common.fail("benchmark", str(error))
     results = [federation.run(spec, arrays) for _ in range(max(FLAGS.repeats, 1))]
     best = min(results, key=lambda r: r.run_seconds)
     compile_seconds = results[0].compile_seconds  # later repeats reuse the compiled program
+    if not common.is_writer():  # process 0 of a --distributed run reports
+        return
     print(f"compile_seconds {compile_seconds:.2f}")
     print(
         json.dumps(
@@ -174,6 +177,7 @@ def main(argv):
                 "data": {**source, "train": common.dataset_summary(train)},
                 "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
                 "devices": [str(d) for d in jax.devices()],
+                "processes": jax.process_count(),
                 "versions": common.versions(),
             }
         )

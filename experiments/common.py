@@ -130,17 +130,129 @@ def define_federation_flags():
     flags.DEFINE_integer(
         "n_devices", defaults.n_devices, "Shard the clients of a round over this many devices."
     )
-    flags.DEFINE_bool(
-        "distributed",
-        False,
-        "Call jax.distributed.initialize() first (one process per host; see the README).",
-    )
+    define_distributed_flags()
     flags.DEFINE_bool("centralised", False, "Run the centralised PDGD baseline instead of FPDGD.")
     flags.DEFINE_string(
         "centralised_form",
         "same_budget",
         "same_updates | same_budget | batch: which reading of the FPDGD paper's baseline (§4).",
     )
+
+
+def define_distributed_flags():
+    """--distributed and --distributed_timeout (every binary has them; those that do not run
+    over several processes refuse --distributed with ``refuse_distributed``)."""
+    flags.DEFINE_bool(
+        "distributed",
+        False,
+        "Run as one of several processes (one per host or GPU): jax.distributed.initialize() "
+        "with JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID when set, else the "
+        "cluster JAX detects (SLURM, ...); process 0 writes the files. See the README.",
+    )
+    flags.DEFINE_integer(
+        "distributed_timeout",
+        300,
+        "With --distributed: seconds to wait for the coordinator and every process.",
+    )
+
+
+_CLUSTER_VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
+
+
+def start_distributed(program: str) -> None:
+    """With --distributed: joins the other processes (``multiprocess.initialize``, from
+    the JAX_* variables when set), then checks that every process got the same flags.
+    UserError naming the flag or variable otherwise."""
+    if not FLAGS.distributed:
+        return
+    from foltr_jax import multiprocess
+
+    values = {name: os.environ.get(name) or None for name in _CLUSTER_VARIABLES}
+    numbers = {}
+    for name in _CLUSTER_VARIABLES[1:]:
+        if values[name] is not None:
+            try:
+                numbers[name] = int(values[name])
+            except ValueError:
+                raise UserError(
+                    f"--distributed: {name} must be an integer, got {values[name]!r}"
+                ) from None
+    try:
+        multiprocess.initialize(
+            values["JAX_COORDINATOR_ADDRESS"],
+            numbers.get("JAX_NUM_PROCESSES"),
+            numbers.get("JAX_PROCESS_ID"),
+            timeout=FLAGS.distributed_timeout,
+            program=program,
+        )
+        flag_values = {
+            name: value
+            for name, value in sorted(FLAGS.flag_values_dict().items())
+            if name not in _PER_PROCESS_FLAGS
+        }
+        multiprocess.check_agreement(repr(flag_values), "flags")
+    except multiprocess.DistributedError as error:
+        raise UserError(f"--distributed: {error}") from None
+
+
+# Flags that may differ between the processes of one run (absl's own, logging).
+_PER_PROCESS_FLAGS = {"logtostderr", "alsologtostderr", "log_dir", "verbosity", "v"}
+
+
+def refuse_distributed(program: str, what: str) -> None:
+    """Ends a binary that does not run over several processes with one line when
+    --distributed is given."""
+    if FLAGS.distributed:
+        fail(
+            program,
+            f"--distributed: {what} does not run over several processes (only "
+            "experiments.fpdgd and experiments.benchmark do); run it without --distributed",
+        )
+
+
+def check_same_everywhere(*trees, what: str = "data or settings") -> None:
+    """With --distributed: UserError unless every process holds the same ``trees``
+    (configs, data, keys), compared by ``loop.fingerprint``."""
+    if not FLAGS.distributed:
+        return
+    from foltr_jax import multiprocess
+
+    try:
+        multiprocess.check_agreement(loop.fingerprint(*trees), what)
+    except multiprocess.DistributedError as error:
+        raise UserError(f"--distributed: {error}") from None
+
+
+def on_every_process(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``; with --distributed every process calls it and they compare:
+    when it raised UserError on some process, every process ends (this one with its own
+    error, the others with one line naming the processes that failed) instead of waiting
+    for them in the next collective step."""
+    if not FLAGS.distributed:
+        return fn(*args, **kwargs)
+    from foltr_jax import multiprocess
+
+    result = error = None
+    try:
+        result = fn(*args, **kwargs)
+    except UserError as raised:
+        error = raised
+    failed = multiprocess.failed_processes(error is not None)
+    if error is not None:
+        raise error
+    if failed:
+        raise UserError(f"--distributed: process(es) {failed} failed (see their error); stopping")
+    return result
+
+
+def is_writer() -> bool:
+    """Whether this process writes files (always, unless it is not process 0 of a
+    --distributed run)."""
+    if not FLAGS.distributed:
+        return True
+    from foltr_jax import multiprocess
+
+    return multiprocess.is_writer()
 
 
 def define_poisoning_flags():
@@ -403,9 +515,40 @@ class Output:
         self._created = []
 
 
-def claim_output(outputs=("results.json",)) -> Output:
-    """``Output`` of --output_dir (UserError naming the flag when it cannot be used)."""
+def claim_output(outputs=("results.json",)):
+    """``Output`` of --output_dir (UserError naming the flag when it cannot be used); a
+    ``ReadOnlyOutput`` on the processes of a --distributed run other than process 0."""
+    if not is_writer():
+        return ReadOnlyOutput(FLAGS.output_dir)
     return Output(FLAGS.output_dir, outputs)
+
+
+class ReadOnlyOutput:
+    """--output_dir seen from a process that does not write (process k > 0 of a
+    --distributed run): the same names as ``Output``, and nothing is created there.
+    The run's checkpoint is read by process 0 and sent to the others (``loop``)."""
+
+    def __init__(self, path):
+        self.path = pathlib.Path(path)
+
+    def checkpoint(self, part: str = "") -> str | None:
+        return checkpoint_file(self.path, part)
+
+    def finished_parts(self, folder: str) -> FinishedParts:
+        return FinishedParts(None)
+
+    def write_json(self, name, payload: dict) -> pathlib.Path:
+        check_finite(payload, str(self.path / name))
+        return self.path / name
+
+    def write_text(self, name, text: str) -> pathlib.Path:
+        return self.path / name
+
+    def finish(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
 
 
 def check_finite(value, where: str) -> None:
@@ -442,11 +585,8 @@ def _first_non_finite(value, where: str):
     return None
 
 
-def federation_config() -> federation.FederationConfig:
-    if FLAGS.distributed:
-        import jax
-
-        jax.distributed.initialize()  # reads the cluster from SLURM / JAX_* variables
+def federation_config(program: str = "foltr_jax") -> federation.FederationConfig:
+    start_distributed(program)
     config = federation.FederationConfig(
         n_clients=FLAGS.n_clients,
         local_updates=FLAGS.local_updates,
@@ -487,9 +627,11 @@ def federation_config() -> federation.FederationConfig:
 def build(config, train, test, settings=None):
     """federation.build, with a bad combination of settings as a UserError naming the flag."""
     try:
-        return federation.build(config, train, test, settings)
+        spec, arrays = federation.build(config, train, test, settings)
     except federation.ConfigError as error:
         raise UserError(f"--{error.field}: {error.message}") from None
+    check_same_everywhere(spec, arrays)
+    return spec, arrays
 
 
 def load_datasets():
@@ -547,7 +689,10 @@ def results_file(method, config, result, train, test, source, slots=slice(None),
     """The shared results.json of an online-LTR run: config, data, the per-round curves of
     the runs in ``slots`` (one setting's repetitions) and the program's timings (what
     they cover from ``log``, the run's ProgressLog)."""
-    pick = lambda values: values[slots]
+
+    def pick(values):
+        return values[slots]
+
     return {
         "method": method,
         "config": dataclasses.asdict(config),

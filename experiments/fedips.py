@@ -27,6 +27,7 @@ from foltr_jax import federation, fedips, lambdarank, rankers
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_checkpoint_flag()
+common.define_distributed_flags()
 common.define_poisoning_flags()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 _D = fedips.FedIpsConfig()
@@ -228,7 +229,10 @@ def summary(results: dict) -> str:
     """One line: the mean offline NDCG@5 curve at a few rounds, f₀'s NDCG@5, and the speed."""
     curves = results["offline_ndcg5"]
     rounds = len(curves[0])
-    mean_at = lambda t: sum(c[t - 1] for c in curves) / len(curves)
+
+    def mean_at(t):
+        return sum(c[t - 1] for c in curves) / len(curves)
+
     initial = sum(results["initial_offline_ndcg5"]) / len(curves)
     marks = sorted({1, max(rounds // 10, 1), max(rounds // 2, 1), rounds})
     unit = "step" if results["method"] == "lambdarank" else "round"
@@ -242,6 +246,7 @@ def summary(results: dict) -> str:
 
 def main(argv):
     common.quiet_logs()
+    common.refuse_distributed("fedips", "FedIPS")
     if len(argv) > 1:
         common.fail(PROGRAM, f"unexpected arguments {argv[1:]}; flags look like --name=value")
     try:

@@ -26,6 +26,7 @@ from foltr_jax.config import resolve_window_scoring
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_checkpoint_flag()
+common.define_distributed_flags()
 common.define_poisoning_flags()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 _DEFAULTS = foltr_es.FoltrEsConfig()
@@ -126,7 +127,10 @@ def summary(results: dict) -> str:
     """One line: the mean offline nDCG@10 curve at a few rounds, ε, and the speed."""
     curves = results["offline_ndcg"]
     rounds = len(curves[0])
-    mean_at = lambda t: sum(c[t - 1] for c in curves) / len(curves)
+
+    def mean_at(t):
+        return sum(c[t - 1] for c in curves) / len(curves)
+
     initial = sum(results["initial_offline_ndcg"]) / len(curves)
     marks = sorted({1, max(rounds // 10, 1), max(rounds // 2, 1), rounds})
     curve = ", ".join(f"round {t}: {mean_at(t):.4f}" for t in marks)
@@ -140,6 +144,7 @@ def summary(results: dict) -> str:
 
 def main(argv):
     common.quiet_logs()
+    common.refuse_distributed("foltr_es", "FOLtR-ES")
     if len(argv) > 1:
         common.fail("foltr_es", f"unexpected arguments {argv[1:]}; flags look like --name=value")
     try:

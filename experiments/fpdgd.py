@@ -81,20 +81,22 @@ def cell_name(setting: federation.Setting) -> str:
 
 def run_experiment(config, settings, checkpoint: str | None = None) -> list:
     """[(cell folder or None, results)]: one entry, or one per grid cell."""
-    train, test, source = common.load_datasets()
-    spec, arrays = common.build(config, train, test, settings)
+    train, test, source = common.on_every_process(common.load_datasets)
+    spec, arrays = common.on_every_process(common.build, config, train, test, settings)
     method = f"centralised_pdgd/{FLAGS.centralised_form}" if FLAGS.centralised else "fpdgd"
     what = (
         f"{len(settings)} settings in one program" if settings else f"{config.click_model} clicks"
     )
-    print(
-        f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_clients} clients "
-        f"x {config.local_updates} interactions, {config.ranker} ranker, "
-        f"{what}, {train.n_queries} training queries",
-        file=sys.stderr,
-    )
+    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    if writer:
+        print(
+            f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_clients} "
+            f"clients x {config.local_updates} interactions, {config.ranker} ranker, "
+            f"{what}, {train.n_queries} training queries",
+            file=sys.stderr,
+        )
     log = common.ProgressLog(method)
-    result = federation.run(spec, arrays, progress=log, checkpoint=checkpoint)
+    result = federation.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
     if not settings:
         return [(None, results_of(method, config, result, slice(None), train, test, source, log))]
     cells = []
@@ -127,15 +129,16 @@ def main(argv):
     if len(argv) > 1:
         common.fail("fpdgd", f"unexpected arguments {argv[1:]}; flags look like --name=value")
     try:
-        config = common.federation_config()
+        config = common.federation_config("fpdgd")
         settings = grid_settings(config)
         names = [cell_name(s) for s in settings or []]
         files = [f"{n}/results.json" for n in names] + ["grid.json"] if names else ["results.json"]
-        output = common.claim_output(files)  # before any work
+        output = common.on_every_process(common.claim_output, files)  # before any work
         cells = run_experiment(config, settings, output.checkpoint())
         for name, results in cells:
             path = output.write_json(f"{name}/results.json" if name else "results.json", results)
-            print((f"{name}: " if name else "") + summary(results) + f"; results in {path}")
+            if common.is_writer():
+                print((f"{name}: " if name else "") + summary(results) + f"; results in {path}")
         if names:
             output.write_json("grid.json", {"cells": names})
     except common.UserError as error:
@@ -147,7 +150,10 @@ def summary(results: dict) -> str:
     """One line: the mean offline nDCG@10 curve at a few rounds, and the speed."""
     curves = results["offline_ndcg"]
     rounds = len(curves[0])
-    mean_at = lambda t: sum(c[t - 1] for c in curves) / len(curves)
+
+    def mean_at(t):
+        return sum(c[t - 1] for c in curves) / len(curves)
+
     initial = sum(results["initial_offline_ndcg"]) / len(curves)
     marks = sorted({1, max(rounds // 10, 1), max(rounds // 2, 1), rounds})
     curve = ", ".join(f"round {t}: {mean_at(t):.4f}" for t in marks)

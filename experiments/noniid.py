@@ -49,6 +49,7 @@ from foltr_jax.config import resolve_window_scoring
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_checkpoint_flag()
+common.define_distributed_flags()
 flags.adopt_module_key_flags(common)
 flags.DEFINE_string(
     "type", "2", "Non-IID type: 1 (intents) | 2 (labels) | 3 (clicks) | 4 (quantity)."
@@ -426,6 +427,7 @@ def format_table(kind: int, cells) -> str:
 
 def main(argv):
     common.quiet_logs()
+    common.refuse_distributed("noniid", "the non-IID binary")
     if len(argv) > 1:
         common.fail(PROGRAM, f"unexpected arguments {argv[1:]}")
     try:

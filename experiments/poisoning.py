@@ -87,7 +87,7 @@ def main(argv):
             "poisoning", f"--malicious_counts must be integers, got {FLAGS.malicious_counts}"
         )
     try:
-        config = common.federation_config()
+        config = common.federation_config("poisoning")
         settings = grid_settings(FLAGS.grid, FLAGS.click_models, counts)
         for setting in settings:
             try:
@@ -97,17 +97,21 @@ def main(argv):
                     error.field, error.field
                 )
                 raise common.UserError(f"--{field}: {error.message}") from None
-        output = common.claim_output(("results.json", "table.txt"))  # before any work
-        train, test, source = common.load_datasets()
-        spec, arrays = common.build(config, train, test, settings)
-        print(
-            f"poisoning: {len(settings)} settings x {config.n_runs} run(s) x {config.rounds} "
-            f"rounds x {config.n_clients} clients x {config.local_updates} interactions in one "
-            "program",
-            file=sys.stderr,
-        )
+        outputs = ("results.json", "table.txt")
+        output = common.on_every_process(common.claim_output, outputs)  # before any work
+        train, test, source = common.on_every_process(common.load_datasets)
+        spec, arrays = common.on_every_process(common.build, config, train, test, settings)
+        writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+        if writer:
+            print(
+                f"poisoning: {len(settings)} settings x {config.n_runs} run(s) x {config.rounds} "
+                f"rounds x {config.n_clients} clients x {config.local_updates} interactions in "
+                "one program",
+                file=sys.stderr,
+            )
         log = common.ProgressLog("poisoning")
-        result = federation.run(spec, arrays, progress=log, checkpoint=output.checkpoint())
+        progress = log if writer else None
+        result = federation.run(spec, arrays, progress=progress, checkpoint=output.checkpoint())
         results = results_of(config, settings, result, train, test, source, log)
         path = output.write_json("results.json", results)
         table = format_table(results["cells"])
@@ -115,6 +119,8 @@ def main(argv):
     except common.UserError as error:
         common.fail("poisoning", str(error))
     output.finish()
+    if not writer:
+        return
     print(table)
     print(
         f"{len(settings)} settings in {result.run_seconds:.1f} s "

@@ -237,7 +237,10 @@ def format_table(results: dict) -> str:
     labels = results["labels"]
     deltas = results["config"]["delta_t"]
     steps = sorted(results["config"]["unlearn_local_updates"], reverse=True)
-    fmt = lambda v: f"{np.mean(v):.4f} ± {np.std(v, ddof=1) if len(v) > 1 else 0.0:.4f}"
+
+    def fmt(v):
+        return f"{np.mean(v):.4f} ± {np.std(v, ddof=1) if len(v) > 1 else 0.0:.4f}"
+
     reference = {
         (row["configuration"], row["click_model"]): row["final_offline_ndcg"]
         for row in results["training"]
@@ -282,6 +285,7 @@ def format_table(results: dict) -> str:
 
 def main(argv):
     common.quiet_logs()
+    common.refuse_distributed("unlearning", "the unlearning binary")
     if len(argv) > 1:
         common.fail("unlearning", f"unexpected arguments {argv[1:]}")
     try:

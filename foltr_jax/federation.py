@@ -19,7 +19,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import click_models, loop, metrics, pipeline, rankers
+from foltr_jax import click_models, loop, metrics, multiprocess, pipeline, rankers
 from foltr_jax.client_plan import ClientPlan, client_arrays
 from foltr_jax.config import (
     ConfigError,
@@ -38,6 +38,7 @@ from foltr_jax.rounds import (
     history_length,
     initial_server_state,
     noise_once,
+    run_chunk,
     run_chunk_jit,
     server_stages,
 )
@@ -165,6 +166,12 @@ def _check_scale(config: FederationConfig, settings, history_every, clients) -> 
         raise ConfigError(
             "client_chunk", "does not combine with update histories or FedPer's personal layers"
         )
+    if jax.process_count() > 1 and config.n_devices != jax.device_count():
+        raise ConfigError(
+            "n_devices",
+            f"must be the {jax.device_count()} devices of the {jax.process_count()} processes "
+            f"in a multi-process run, got {config.n_devices}",
+        )
     if config.n_devices > 1:
         available = len(jax.devices())
         if config.n_devices > available:
@@ -222,6 +229,12 @@ class RunResult:
         return self.interactions / max(self.run_seconds, 1e-9)
 
 
+@functools.cache
+def _run_chunk_replicated():
+    """``run_chunk_jit`` for a multi-process run: replicated outputs (multiprocess)."""
+    return multiprocess.replicated_jit(run_chunk, static_argnums=(0, 1), donate_argnums=(3,))
+
+
 def _interactions_per_round(cfg: FederationConfig, arrays: Arrays) -> int:
     """Σ_c n_c: B per client, or each client's own step count (Type 4)."""
     if arrays.clients is not None and arrays.clients.steps is not None:
@@ -269,11 +282,14 @@ def run(
         }
         params = (params, personal)
     server_state = initial_server_state(spec, arrays, params[0] if spec.personal_keys else params)
+    # Several processes: global inputs, replicated over every process's devices.
+    consts = multiprocess.replicated((arrays, train_keys))
+    state = multiprocess.replicated((params, server_state, history))
     (params, _, history), outputs, compile_seconds, run_seconds = scan_in_chunks(
-        run_chunk_jit,
+        _run_chunk_replicated() if multiprocess.is_multiprocess() else run_chunk_jit,
         spec,
-        (arrays, train_keys),
-        (params, server_state, history),
+        consts,
+        state,
         cfg.rounds,
         cfg.chunk_rounds,
         progress,

@@ -355,16 +355,18 @@ def train_lanes(
     mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), ("lanes",))
     split, whole = jax.sharding.PartitionSpec("lanes"), jax.sharding.PartitionSpec()
 
-    def shard(params, keys, lane_facts, scores, steps):
-        return local_training(spec, arrays, params, keys, lane_facts, scores, steps)
+    # The data go in as an argument (replicated), not closed over: over several processes
+    # they are global arrays on the mesh, which shard_map must see in its own (manual) view.
+    def shard(data, params, keys, lane_facts, scores, steps):
+        return local_training(spec, data, params, keys, lane_facts, scores, steps)
 
     return jax.shard_map(
         shard,
         mesh=mesh,
-        in_specs=(split, split, split, whole, split),
+        in_specs=(whole, split, split, split, whole, split),
         out_specs=split,
         check_vma=False,
-    )(lane_params, lane_keys, lanes, global_scores, lane_steps)
+    )(arrays, lane_params, lane_keys, lanes, global_scores, lane_steps)
 
 
 def ranking_quality(scores, test: DeviceData, spec):

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import files
+from foltr_jax import files, multiprocess
 
 ProgressFn = Callable[[int, int, float], None]  # (rounds done, rounds total, seconds so far)
 
@@ -49,16 +49,28 @@ def scan_in_chunks(
     Returns (final state, [out per chunk] on the host, compile seconds, run seconds);
     after a resume the seconds are summed over every invocation that computed the
     kept chunks.
+
+    Over several processes (``multiprocess``) ``consts`` and ``state`` are global
+    arrays and ``chunk_fn``'s outputs replicated: process 0 alone reads and writes the
+    checkpoint, and sends what it read to the others (no shared filesystem needed).
     """
     chunk = min(chunk, total)
     lengths = [chunk] * (total // chunk) + ([total % chunk] if total % chunk else [])
     outputs, done = [], 0
     earlier = {"compile": 0.0, "run": 0.0}  # seconds of earlier invocations
-    if checkpoint and checkpoint_key is None:
+    writer = multiprocess.is_writer()
+    if checkpoint and checkpoint_key is None and writer:
         checkpoint_key = fingerprint(static, consts, state)
     if checkpoint:
-        out_shapes = lambda: chunk_fn.eval_shape(static, lengths[0], consts, state, jnp.int32(0))[1]
-        saved = _load_checkpoint(checkpoint, checkpoint_key, total, state, out_shapes)
+
+        def out_shapes():
+            return chunk_fn.eval_shape(static, lengths[0], consts, state, jnp.int32(0))[1]
+
+        saved = None
+        if writer:
+            saved = _load_checkpoint(checkpoint, checkpoint_key, total, state, out_shapes)
+        if multiprocess.is_multiprocess():
+            saved = _share_checkpoint(saved, state, out_shapes)
         if saved is not None:
             state, outputs, done, earlier = saved
             while lengths and sum(lengths) > total - done:  # drop the chunks already done
@@ -76,7 +88,7 @@ def scan_in_chunks(
         state, out = compiled[n](consts, state, jnp.int32(done))
         outputs.append(jax.device_get(out))
         done += n
-        if checkpoint:
+        if checkpoint and writer:
             seconds = {"compile": compile_seconds, "run": earlier["run"] + _since(run_start)}
             _save_checkpoint(checkpoint, checkpoint_key, total, done, state, outputs, seconds)
         if progress is not None:
@@ -184,6 +196,37 @@ def _load_checkpoint(path, key, total, state, out_shapes):
         return None
     restored = jax.tree_util.tree_unflatten(state_tree, [jnp.asarray(a) for a in arrays[:n]])
     return restored, [tree.unflatten(outputs)], done, seconds
+
+
+def _share_checkpoint(saved, state, out_shapes):
+    """What process 0 read from the checkpoint (``_load_checkpoint``'s tuple or None),
+    on every process, with the state as global replicated arrays."""
+    done = int(multiprocess.broadcast(np.int32(saved[2] if saved is not None else 0)))
+    if not done:
+        return None
+    state_leaves, state_tree = jax.tree_util.tree_flatten(state)
+    expected, out_tree = jax.tree_util.tree_flatten(out_shapes())
+    if saved is not None:
+        restored, outputs, _, seconds = saved
+        payload = (
+            [np.asarray(a) for a in jax.tree_util.tree_leaves(restored)],
+            [np.asarray(a) for a in jax.tree_util.tree_leaves(outputs[0])],
+            np.array([seconds["compile"], seconds["run"]], np.float32),
+        )
+    else:
+        payload = (
+            [np.zeros(np.shape(a), a.dtype) for a in state_leaves],
+            [np.zeros((done,) + o.shape[1:], o.dtype) for o in expected],
+            np.zeros(2, np.float32),
+        )
+    state_part, output_part, seconds = multiprocess.broadcast(payload)
+    restored = jax.tree_util.tree_unflatten(state_tree, state_part)
+    return (
+        multiprocess.replicated(restored),
+        [out_tree.unflatten(output_part)],
+        done,
+        {"compile": float(seconds[0]), "run": float(seconds[1])},
+    )
 
 
 def fingerprint(static, *trees) -> str:

@@ -1,0 +1,264 @@
+"""Several processes, one program: two local processes with two CPU devices each form one
+4-device JAX program (jax.distributed, gloo collectives), as on several hosts.
+
+Each process runs in its own folder with a relative --output_dir, so the files of each
+can be told apart: process 0 alone writes; the other reads nothing from disk either
+(process 0 sends it the checkpoint).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from sample_data import REPO_ROOT
+
+# Tiny data (short queries compile fast): the test runs in CI on two cores.
+TINY = ["--synthetic_queries=20", "--synthetic_features=8", "--synthetic_docs_per_query=8"]
+# Plain and DP cells, two runs, clients in chunks: 2 clients x 2 runs x 2 cells = 8 lanes
+# per chunk over 4 devices.
+ARGS = [
+    *TINY,
+    "--n_clients=4",
+    "--client_chunk=2",
+    "--local_updates=2",
+    "--n_runs=2",
+    "--privacy_grid=none,4.5:5",
+    "--rounds=30",
+    "--chunk_rounds=3",
+    "--n_devices=4",
+]
+CELLS = ["informational_eps0_delta0", "informational_eps4.5_delta5"]
+CURVES = ["offline_ndcg", "offline_mrr", "online_ndcg", "online_max_rr", "initial_offline_ndcg"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def environment(tmp_path, devices: int) -> dict:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "FOLTR_JAX_CACHE": str(tmp_path / "cache"),
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+    }
+
+
+def start(module, args, tmp_path, name, n=2, process_args=None, env=None):
+    """Starts ``n`` processes of ``python -m experiments.<module> --distributed args``, each
+    in tmp_path/<name>/p<i>, with the JAX_* variables of a local cluster.
+    Returns [(Popen, folder)]."""
+    port = free_port()
+    processes = []
+    for i in range(n):
+        folder = tmp_path / name / f"p{i}"
+        folder.mkdir(parents=True, exist_ok=True)
+        extra = (process_args or {}).get(i, [])
+        variables = {
+            **environment(tmp_path, 2),
+            "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+            "JAX_NUM_PROCESSES": str(n),
+            "JAX_PROCESS_ID": str(i),
+            **(env or {}),
+        }
+        command = [sys.executable, "-m", f"experiments.{module}", "--distributed", *args, *extra]
+        with open(folder / "stderr", "w") as err, open(folder / "stdout", "w") as out:
+            process = subprocess.Popen(command, cwd=folder, env=variables, stdout=out, stderr=err)
+        processes.append((process, folder))
+    return processes
+
+
+def kill(processes) -> None:
+    for process, _ in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def finish(processes, timeout=120) -> list:
+    """Waits for every process (all are killed if one is late); returns [(rc, stderr)]."""
+    deadline = time.time() + timeout
+    try:
+        for process, _ in processes:
+            process.wait(timeout=max(deadline - time.time(), 0.1))
+    except subprocess.TimeoutExpired:
+        kill(processes)
+        raise AssertionError("a process did not finish in time") from None
+    finally:
+        kill(processes)
+    return [(p.returncode, (folder / "stderr").read_text()) for p, folder in processes]
+
+
+def error_lines(stderr: str) -> list:
+    """Our own lines: without the C++ runtime's log lines and gloo's connection notes."""
+    return [
+        line
+        for line in stderr.strip().splitlines()
+        if not line.startswith(("[Gloo]", "W0", "I0", "E0"))
+    ]
+
+
+def cells(folder) -> dict:
+    return {c: json.loads((folder / c / "results.json").read_text()) for c in CELLS}
+
+
+def test_two_processes_give_the_one_process_results_and_resume_a_killed_run(tmp_path):
+    # One process with 4 devices, alongside the two processes (both compile meanwhile).
+    single = tmp_path / "single"
+    reference = subprocess.Popen(
+        [sys.executable, "-m", "experiments.fpdgd", *ARGS, f"--output_dir={single}"],
+        cwd=REPO_ROOT,
+        env=environment(tmp_path, 4),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # Killed (SIGKILL, both) as soon as process 0 has saved a checkpoint, then started again.
+    processes = start("fpdgd", [*ARGS, "--output_dir=out"], tmp_path, "run")
+    out = tmp_path / "run" / "p0" / "out"
+    deadline = time.time() + 120
+    try:
+        while not (out / ".checkpoint.npz").exists():
+            assert all(p.poll() is None for p, _ in processes), "a process ended early"
+            assert time.time() < deadline, "no checkpoint in time"
+            time.sleep(0.01)
+    finally:
+        kill(processes)
+    assert not (out / "grid.json").exists(), "the run finished before it could be killed"
+
+    assert (out / ".checkpoint.npz").exists()
+    processes = start("fpdgd", [*ARGS, "--output_dir=out"], tmp_path, "run")
+    for (rc, stderr), who in zip(finish(processes), ("process 0", "process 1")):
+        assert rc == 0, f"{who}: {stderr}"
+    try:
+        _, stderr = reference.communicate(timeout=120)
+    finally:
+        reference.kill()
+    assert reference.returncode == 0, stderr
+    p0, p1 = (tmp_path / "run" / f"p{i}" for i in range(2))
+    # Only process 0 wrote (results, grid; the checkpoint removed), and only it reported.
+    assert sorted(p.name for p in (p0 / "out").iterdir()) == sorted(["grid.json", *CELLS])
+    assert not (p1 / "out").exists()
+    assert "resumed from the checkpoint" in (p0 / "stderr").read_text()
+    assert "round" not in (p1 / "stderr").read_text() and not error_lines(
+        (p1 / "stdout").read_text()
+    )
+
+    one, two = cells(single), cells(p0 / "out")
+    for cell in CELLS:
+        assert two[cell]["timings"]["resumed_at_round"]["fpdgd"] > 0
+        assert two[cell]["config"] == one[cell]["config"]
+        for curve in CURVES:
+            np.testing.assert_allclose(two[cell][curve], one[cell][curve], rtol=0, atol=1e-5)
+
+
+def test_processes_with_other_flags_are_refused_in_one_line(tmp_path):
+    processes = start(
+        "fpdgd",
+        [*TINY, "--n_clients=4", "--rounds=2", "--n_devices=4", "--output_dir=out"],
+        tmp_path,
+        "mismatch",
+        process_args={1: ["--seed=7"]},
+    )
+    for rc, stderr in finish(processes):
+        assert rc == 2, stderr
+        assert error_lines(stderr) == [
+            "fpdgd: error: --distributed: process(es) [1] run with other flags than process 0: "
+            "start every process with the same flags and data"
+        ], stderr
+    assert not any((tmp_path / "mismatch").glob("p*/out"))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--n_devices=2"], "--n_devices: must be the 4 devices of the 2 processes"),
+        (["--n_clients=3", "--n_devices=4"], "--n_devices: must divide the 3 lanes of a round"),
+    ],
+)
+def test_devices_that_do_not_fit_the_processes_are_refused_in_one_line(tmp_path, args, message):
+    processes = start("fpdgd", [*TINY, "--rounds=2", *args], tmp_path, "devices")
+    for rc, stderr in finish(processes):
+        assert rc == 2, stderr
+        (line,) = error_lines(stderr)
+        assert line.startswith(f"fpdgd: error: {message}"), line
+
+
+def test_a_process_that_fails_alone_stops_the_others(tmp_path):
+    (tmp_path / "alone" / "p0").mkdir(parents=True)
+    (tmp_path / "alone" / "p0" / "out").write_text("not a folder")  # only process 0 claims it
+    processes = start("fpdgd", [*TINY, "--n_devices=4", "--output_dir=out"], tmp_path, "alone")
+    (rc0, stderr0), (rc1, stderr1) = finish(processes)
+    assert rc0 == 2 and error_lines(stderr0) == [
+        "fpdgd: error: --output_dir: out exists and is not a folder"
+    ], stderr0
+    assert rc1 == 2 and error_lines(stderr1) == [
+        "fpdgd: error: --distributed: process(es) [0] failed (see their error); stopping"
+    ], stderr1
+
+
+def test_an_unreachable_coordinator_ends_in_one_line_after_the_timeout(tmp_path):
+    start_time = time.time()
+    # Process 1 of 2 with nobody at the coordinator's address.
+    processes = start(
+        "fpdgd",
+        [*TINY, "--distributed_timeout=2"],
+        tmp_path,
+        "alone",
+        n=1,
+        env={"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"},
+    )
+    ((rc, stderr),) = finish(processes, timeout=60)
+    assert rc == 2, stderr
+    (line,) = error_lines(stderr)
+    assert line.startswith("fpdgd: error: --distributed_timeout: the 2 processes did not all")
+    assert time.time() - start_time < 30
+
+
+def test_distributed_without_a_cluster_or_variables_ends_in_one_line(tmp_path):
+    env = {k: v for k, v in environment(tmp_path, 1).items() if not k.startswith("JAX_PROC")}
+    env.pop("JAX_COORDINATOR_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.fpdgd", "--distributed", "--output_dir=out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = error_lines(done.stderr)
+    assert line.startswith("fpdgd: error: --distributed: jax.distributed.initialize failed")
+    assert "JAX_COORDINATOR_ADDRESS" in line and not (tmp_path / "out").exists()
+
+
+def test_binaries_that_do_not_share_the_engine_refuse_distributed(tmp_path):
+    for module, args in [
+        ("foltr_es", []),
+        ("fedips", []),
+        ("noniid", ["--type=2"]),
+        ("unlearning", []),
+        ("benchmark", ["--suite"]),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-m", f"experiments.{module}", "--distributed", *args],
+            cwd=tmp_path,
+            env=environment(tmp_path, 1),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, (module, done.stderr)
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"{module}: error: --distributed: "), line
+        assert not list(tmp_path.glob("results*")), module
