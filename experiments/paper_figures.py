@@ -480,7 +480,7 @@ def _noniid_type1(pool, recipe):
         pool,
         "Table 4.2",
         "Online performance (discounted cumulative nDCG@10) on Type 1 data.",
-        [(r, None) for r, _ in rankers],
+        [(f"{r} ranker", r) for r, _ in rankers],
         [(_click_title(c), (lambda r, c=c: f"{r}_{c}")) for c in clicks],
     )
     return out, [table]
@@ -834,7 +834,7 @@ def _unlearning(pool, recipe):
         f"{unlearned} by n′ and Δt.",
         header,
         [base_row] + rows,
-        "**best**; ^x: the retrained ranker is significantly better than row x (paired "
+        "bold: best; ^x: the retrained ranker is significantly better than row x (paired "
         f"Student's t-test, Bonferroni over {k} comparisons, p ≤ 0.05).",
     )
     return [fig2, fig3], [table]
@@ -844,7 +844,8 @@ def _unlearning(pool, recipe):
 
 
 def _fedips_fig1(pool, recipe):
-    gammas = sorted({float(s.run.split("_")[0][5:]) for s in pool.series})
+    gammas = sorted({float(s.run.split("_")[0][5:]) for s in pool.find(prefix="gamma")})
+    full_information = pool.one(run="lambda_linear")
     dataset = pool.datasets[0] if pool.datasets else ""
 
     def panel(g):
@@ -855,13 +856,14 @@ def _fedips_fig1(pool, recipe):
         ):
             for s in pool.find(run=run):
                 out.append(_line(s, name, COLOURS[name], style))
+        out.append(_line(full_information, "λLinear", "#000000", ":", constant=True))
         return _panel(f"γ = {_number(g)}", out)
 
     return [
         PaperFigure(
             "Figure 1",
-            "NDCG@5 of FedIPS and FedAvg by position bias γ (shaded: standard deviation; the "
-            "paper shades the standard error).",
+            "NDCG@5 of FedIPS, FedAvg and λLinear (its final NDCG@5) by position bias γ "
+            "(shaded: standard deviation; the paper shades the standard error).",
             [dataset],
             [f"γ = {_number(g)}" for g in gammas],
             [[panel(g) for g in gammas]],
@@ -1125,16 +1127,8 @@ def markdown(recipe_name: str, tables: list) -> str:
     return "\n".join(lines)
 
 
-def make_page(results_dir, recipe, output_dir=None) -> dict:
-    """Draws a recipe's figures and tables (one file each, and all on page.png/.pdf) and
-    writes paper.json and paper_tables.md; returns the paper.json content."""
-    results_dir = pathlib.Path(results_dir)
-    output_dir = pathlib.Path(output_dir) if output_dir else results_dir / "report"
-    series = figures.load_series(results_dir)
-    pool = Pool(series, recipe)
-    paper_figures, tables = LAYOUTS[recipe.name](pool, recipe)
-    summary = {"recipe": recipe.name, "title": recipe.title, "datasets": pool.datasets}
-    summary.update(describe(paper_figures, tables))
+def _draw_all(paper_figures, tables, recipe, output_dir) -> list:
+    """paper_<figure>.png/.pdf for every figure, and page.png/.pdf with figures and tables."""
     written = []
     sizes = [figure_size(f) for f in paper_figures] + [table_size(t) for t in tables]
     for i, f in enumerate(paper_figures):
@@ -1161,6 +1155,22 @@ def make_page(results_dir, recipe, output_dir=None) -> dict:
         for suffix in ("png", "pdf"):
             _save(page, output_dir / f"page.{suffix}")
             written.append(f"page.{suffix}")
+    return written
+
+
+def make_page(results_dir, recipe, output_dir=None, draw: bool = True) -> dict:
+    """Draws a recipe's figures and tables (one file each, and all on page.png/.pdf) and
+    writes paper.json and paper_tables.md; returns the paper.json content."""
+    results_dir = pathlib.Path(results_dir)
+    output_dir = pathlib.Path(output_dir) if output_dir else results_dir / "report"
+    series = figures.load_series(results_dir)
+    pool = Pool(series, recipe)
+    paper_figures, tables = LAYOUTS[recipe.name](pool, recipe)
+    summary = {"recipe": recipe.name, "title": recipe.title, "datasets": pool.datasets}
+    summary.update(describe(paper_figures, tables))
+    written = []
+    if draw:
+        written = _draw_all(paper_figures, tables, recipe, output_dir)
     summary["files"] = written
     figures._write_text(output_dir / "paper_tables.md", markdown(recipe.name, tables))
     figures._write_text(

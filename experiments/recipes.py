@@ -259,9 +259,20 @@ def recipes(quick: bool) -> dict:
                     label=("FedIPS" if propensity == "known" else "FedAvg") + f", γ = {gamma}",
                 )
             )
+    # λLinear: full-information LambdaRank, the same in every γ panel (no clicks involved)
+    fig1.append(
+        Run(
+            "lambda_linear",
+            "fedips",
+            _f(baseline="lambdarank", gamma=1.0) + (_f(n_users=200) if quick else ()),
+            label="λLinear",
+        )
+    )
     out.append(
         Recipe(
-            "fedips_fig1", "FedIPS paper Figure 1: position bias γ, FedIPS vs FedAvg", tuple(fig1)
+            "fedips_fig1",
+            "FedIPS paper Figure 1: position bias γ, FedIPS vs FedAvg and λLinear",
+            tuple(fig1),
         )
     )
     users = (100, 500) if quick else (100, 500, 2500, 12500, 62500)
