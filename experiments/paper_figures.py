@@ -930,7 +930,7 @@ def _legend_layout(figure: PaperFigure, width: float) -> tuple[int, int]:
     if not entries:
         return 1, 0
     longest = max(len(e[0]) for e in entries)
-    ncol = max(1, min(len(entries), int(width / (0.075 * longest + 0.7))))
+    ncol = max(1, min(len(entries), int(width / (0.065 * longest + 0.6))))
     return ncol, math.ceil(len(entries) / ncol)
 
 
