@@ -12,6 +12,19 @@ each panel of each of the paper's figures and tables:
 (page.png, page.pdf) to lay next to the paper, and paper.json (the structure: panels, line
 labels, table cells; strict JSON) for tests and readers.  Runs of the same setting on several
 folds of a dataset are pooled, as the papers average over folds.
+
+Where the paper's text does not fix the layout (its figure images are not in papers/), the
+layout is a reading of its caption and text:
+- poisoning Figure 4: the defences are drawn with the smallest m of the grid as their assumed
+  number of attackers (the paper does not say which m its no-attack defences assumed);
+- thesis Figure 4.4: one row per ranker with the remedy the recipe runs for it (linear: FedProx
+  over μ, neural: FedPer); Figure 4.7: one row per ranker with every remedy run at B = 5;
+- thesis Figure 4.8: one panel per click-model family (CCM, PBM), as its sub-captions;
+- FedIPS Figure 1: one panel per γ (the paper also varies the dataset, K and m); λLinear is a
+  horizontal line at its final NDCG@5; Figure 2 (right) has one m, not the paper's several;
+- unlearning Figure 3 and Table 3 use the n′ and Δt of the grid nearest to the paper's
+  (n′ = 3, Δt = 10) when the grid (--quick) lacks them; Table 3's superscripts mark the rows the
+  retrained 9H-0M is significantly better than.
 """
 
 from __future__ import annotations
@@ -257,7 +270,7 @@ def _fpdgd_fig2(pool: Pool, recipe):
         out = []
         for i, e in enumerate(eps):
             s = pool.one(run="fpdgd", panel=click, dataset=dataset, epsilon=e)
-            out.append(_line(s, f"FPDGD ε = {_number(e)}", BLUES[i % 4], "-"))
+            out.append(_line(s, f"FPDGD ε = {_number(e)}", BLUES[i % 4], "-", "v^sD"[i % 4]))
         for run, style in (("pdgd_same_updates", "--"), ("pdgd", "-.")):
             s = pool.one(run=run, panel=click, dataset=dataset)
             out.append(_line(s, s and s.run_label, s and colour_for(s.run_label), style))
@@ -406,8 +419,12 @@ def _noniid_lines(series_list, names=None, suffix="", linestyle="-", colour=None
         if names is not None and not any(name.startswith(n) for n in names):
             continue
         c = colour or _cell_colour(name, prox)
+        marker = {"FedPer": "P", "Data-sharing": "*"}.get(name)
+        if name.startswith("FedProx"):
+            marker = "osv^D"[prox % 5]
         prox += name.startswith("FedProx")
-        out.append(_line(s, name + suffix, c, linestyle if name != "IID" else "-"))
+        style = "-" if name == "IID" else ("--" if name == "non-IID" else linestyle)
+        out.append(_line(s, name + suffix, c, style, marker))
     return out
 
 
@@ -940,7 +957,8 @@ def figure_size(figure: PaperFigure) -> tuple[float, float]:
     return width, PANEL_H * len(figure.rows) + 0.22 * legend_rows + 0.9
 
 
-def _draw_line(ax, line: Line, curve: str) -> None:
+def _draw_line(ax, line: Line, curve: str, index: int = 0) -> None:
+    """Mean curve and ±sd band; markers staggered by ``index`` so that equal curves show."""
     s = line.series
     curves = getattr(s, curve)
     if curves is None:
@@ -962,7 +980,7 @@ def _draw_line(ax, line: Line, curve: str) -> None:
         color=line.colour,
         linestyle=line.linestyle,
         marker=line.marker,
-        markevery=every,
+        markevery=(index * max(1, every // 4) % every, every),
         markersize=3.5,
         linewidth=1.3,
     )
@@ -987,8 +1005,8 @@ def draw_figure(figure: PaperFigure, container) -> None:
                 ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
                 ax.set_xticks([])
             else:
-                for line in panel.lines:
-                    _draw_line(ax, line, figure.curve)
+                for index, line in enumerate(panel.lines):
+                    _draw_line(ax, line, figure.curve, index)
                 ax.set_title(panel.title, fontsize="small")
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize="x-small")
