@@ -62,6 +62,7 @@ MAX_POINTS = 400  # per drawn curve
 # One colour per method (or per value of the parameter a figure varies), whatever the figure.
 BLUES = ("#9ecae1", "#4292c6", "#2171b5", "#08306b")
 REDS = ("#fdae6b", "#f16913", "#d94801", "#7f2704")
+PURPLES = ("#bcbddc", "#9e9ac8", "#807dba", "#6a51a3", "#3f007d")
 CYCLE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 COLOURS = {
     "PDGD (same budget)": "#000000",
@@ -892,7 +893,10 @@ def _fedips_fig1(pool, recipe):
 
 def _fedips_fig2(pool, recipe):
     users = sorted(int(s.run[5:]) for s in pool.series if s.run.startswith("users"))
-    left = [_line(pool.one(run=f"users{u}"), f"|U| = {u}", CYCLE[i]) for i, u in enumerate(users)]
+    left = [
+        _line(pool.one(run=f"users{u}"), f"|U| = {u}", PURPLES[i % 5], "-", "os^vD"[i % 5])
+        for i, u in enumerate(users)
+    ]
     right = []
     for p, style in (("estimated", "-"), ("known", "--"), ("none", ":")):
         s = pool.one(run=f"estimated_{p}")
