@@ -408,7 +408,7 @@ def _cell_name(name: str) -> str:
 
 def _cell_colour(name: str, i: int) -> str:
     if name.startswith("FedProx"):
-        greens = ("#c7e9c0", "#74c476", "#31a354", "#006d2c", "#00441b")
+        greens = ("#74c476", "#31a354", "#006d2c", "#00441b", "#a1d99b")
         return greens[i % len(greens)]
     return colour_for(name, i)
 
@@ -526,10 +526,7 @@ def _noniid_type2(pool, recipe):
         b = 5 if 5 in bs else bs[len(bs) // 2]
         return _panel(_click_title(click), _noniid_lines(pool.find(run=f"{ranker}_b{b}_{click}")))
 
-    rows = [
-        f"MSLR-WEB10K ({r} ranker)" if pool.datasets == ["MSLR-WEB10K"] else f"{r} ranker"
-        for r in rankers
-    ]
+    rows = [f"{', '.join(pool.datasets)} ({r} ranker)" for r in rankers]
     out = [
         PaperFigure(
             "Figure 4.5",
