@@ -582,9 +582,16 @@ def _noniid_type3(pool, recipe):
         PaperFigure(
             "Figure 4.8",
             "Offline performance (nDCG@10) for Type 3, separately under CCM and PBM clicks.",
-            [""],
+            [", ".join(pool.datasets)],
             [f"linear ranker under {k.upper()} clicks" for k in kinds],
-            [[_panel(f"{k.upper()} clicks", _noniid_lines(pool.find(run=k))) for k in kinds]],
+            [
+                [
+                    _panel(
+                        f"linear ranker under {k.upper()} clicks", _noniid_lines(pool.find(run=k))
+                    )
+                    for k in kinds
+                ]
+            ],
         )
     ], []
 

@@ -653,7 +653,10 @@ def test_noniid_figures_and_tables(paper_pages):
     figure = figure_of(paper_pages["noniid_type2_r2"], "Figure 4.6")
     assert figure["rows"] == ["linear ranker"] and len(figure["panels"]) == 3
     figure = figure_of(paper_pages["noniid_type3"], "Figure 4.8")
-    assert [p["title"] for p in figure["panels"]] == ["CCM clicks", "PBM clicks"]
+    assert [p["title"] for p in figure["panels"]] == [
+        "linear ranker under CCM clicks",
+        "linear ranker under PBM clicks",
+    ]
     figure = figure_of(paper_pages["noniid_type4"], "Figure 4.9")
     assert len(figure["rows"]) == 3 and len(figure["panels"]) == 9
 
