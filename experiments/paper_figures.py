@@ -566,7 +566,7 @@ def _noniid_type2_r2(pool, recipe):
         PaperFigure(
             "Figure 4.6",
             "Offline performance (nDCG@10) for Type 2 (#R = 2), |C| = 10, B = 5.",
-            [f"{r} ranker" for r in rankers],
+            [f"{', '.join(pool.datasets)} ({r} ranker)" for r in rankers],
             [_click_title(c) for c in CLICKS],
             [
                 [_panel(_click_title(c), _noniid_lines(pool.find(run=f"{r}_{c}"))) for c in CLICKS]

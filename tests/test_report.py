@@ -651,7 +651,7 @@ def test_noniid_figures_and_tables(paper_pages):
     assert len(table["rows"]) == 6
 
     figure = figure_of(paper_pages["noniid_type2_r2"], "Figure 4.6")
-    assert figure["rows"] == ["linear ranker"] and len(figure["panels"]) == 3
+    assert figure["rows"] == ["synthetic (linear ranker)"] and len(figure["panels"]) == 3
     figure = figure_of(paper_pages["noniid_type3"], "Figure 4.8")
     assert [p["title"] for p in figure["panels"]] == [
         "linear ranker under CCM clicks",
