@@ -146,7 +146,11 @@ def run_recipe(
         results_dir / recipe.name, baseline=recipe.baseline, paired=recipe.paired
     )
     figures = [f for group in summary["groups"].values() for f in group.get("figures", [])]
-    paper_figures.make_page(results_dir / recipe.name, recipe)
+    try:
+        paper_figures.make_page(results_dir / recipe.name, recipe)
+    except (report.ReportError, ValueError, KeyError, IndexError, TypeError) as error:
+        # the runs and the report are on disk; `experiments.report --recipe` redraws the page
+        print(f"[{recipe.name}] paper figures not drawn: {error!r}", file=sys.stderr)
     print(
         f"[{recipe.name}] report: {len(figures)} figure file(s), and the paper's figures and "
         f"tables on page.png/page.pdf in {results_dir / recipe.name / 'report'}",
