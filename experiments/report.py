@@ -2,6 +2,12 @@ r"""Figures and tables from a folder of results.json files.
 
     python -m experiments.report --results_dir=results
     python -m experiments.report --results_dir=results --baseline=fpdgd --output_dir=paper
+    python -m experiments.report --recipe=fpdgd_fig2 [--quick]   # the paper's figures
+
+With --recipe (a batch recipe, see `python -m experiments.batch --list`; --results_dir
+defaults to results/batch/<recipe>), the report also draws the paper's figures and tables
+panel for panel (experiments/paper_figures.py): paper_<figure>.png/.pdf, page.png/.pdf
+(every figure and table of the recipe on one page), paper_tables.md and paper.json.
 
 Finds every results.json under --results_dir (fpdgd-style files and poisoning grids) and writes
 to --output_dir (default <results_dir>/report): curves_<group>.png/.pdf (offline nDCG@10 per
@@ -16,11 +22,15 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
+from experiments import common, paper_figures, recipes
 from experiments import figures as report
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("results_dir", "", "Folder searched recursively for results.json files.")
+flags.DEFINE_string(
+    "recipe", "", "A batch recipe: also draw its paper's figures and tables (paper_figures)."
+)
+flags.DEFINE_bool("quick", False, "The recipe as `batch --quick` ran it (its runs' labels).")
 flags.DEFINE_string("output_dir", "", "Where the report goes; empty: <results_dir>/report.")
 flags.DEFINE_string(
     "baseline",
@@ -39,17 +49,27 @@ def main(argv):
     common.quiet_logs()
     if len(argv) > 1:
         common.fail("report", f"unexpected arguments {argv[1:]}; flags look like --name=value")
-    if not FLAGS.results_dir:
-        common.fail("report", "--results_dir is required")
+    recipe = None
+    if FLAGS.recipe:
+        available = recipes.recipes(FLAGS.quick)
+        if FLAGS.recipe not in available:
+            common.fail("report", f"--recipe: unknown recipe {FLAGS.recipe!r}; see batch --list")
+        recipe = available[FLAGS.recipe]
+    results_dir = FLAGS.results_dir or (f"results/batch/{recipe.name}" if recipe else "")
+    if not results_dir:
+        common.fail("report", "--results_dir is required (or --recipe)")
     try:
         summary = report.build_report(
-            FLAGS.results_dir,
+            results_dir,
             FLAGS.output_dir or None,
-            baseline=FLAGS.baseline,
+            baseline=FLAGS.baseline or (recipe.baseline if recipe else ""),
             alpha=FLAGS.alpha,
-            paired=FLAGS.paired,
+            paired=FLAGS.paired or (recipe.paired if recipe else False),
             equal_var=not FLAGS.welch,
         )
+        paper = None
+        if recipe is not None:
+            paper = paper_figures.make_page(results_dir, recipe, FLAGS.output_dir or None)
     except report.ReportError as error:
         common.fail("report", str(error).replace("\n", " "))
     groups = summary["groups"]
@@ -62,6 +82,9 @@ def main(argv):
         f"{len(summary['files'])} results file(s), {len(groups)} group(s): {figures} figure(s) "
         f"(PNG and PDF), table.md, table.tex and summary.json in {output}"
     )
+    if paper is not None:
+        names = ", ".join(f["name"] for f in paper["figures"] + paper["tables"])
+        print(f"{recipe.name}: {names} on {output / 'page.png'} (and .pdf), paper.json")
 
 
 if __name__ == "__main__":

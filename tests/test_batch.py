@@ -31,6 +31,14 @@ def test_quick_recipe_runs_end_to_end_then_skips_what_is_done(tmp_path):
     for name in group["figures"]:
         assert (report / name).stat().st_size > 1000
     assert (report / "table.md").is_file() and (report / "table.tex").is_file()
+    # the paper's Figure 5, labelled in its words, on the recipe's page
+    paper = json.loads((report / "paper.json").read_text())
+    (figure,) = paper["figures"]
+    assert figure["name"] == "Figure 5" and len(figure["panels"]) == 3
+    for panel in figure["panels"]:
+        assert [line["label"] for line in panel["lines"]] == ["|B| = 2", "|B| = 4", "|B| = 8"]
+    for name in ("page.png", "page.pdf", "paper_figure_5.png", "paper_figure_5.pdf"):
+        assert (report / name).stat().st_size > 1000
 
     again = batch(*args, tmp_path=tmp_path)
     assert again.returncode == 0, again.stderr
@@ -177,10 +185,15 @@ def test_noniid_reuses_finished_cells_and_resumes_the_killed_one(tmp_path):
     assert "[noniid iid] round" not in resumed.stderr, resumed.stderr  # not recomputed
     assert resumed_round(resumed.stderr, "noniid noniid") >= 5, resumed.stderr
     assert [c["name"] for c in b["cells"]] == ["iid", "noniid"]
-    strip = lambda results: {
-        **without_timings(results),
-        "cells": [{k: v for k, v in c.items() if k not in CELL_TIMINGS} for c in results["cells"]],
-    }
+
+    def strip(results):
+        return {
+            **without_timings(results),
+            "cells": [
+                {k: v for k, v in c.items() if k not in CELL_TIMINGS} for c in results["cells"]
+            ],
+        }
+
     assert strip(a) == strip(b)
 
 
@@ -195,9 +208,12 @@ def test_unlearning_reuses_finished_trainings_and_resumes_the_killed_one(tmp_pat
         assert f"[{label}] finished by an earlier run, reused" in resumed.stderr
         assert f"[{label}] round" not in resumed.stderr, resumed.stderr  # not recomputed
     assert resumed_round(resumed.stderr, "9H-0M") >= 5, resumed.stderr
-    strip = lambda results: {
-        k: v for k, v in results.items() if k not in {"wall_seconds", "timings", "versions"}
-    }
+
+    def strip(results):
+        return {
+            k: v for k, v in results.items() if k not in {"wall_seconds", "timings", "versions"}
+        }
+
     assert strip(a) == strip(b)
     assert b["timings"]["resumed_at_round"]["9H-0M"] >= 5
 
@@ -207,4 +223,6 @@ def test_quick_fig2_compares_fpdgd_and_foltr_es_on_the_same_synthetic_data(tmp_p
     assert result.returncode == 0, result.stderr
     commands = result.stdout.strip().splitlines()
     assert {c.split()[2] for c in commands} == {"experiments.fpdgd", "experiments.foltr_es"}
+    assert len(commands) == 15  # FPDGD, PDGD with both budgets, FOLtR-ES over p and click model
+    assert sum("--centralised_form=same_updates" in c for c in commands) == 1
     assert all("--synthetic_queries=60" in c for c in commands)

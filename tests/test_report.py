@@ -346,3 +346,351 @@ def test_other_metric_single_runs_and_duplicate_settings(results_dir, tmp_path):
     assert f"{LABELS['fpdgd']} (again)" in labels
     assert f"{LABELS['fpdgd']} (runs/fpdgd_perfect)" in labels
     assert summary["groups"][GROUP]["baseline"] is None  # 'fpdgd' is now in three labels
+
+
+# ------------------------------------------------- the papers' figures (experiments.paper_figures)
+
+ROUNDS = 3
+
+
+def fake_curves(level, n_runs=2):
+    """[n_runs][ROUNDS] offline curves rising to about ``level``."""
+    return [[level / 3, level / 2, level + 0.01 * r] for r in range(n_runs)]
+
+
+def fake_cell(level, online=None):
+    online = 10 * level if online is None else online
+    return {
+        "offline_ndcg": fake_curves(level),
+        "offline_mrr": fake_curves(level),
+        "initial_offline_ndcg": [0.1, 0.1],
+        "online_performance": [online, online + 0.1],
+    }
+
+
+def flag_values(run):
+    return dict(f[2:].split("=", 1) if "=" in f else (f[2:], "true") for f in run.flags)
+
+
+def write_fake_run(folder, run, clicks):
+    """A results file of ``run``'s binary, in its layout, with made-up numbers."""
+    values = flag_values(run)
+    base = {"data": {"synthetic": {"seed": 0, "queries": 60, "features": 32}}}
+    if run.binary == "fpdgd":
+        grid = values.get("privacy_grid", "none")
+        epsilons = [0.0 if g == "none" else float(g.split(":")[0]) for g in grid.split(",")]
+        method = "fpdgd"
+        if "centralised" in values:
+            method = "centralised_pdgd/" + values.get("centralised_form", "same_budget")
+        for click in values.get("click_models", ",".join(clicks)).split(","):
+            for epsilon in epsilons:
+                config = {"click_model": click, "epsilon": epsilon, "n_runs": 2, "seed": 0}
+                config["n_clients"] = int(values.get("n_clients", 1000))
+                online = 20.0 if method == "fpdgd" else 15.0
+                write(
+                    folder / f"{click}_eps{epsilon:g}" / "results.json",
+                    {"method": method, "config": config, **base, **fake_cell(0.6, online)},
+                )
+    elif run.binary in ("foltr_es", "fedips"):
+        config = {"click_model": values.get("click_model", "perfect"), "n_runs": 2, "seed": 0}
+        extra = {"metric": "offline_ndcg = NDCG@5"} if run.binary == "fedips" else {}
+        write(
+            folder / "results.json",
+            {"method": run.binary, "config": config, **base, **extra, **fake_cell(0.4, 5.0)},
+        )
+    elif run.binary == "poisoning":
+        cells = []
+        for click in clicks:
+            settings = [("none", "fedavg", 0)]
+            for m in (1, 2, 3, 4):
+                settings += [("none", d, m) for d in ("krum", "multi_krum", "trimmed_mean")]
+                settings += [("none", "median", m)]
+                for d in ("fedavg", "krum", "multi_krum", "trimmed_mean", "median"):
+                    settings.append(("data_poisoning", d, m))
+                settings.append(("lie", "fedavg", m))
+                for attack in ("fang_krum_full", "fang_krum_partial"):
+                    settings += [(attack, "krum", m), (attack, "multi_krum", m)]
+            for attack, aggregator, m in settings:
+                setting = {
+                    "click_model": click,
+                    "n_malicious": m,
+                    "attack": attack,
+                    "aggregator": aggregator,
+                }
+                cells.append({"setting": setting, **fake_cell(0.6 - 0.1 * m)})
+        write(
+            folder / "results.json",
+            {"method": "fpdgd", "config": {"n_clients": 10, "seed": 0}, **base, "cells": cells},
+        )
+    elif run.binary == "unlearning":
+        steps = [int(v) for v in values.get("unlearn_local_updates", "1,2,3,4").split(",")]
+        deltas = [int(v) for v in values.get("delta_t", "5,10,20").split(",")]
+        training = [
+            {"configuration": name, "click_model": click, **fake_cell(level)}
+            for name, level in (("10H-0M", 0.6), ("9H-1M", 0.4), ("9H-0M", 0.6))
+            for click in clicks
+        ]
+        unlearned = [
+            {
+                "configuration": "U(9H-1M)",
+                "click_model": click,
+                "unlearn_local_updates": n,
+                "delta_t": d,
+                **fake_cell(0.5),
+            }
+            for click in clicks
+            for n in steps
+            for d in deltas
+        ]
+        write(
+            folder / "results.json",
+            {"config": {"seed": 0}, **base, "training": training, "unlearning": unlearned},
+        )
+    elif run.binary == "noniid":
+        names = ["iid", "noniid"]
+        for remedy in values.get("remedies", "").split(","):
+            if remedy == "fedprox":
+                names += [f"fedprox_mu={mu}" for mu in values["prox_mu"].split(",")]
+            elif remedy:
+                names.append(remedy)
+        info = {"type": int(values["type"]), "clicks": values.get("clicks")}
+        config = {
+            "click_model": values.get("click_model", "perfect"),
+            "ranker": values.get("ranker", "linear"),
+            "local_updates": int(values.get("local_updates", 5)),
+            "n_clients": int(values.get("n_clients", 4)),
+            "seed": 0,
+        }
+        cells = [
+            {"name": name, **fake_cell(0.7 if name == "iid" else 0.4, 30.0 if name == "iid" else 5)}
+            for name in names
+        ]
+        write(
+            folder / "results.json",
+            {"config": config, "noniid": info, **base, "cells": cells},
+        )
+    else:
+        raise AssertionError(run.binary)
+
+
+@pytest.fixture(scope="module")
+def paper_pages(tmp_path_factory):
+    """Every quick recipe's paper.json, from fake results of every run (nothing drawn)."""
+    from experiments import paper_figures, recipes
+
+    clicks = ("perfect", "navigational", "informational")
+    pages = {}
+    for name, recipe in recipes.recipes(quick=True).items():
+        root = tmp_path_factory.mktemp(name)
+        for run in recipe.runs:
+            write_fake_run(root / "synthetic" / run.name, run, clicks)
+        pages[name] = paper_figures.make_page(root, recipe, draw=False)
+        assert pages[name] == json.loads((root / "report" / "paper.json").read_text())
+    return pages
+
+
+CLICK_COLUMNS = ["Perfect", "Navigational", "Informational"]
+
+
+def figure_of(page, name):
+    (figure,) = [f for f in page["figures"] if f["name"] == name]
+    return figure
+
+
+def labels_by_panel(figure):
+    return {
+        (p["row"], p["column"]): [line["label"] for line in p["lines"]] for p in figure["panels"]
+    }
+
+
+def test_every_recipe_has_a_paper_layout(paper_pages):
+    from experiments import paper_figures, recipes
+
+    assert set(paper_figures.LAYOUTS) == set(recipes.recipes(quick=True))
+    for name, page in paper_pages.items():
+        assert page["figures"], name
+        for figure in page["figures"]:
+            for panel in figure["panels"]:
+                assert panel["lines"], (name, figure["name"], panel)
+                for line in panel["lines"]:  # the papers' words, not configuration dumps
+                    assert "n_clients" not in line["label"] and "_" not in line["label"]
+            assert len(figure["legend"]) == len(set(figure["legend"]))
+
+
+def test_fpdgd_figures_2_3_and_table_2(paper_pages):
+    page = paper_pages["fpdgd_fig2"]
+    expected = [f"FPDGD ε = {e}" for e in ("1.2", "2.3", "4.5", "10")]
+    expected += ["PDGD (same updates)", "PDGD (same budget)"]
+    expected += [f"FOLtR-ES p = {p}" for p in ("0.25", "0.5", "0.9", "1")]
+    for name, metric in (("Figure 2", "offline nDCG@10"), ("Figure 3", "offline MaxRR")):
+        figure = figure_of(page, name)
+        assert figure["rows"] == ["synthetic"] and figure["columns"] == CLICK_COLUMNS
+        assert figure["metric"] == metric
+        panels = labels_by_panel(figure)
+        assert len(panels) == 3 and all(labels == expected for labels in panels.values())
+    (table,) = page["tables"]
+    assert table["name"] == "Table 2"
+    assert table["header"][1:] == [
+        "ε = 1.2 (p = 0.25)",
+        "ε = 2.3 (p = 0.5)",
+        "ε = 4.5 (p = 0.9)",
+        "ε = 10 (p = 1)",
+    ]
+    assert [row[0] for row in table["rows"]] == ["synthetic"] + [
+        x for c in CLICK_COLUMNS for x in (f"{c}: FPDGD", "FOLtR-ES")
+    ]
+    # FPDGD's online performance (20, 20.1) against FOLtR-ES's (5, 5.1): ▲ after Bonferroni
+    assert all(cell == "20.05 ▲" for cell in table["rows"][1][1:])
+    assert all(cell == "5.05" for cell in table["rows"][2][1:])
+
+
+@pytest.mark.parametrize(
+    "recipe, figure, expected",
+    [
+        (
+            "fpdgd_fig4",
+            "Figure 4",
+            [f"|C| = {n}, w{o} DP" for n in (10, 100, 1000) for o in ("", "/o")],
+        ),
+        ("fpdgd_fig5", "Figure 5", ["|B| = 2", "|B| = 4", "|B| = 8"]),
+        (
+            "fpdgd_fig6",
+            "Figure 6",
+            ["|B| = 2, |C| = 400", "|B| = 4, |C| = 200", "|B| = 8, |C| = 100"],
+        ),
+    ],
+)
+def test_fpdgd_figures_4_to_6(paper_pages, recipe, figure, expected):
+    figure = figure_of(paper_pages[recipe], figure)
+    assert figure["columns"] == CLICK_COLUMNS
+    panels = labels_by_panel(figure)
+    assert len(panels) == 3 and all(labels == expected for labels in panels.values())
+
+
+def test_poisoning_figures_2_to_4(paper_pages):
+    page = paper_pages["poisoning_figs2_4"]
+    shares = ("10%", "20%", "30%", "40%")
+    figure = figure_of(page, "Figure 2")
+    assert figure["rows"] == ["Krum", "Multi-Krum", "Trimmed Mean", "Median"]
+    panels = labels_by_panel(figure)
+    assert len(panels) == 12
+    for labels in panels.values():
+        assert labels == ["honest"] + [f"{s}, no defence" for s in shares] + [
+            f"{s}, with the defence" for s in shares
+        ]
+    figure = figure_of(page, "Figure 3")
+    assert len(figure["rows"]) == 3 and figure["columns"] == CLICK_COLUMNS
+    rows = [labels_by_panel(figure)[(row, "Perfect")] for row in figure["rows"]]
+    assert rows[0] == ["honest"] + [f"{s}, LIE" for s in shares] + [
+        f"{s}, data poisoning" for s in shares
+    ]
+    assert rows[1][5:] == [f"{s}, partial knowledge" for s in shares]
+    assert rows[2][1:5] == [f"{s}, Fang" for s in shares]
+    figure = figure_of(page, "Figure 4")
+    for labels in labels_by_panel(figure).values():
+        assert labels == ["FedAvg", "Krum", "Multi-Krum", "Trimmed Mean", "Median"]
+    for figure in page["figures"]:  # one colour per share of attackers, in every figure
+        colours = {}
+        for panel in figure["panels"]:
+            for line in panel["lines"]:
+                colours.setdefault(line["label"].split(",")[0], set()).add(line["colour"])
+        assert all(len(c) == 1 for c in colours.values())
+
+
+def test_unlearning_figures_2_3_and_table_3(paper_pages):
+    page = paper_pages["unlearning_table3"]
+    for labels in labels_by_panel(figure_of(page, "Fig. 2")).values():
+        assert labels == ["10H-0M", "9H-1M", "9H-0M"]
+    for labels in labels_by_panel(figure_of(page, "Fig. 3")).values():
+        assert labels == ["unlearn", "baseline"]
+    (table,) = page["tables"]
+    assert table["header"] == ["#", "Ranker"] + [
+        f"{c}, Δt = {d}" for c in CLICK_COLUMNS for d in (2, 4)
+    ]
+    assert [row[1] for row in table["rows"]] == ["9H-0M", "U(9H-1M), n′ = 3", "U(9H-1M), n′ = 1"]
+    # retrained 0.6 vs unlearned 0.5 in every run: bold and significantly better than a and b
+    assert all(cell == "**0.605**^a^b" for cell in table["rows"][0][2:])
+
+
+def test_noniid_figures_and_tables(paper_pages):
+    page = paper_pages["noniid_type1"]
+    figure = figure_of(page, "Figure 4.3")
+    assert len(figure["rows"]) == 2 and figure["columns"] == CLICK_COLUMNS
+    assert all(labels == ["IID", "non-IID"] for labels in labels_by_panel(figure).values())
+    panels = labels_by_panel(figure_of(page, "Figure 4.4"))
+    rows = figure_of(page, "Figure 4.4")["rows"]
+    assert panels[(rows[0], "Perfect")] == ["IID", "non-IID", "FedProx μ = 0.01", "FedProx μ = 1"]
+    assert panels[(rows[1], "Perfect")] == ["IID", "non-IID", "FedPer"]
+    (table,) = page["tables"]
+    assert table["header"] == [""] + CLICK_COLUMNS and len(table["rows"]) == 4
+    assert table["rows"][0][1].endswith("▲")  # IID (30, 30.1) against non-IID (5, 5.1)
+
+    page = paper_pages["noniid_type2"]
+    panels = labels_by_panel(figure_of(page, "Figure 4.5"))
+    linear, neural = figure_of(page, "Figure 4.5")["rows"]
+    assert panels[(linear, "Perfect")] == [
+        f"{kind}, B = {b}" for b in (2, 5, 10) for kind in ("IID", "non-IID")
+    ]
+    assert panels[(neural, "Perfect")] == ["IID, B = 5", "non-IID, B = 5"]  # --quick: B = 5
+    panels = labels_by_panel(figure_of(page, "Figure 4.7"))
+    assert panels[(linear, "Perfect")] == ["IID", "non-IID", "FedProx μ = 0.1", "Data-sharing"]
+    assert panels[(neural, "Perfect")] == [
+        "IID",
+        "non-IID",
+        "FedProx μ = 0.1",
+        "FedPer",
+        "Data-sharing",
+    ]
+    (table,) = page["tables"]
+    assert table["header"][1:] == [
+        "linear ranker, B = 2",
+        "linear ranker, B = 5",
+        "linear ranker, B = 10",
+        "neural ranker, B = 5",
+    ]
+    assert len(table["rows"]) == 6
+
+    figure = figure_of(paper_pages["noniid_type2_r2"], "Figure 4.6")
+    assert figure["rows"] == ["synthetic (linear ranker)"] and len(figure["panels"]) == 3
+    figure = figure_of(paper_pages["noniid_type3"], "Figure 4.8")
+    assert [p["title"] for p in figure["panels"]] == [
+        "linear ranker under CCM clicks",
+        "linear ranker under PBM clicks",
+    ]
+    figure = figure_of(paper_pages["noniid_type4"], "Figure 4.9")
+    assert len(figure["rows"]) == 3 and len(figure["panels"]) == 9
+
+
+def test_fedips_figures_1_and_2(paper_pages):
+    figure = figure_of(paper_pages["fedips_fig1"], "Figure 1")
+    assert figure["columns"] == ["γ = 0.5", "γ = 1", "γ = 1.5", "γ = 2"]
+    assert figure["metric"] == "NDCG@5"
+    for labels in labels_by_panel(figure).values():
+        assert labels == ["FedIPS", "FedAvg", "λLinear"]
+    figure = figure_of(paper_pages["fedips_fig2"], "Figure 2")
+    left, right = (p["lines"] for p in figure["panels"])
+    assert [x["label"] for x in left] == ["|U| = 100", "|U| = 500"]
+    assert [x["label"] for x in right] == ["FedIPS (estimated IPS)", "FedIPS (real IPS)", "FedAvg"]
+
+
+def test_a_recipe_page_is_drawn(tmp_path):
+    """One small recipe drawn for real: a file per figure, and the page, PNG and PDF."""
+    from experiments import paper_figures, recipes
+
+    recipe = recipes.recipes(quick=True)["fpdgd_fig5"]
+    for run in recipe.runs:
+        write_fake_run(tmp_path / "Fold1" / run.name, run, ())
+        write_fake_run(tmp_path / "Fold2" / run.name, run, ())
+    page = paper_figures.make_page(tmp_path, recipe)
+    assert page["files"] == [
+        "paper_figure_5.png",
+        "paper_figure_5.pdf",
+        "page.png",
+        "page.pdf",
+    ]
+    for name in page["files"]:
+        assert (tmp_path / "report" / name).stat().st_size > 1000
+    (figure,) = page["figures"]
+    assert figure["columns"] == CLICK_COLUMNS
+    line = figure["panels"][0]["lines"][0]
+    assert line["n_runs"] == 4 and line["folds"] == 2  # folds pooled, as the papers average
