@@ -267,6 +267,6 @@ def test_noise_once_only_where_no_stage_sees_a_noised_client(small_data):
 
 
 def test_noise_once_streams_over_client_chunks(small_data):
-    _, whole = _final_ndcg(small_data, n_runs=2)
-    _, chunked = _final_ndcg(small_data, n_runs=2, client_chunk=4)
+    _, whole = _final_ndcg(small_data, n_runs=2, rounds=3)
+    _, chunked = _final_ndcg(small_data, n_runs=2, rounds=3, client_chunk=4)
     np.testing.assert_allclose(chunked, whole, rtol=1e-5, atol=1e-6)

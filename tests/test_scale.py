@@ -54,8 +54,11 @@ def test_chunked_sum_of_updates_equals_the_unchunked_batch_baseline():
 
 
 def test_chunked_differential_privacy_adds_the_unchunked_rounds_noise():
-    # every client draws its noise from its own key, so chunks add the same noise
-    dp = dataclasses.replace(BASE, rounds=4, epsilon=0.5, sensitivity=1.0)
+    # every client draws its noise from its own key, so chunks add the same noise (the
+    # noise drawn once on the average streams too: tests/test_privacy.py)
+    dp = dataclasses.replace(
+        BASE, rounds=4, epsilon=0.5, sensitivity=1.0, privacy_noise="per_client"
+    )
     plain_dp, chunked_dp = (
         run(c, [dp.setting()]) for c in (dp, dataclasses.replace(dp, client_chunk=4))
     )
