@@ -147,12 +147,11 @@ def gamma_noise_once(n_clients: int, n_present, sensitivity, epsilon) -> Stage:
     def apply(updates: ClientUpdates, key):
         d = updates.aggregate.shape[-1]
         count = jnp.asarray(n_present, jnp.float32)
-        shape = count / n_clients
-        key_plus, key_minus = jax.random.split(key)
-        plus = privacy.small_shape_gamma(key_plus, shape, (d,))
-        minus = privacy.small_shape_gamma(key_minus, shape, (d,))
-        scale = privacy.laplace_scale(sensitivity, jnp.maximum(epsilon, 1e-12)) / count
-        noise = jnp.where(sensitivity > 0, scale * (plus - minus), 0.0)
+        # the n_present shares summed are one share of a federation of |C| / n_present
+        total = privacy.gamma_noise(
+            key, (d,), n_clients / count, sensitivity, jnp.maximum(epsilon, 1e-12)
+        )
+        noise = jnp.where(sensitivity > 0, total / count, 0.0)
         return updates._replace(aggregate=updates.aggregate + noise.astype(updates.aggregate.dtype))
 
     return stateless(apply, name="differential privacy (on the average)")
