@@ -23,7 +23,7 @@ import numpy as np
 from absl import flags, logging
 
 import foltr_jax
-from foltr_jax import aggregators, attacks, data, federation, files, loop
+from foltr_jax import aggregators, attacks, click_models, data, federation, files, loop, rankers
 from foltr_jax.config import PRIVACY_NOISE, FederationConfig, centralised, resolve_window_scoring
 
 FLAGS = flags.FLAGS
@@ -64,12 +64,12 @@ def define_federation_flags():
     flags.DEFINE_string(
         "ranker",
         defaults.ranker,
-        "linear | neural (one hidden layer of 64 sigmoid units with biases).",
+        f"Ranker: {rankers.help_text()}.",
     )
     flags.DEFINE_string(
         "click_model",
         defaults.click_model,
-        "perfect | navigational | informational | poison (CCM/SDBN) or pbm:<eta>.",
+        f"Click model: {click_models.help_text()}.",
     )
     flags.DEFINE_integer(
         "n_grades",

@@ -20,7 +20,7 @@ import sys
 from absl import app, flags
 
 from experiments import common
-from foltr_jax import federation, foltr_es
+from foltr_jax import click_models, federation, foltr_es
 from foltr_jax.config import resolve_window_scoring
 
 FLAGS = flags.FLAGS
@@ -47,13 +47,11 @@ flags.DEFINE_float(
 flags.DEFINE_bool(
     "antithetic", _DEFAULTS.antithetic, "Antithetic pairs: half the interactions use −noise."
 )
-flags.DEFINE_string(
-    "ranker", _DEFAULTS.ranker, "linear | neural (one hidden layer of 10 ReLU units, zero init)."
-)
+flags.DEFINE_string("ranker", _DEFAULTS.ranker, f"Ranker: {foltr_es.ranker_help()}.")
 flags.DEFINE_string(
     "click_model",
     _DEFAULTS.click_model,
-    "perfect | navigational | informational | poison (CCM/SDBN) or pbm:<eta>.",
+    f"Click model: {click_models.help_text()}.",
 )
 flags.DEFINE_integer(
     "n_grades",

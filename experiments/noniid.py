@@ -42,7 +42,7 @@ import numpy as np
 from absl import app, flags
 
 from experiments import common
-from foltr_jax import click_models, data, federation, loop, noniid
+from foltr_jax import click_models, data, federation, loop, noniid, rankers
 from foltr_jax.client_plan import PERSONAL_EVALUATIONS
 from foltr_jax.config import resolve_window_scoring
 
@@ -83,8 +83,8 @@ flags.DEFINE_integer("n_clients", 0, "Clients |C|; 0: the type's default.")
 flags.DEFINE_integer("local_updates", 0, "Interactions per client per round B; 0: the default (5).")
 flags.DEFINE_integer("rounds", 10_000, "Global updates T.")
 flags.DEFINE_float("learning_rate", 0.1, "PDGD learning rate η.")
-flags.DEFINE_string("ranker", "linear", "linear | neural.")
-flags.DEFINE_string("click_model", "informational", "Types 1, 2, 4: perfect | navigational | ...")
+flags.DEFINE_string("ranker", "linear", f"Ranker: {rankers.help_text()}.")
+flags.DEFINE_string("click_model", "informational", f"Types 1, 2, 4: {click_models.help_text()}.")
 flags.DEFINE_integer("n_grades", 0, "Click-table grades (2, 3 or 5); 0 infers from the labels.")
 flags.DEFINE_integer("n_runs", 5, "Repetitions (Type 1: intent reshuffles).")
 flags.DEFINE_integer("seed", 0, "Seed of the simulation and of the splits.")

@@ -32,6 +32,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from foltr_jax.registry import Registry
+
 
 class Aggregator(NamedTuple):
     """A registered aggregation rule: ``rule(models, weights, n_malicious[, squared=])``."""
@@ -43,7 +45,7 @@ class Aggregator(NamedTuple):
     check: Callable[[int, int], None] | None  # raises ValueError for an impossible (n, m)
 
 
-_REGISTRY: dict[str, Aggregator] = {}
+_REGISTRY: Registry[Aggregator] = Registry("aggregator")
 
 
 def register(
@@ -61,28 +63,15 @@ def register(
     """
 
     def add(rule):
-        if name in _REGISTRY and _REGISTRY[name].rule is not rule:
-            raise ValueError(f"aggregator {name!r} is already registered")
-        _REGISTRY[name] = Aggregator(name, rule, summary, distances, check)
+        _REGISTRY.add(name, Aggregator(name, rule, summary, distances, check))
         return rule
 
     return add
 
 
-def names() -> tuple:
-    """Every registered aggregator, the built-in ones first."""
-    return tuple(_REGISTRY)
-
-
-def get(name: str) -> Aggregator:
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown aggregator {name!r}; expected one of {names()}")
-    return _REGISTRY[name]
-
-
-def help_text() -> str:
-    """``name (summary) | ...`` for a flag's help."""
-    return " | ".join(f"{a.name} ({a.summary})" for a in _REGISTRY.values())
+names = _REGISTRY.names  # every registered aggregator, the built-in ones first
+get = _REGISTRY.get
+help_text = _REGISTRY.help_text
 
 
 def call(

@@ -39,6 +39,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
+from foltr_jax.registry import Registry
+
 
 def _malicious_mask(n: int, n_malicious) -> jax.Array:
     """[n] bool, True for the first m rows (m may be traced)."""
@@ -386,7 +388,7 @@ class Attack(NamedTuple):
     krum_distances: bool  # simulates the server's Krum: takes ``krum_squared=``
 
 
-_REGISTRY: dict[str, Attack] = {}
+_REGISTRY: Registry[Attack] = Registry("attack")
 
 
 def register(name: str, summary: str, attack, *, krum_distances: bool = False) -> None:
@@ -396,18 +398,11 @@ def register(name: str, summary: str, attack, *, krum_distances: bool = False) -
     can then be named in a config, a grid ``Setting`` and every binary's ``--attack``.
     ``krum_distances`` attacks also receive ``krum_squared=`` (the server's Krum distances).
     """
-    if name in _REGISTRY and _REGISTRY[name].attack is not attack:
-        raise ValueError(f"attack {name!r} is already registered")
-    _REGISTRY[name] = Attack(name, attack, summary, krum_distances)
+    _REGISTRY.add(name, Attack(name, attack, summary, krum_distances))
 
 
-def names() -> tuple:
-    """Every registered model attack, 'none' (the identity) first."""
-    return tuple(_REGISTRY)
-
-
-def help_text() -> str:
-    return " | ".join(f"{a.name} ({a.summary})" for a in _REGISTRY.values())
+names = _REGISTRY.names  # every registered model attack, 'none' (the identity) first
+help_text = _REGISTRY.help_text
 
 
 def by_name(name: str, *, krum_squared: bool = True):
@@ -415,9 +410,7 @@ def by_name(name: str, *, krum_squared: bool = True):
 
     ``krum_squared``: whether the server's Krum uses squared distances (Fang's Krum attack).
     """
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown attack {name!r}; choose one of {names()}")
-    found = _REGISTRY[name]
+    found = _REGISTRY.get(name)
     if found.krum_distances:
         return functools.partial(found.attack, krum_squared=krum_squared)
     return found.attack

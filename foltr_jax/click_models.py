@@ -11,13 +11,17 @@ an exponent η, so every client in a vmapped step may carry its own model.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from foltr_jax.registry import Registry
 
 # P(click | rel), P(stop | click, rel) per grade, for 5-grade, 3-grade and binary labels.
 # Binary labels (the intent-change collection, thesis §4.2) have their own tables in the
@@ -54,6 +58,29 @@ class ClickModel(NamedTuple):
     eta: jax.Array  # [] examination exponent: P(examine rank i) = (1/i)^eta
 
 
+class Entry(NamedTuple):
+    """A registered click model: ``make(n_grades) -> ClickModel``, or for a family named
+    ``name:<argument>`` (like 'pbm:1.0') ``make(n_grades, argument: str)``."""
+
+    make: Callable[..., ClickModel]
+    summary: str  # one line for --help
+    family: bool = False
+
+
+_REGISTRY: Registry[Entry] = Registry("click model")
+
+
+def register(name: str, summary: str, make, *, family: bool = False) -> None:
+    """Registers a click model under ``name`` (see :class:`Entry`); it can then be named in
+    a config, a grid ``Setting`` and the binaries' ``--click_model`` / ``--click_models``.
+    The model's arrays are indexed by grade, so ``make`` gets the label scale's grade count."""
+    _REGISTRY.add(name, Entry(make, summary, family))
+
+
+names = _REGISTRY.names  # every registered click model (a family by its prefix), CCM first
+help_text = _REGISTRY.help_text
+
+
 def ccm(name: str, n_grades: int) -> ClickModel:
     """CCM/SDBN instantiation ``name`` for labels with ``n_grades`` grades (2, 3 or 5)."""
     if n_grades not in _CCM_TABLES:
@@ -76,17 +103,41 @@ def pbm(eta: float, n_grades: int, relevance: str = "perfect") -> ClickModel:
     return ClickModel(click, jnp.zeros_like(click), jnp.float32(eta))
 
 
+def _pbm_by_argument(n_grades: int, argument: str) -> ClickModel:
+    try:
+        eta = float(argument)
+    except ValueError:
+        raise ValueError(f"bad PBM click model 'pbm:{argument}'; expected e.g. 'pbm:1.0'") from None
+    if not 0 <= eta < math.inf:
+        raise ValueError(f"PBM's η must be finite and at least 0, got 'pbm:{argument}'")
+    return pbm(eta, n_grades)
+
+
 def by_name(name: str, n_grades: int) -> ClickModel:
-    """'perfect' | 'navigational' | 'informational' | 'poison' | 'pbm:<eta>'."""
-    if name.startswith("pbm:"):
-        try:
-            eta = float(name[4:])
-        except ValueError:
-            raise ValueError(f"bad PBM click model {name!r}; expected e.g. 'pbm:1.0'") from None
-        if not 0 <= eta < math.inf:
-            raise ValueError(f"PBM's η must be finite and at least 0, got {name!r}")
-        return pbm(eta, n_grades)
-    return ccm(name, n_grades)
+    """A registered click model by name: 'perfect' | 'navigational' | 'informational' |
+    'poison' | 'pbm:<eta>' | any registered with :func:`register`."""
+    family, colon, argument = name.partition(":")
+    found = _REGISTRY.get(family if colon else name)
+    if found.family != bool(colon):
+        usage = f"'{family}:<argument>'" if found.family else repr(family)
+        raise ValueError(f"bad click model {name!r}; expected {usage}")
+    return found.make(n_grades, argument) if colon else found.make(n_grades)
+
+
+_SUMMARIES = {
+    "perfect": "CCM/SDBN: clicks follow relevance, never stops",
+    "navigational": "CCM/SDBN: clicks relevant documents, often stops after one",
+    "informational": "CCM/SDBN: noisy clicks, seldom stops",
+    "poison": "CCM/SDBN: the perfect table reversed, for data poisoning",
+}
+for _name in CCM_NAMES:
+    register(_name, _SUMMARIES[_name], functools.partial(ccm, _name))
+register(
+    "pbm",
+    "pbm:<eta>: position-based, P(click | rel) · (1/rank)^eta",
+    _pbm_by_argument,
+    family=True,
+)
 
 
 def simulate_clicks(

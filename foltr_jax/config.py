@@ -81,7 +81,7 @@ class FederationConfig:
                 "learning_rate", f"must be positive and finite, got {self.learning_rate}"
             )
         choices = {
-            "ranker": rankers.RANKERS,
+            "ranker": rankers.names(),
             "aggregation": AGGREGATIONS,
             "window_scoring": WINDOW_SCORING,
             "privacy_noise": PRIVACY_NOISE,

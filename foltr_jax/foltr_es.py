@@ -46,8 +46,8 @@ import optax
 from foltr_jax import click_models, interaction, loop, metrics, pipeline, rankers
 from foltr_jax.config import ConfigError, Setting, resolve_window_scoring
 from foltr_jax.data import RankingDataset
+from foltr_jax.registry import Registry
 
-RANKERS = ("linear", "neural")
 WINDOW_SCORING = ("auto", "map", "vmap")
 
 
@@ -201,13 +201,24 @@ def client_gradient(noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigm
     return scores[:, None] * noise / sigma**2
 
 
+# FOLtR-ES's own rankers (zero start suits evolution strategies, not PDGD): same entries
+# as ``rankers``, another registry.
+_RANKERS: Registry[rankers.Entry] = Registry("FOLtR-ES ranker")
+_RANKERS.add("linear", rankers.Entry(rankers.LinearRanker, "x · w, zero start"))
+_RANKERS.add(
+    "neural",
+    rankers.Entry(
+        functools.partial(rankers.ReluRanker, hidden_units=10),
+        "one hidden layer of 10 ReLU units with biases, zero start",
+    ),
+)
+RANKERS = _RANKERS.names()
+ranker_help = _RANKERS.help_text
+
+
 def make_ranker(name: str, n_features: int):
     """FOLtR-ES's rankers: 'linear' (zero init) or 'neural' (10 ReLU units, zero init)."""
-    if name == "linear":
-        return rankers.LinearRanker(n_features)
-    if name == "neural":
-        return rankers.ReluRanker(n_features, hidden_units=10)
-    raise ValueError(f"unknown ranker {name!r}; choose one of {RANKERS}")
+    return _RANKERS.get(name).make(n_features)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,11 +13,13 @@ under Plackett-Luce, so an output bias would be inert and there is none.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-RANKERS = ("linear", "neural")
+from foltr_jax.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,15 +56,6 @@ class NeuralRanker:
         return jax.nn.sigmoid(features @ params["w1"] + params["b1"]) @ params["w2"]
 
 
-def make_ranker(name: str, n_features: int):
-    """Returns the ranker called ``name`` ('linear' or 'neural')."""
-    if name == "linear":
-        return LinearRanker(n_features)
-    if name == "neural":
-        return NeuralRanker(n_features)
-    raise ValueError(f"unknown ranker {name!r}; choose one of {RANKERS}")
-
-
 @dataclasses.dataclass(frozen=True)
 class ReluRanker:
     """f(x) = relu(x W1 + b1) · w2, all zero at initialisation.
@@ -86,3 +79,34 @@ class ReluRanker:
 
     def apply(self, params, features: jax.Array) -> jax.Array:
         return jax.nn.relu(features @ params["w1"] + params["b1"]) @ params["w2"]
+
+
+class Entry(NamedTuple):
+    """A registered ranker: ``make(n_features)`` returns an object with ``init(key) ->
+    params`` and ``apply(params, features [..., n_features]) -> scores [...]``."""
+
+    make: Callable[[int], object]
+    summary: str  # one line for --help
+
+
+_REGISTRY: Registry[Entry] = Registry("ranker")
+
+
+def register(name: str, summary: str, make) -> None:
+    """Registers a ranker for FPDGD (see :class:`Entry`); it can then be named in a config
+    and the binaries' ``--ranker``.  PDGD differentiates ``apply`` with ``jax.grad``."""
+    _REGISTRY.add(name, Entry(make, summary))
+
+
+names = _REGISTRY.names  # every registered ranker, the built-in ones first
+help_text = _REGISTRY.help_text
+
+
+def make_ranker(name: str, n_features: int):
+    """The registered ranker called ``name`` ('linear', 'neural', ...) for ``n_features``."""
+    return _REGISTRY.get(name).make(n_features)
+
+
+register("linear", "x · w, zero start", LinearRanker)
+register("neural", "one hidden layer of 64 sigmoid units with biases", NeuralRanker)
+RANKERS = names()  # the built-in rankers

@@ -89,3 +89,57 @@ def test_registered_attack_is_named_like_the_built_in_ones():
         foltr_jax.Setting(n_malicious=1, attack="zero_model").validate(4)
     with pytest.raises(ValueError, match="already registered"):
         attacks.register("lie", "not LIE", _zero_the_attackers)
+
+
+def _small_run(**config):
+    train, test = foltr_jax.data.synthetic_train_test(
+        n_train_queries=30, n_test_queries=10, n_features=6, seed=3
+    )
+    base = {"n_clients": 4, "local_updates": 2, "rounds": 3, "n_runs": 1}
+    return foltr_jax.run_fpdgd(foltr_jax.FederationConfig(**{**base, **config}), train, test)
+
+
+def test_registered_click_model_is_what_the_clients_click_with():
+    from foltr_jax import click_models
+
+    def never_clicks(n_grades):
+        zeros = jnp.zeros((n_grades,), jnp.float32)
+        return click_models.ClickModel(zeros, zeros, jnp.float32(0.0))
+
+    click_models.register("never_clicks", "a user who never clicks", never_clicks)
+    assert "never_clicks" in click_models.names()
+    assert "never_clicks" in click_models.help_text()
+    # Without clicks PDGD has no preference pair: the model never moves.  With them it does.
+    still = _small_run(click_model="never_clicks")
+    np.testing.assert_array_equal(still.final_params["w"], 0.0)
+    np.testing.assert_array_equal(still.offline_ndcg, still.offline_ndcg[:, :1].repeat(3, 1))
+    moved = _small_run(click_model="perfect")
+    assert np.abs(moved.final_params["w"]).max() > 0
+    with pytest.raises(foltr_jax.ConfigError, match="click_model"):
+        foltr_jax.FederationConfig(click_model="never_click").validate()
+    with pytest.raises(ValueError, match="already registered"):
+        click_models.register("perfect", "not perfect", never_clicks)
+
+
+class _DoubledLinear(foltr_jax.rankers.LinearRanker):
+    """x · 2w: the same ranking as linear from zero, and the gradient twice linear's."""
+
+    def apply(self, params, features):
+        return features @ (2.0 * params["w"])
+
+
+def test_registered_ranker_is_what_the_clients_train():
+    from foltr_jax import rankers
+
+    rankers.register("doubled_linear", "x · 2w", _DoubledLinear)
+    assert "doubled_linear" in rankers.names() and "doubled_linear" not in rankers.RANKERS
+    # From w = 0 both rank alike and PDGD's step on w is twice linear's: after one round of
+    # one interaction per client (the second would already rank differently) w is doubled.
+    one_step = {"rounds": 1, "local_updates": 1, "click_model": "perfect"}
+    doubled = _small_run(ranker="doubled_linear", **one_step)
+    linear = _small_run(ranker="linear", **one_step)
+    w_doubled, w_linear = doubled.final_params["w"], linear.final_params["w"]
+    assert np.abs(w_linear).max() > 0
+    np.testing.assert_allclose(w_doubled, 2 * w_linear, rtol=1e-5, atol=1e-7)
+    with pytest.raises(foltr_jax.ConfigError, match="ranker"):
+        foltr_jax.FederationConfig(ranker="doubled_linaer").validate()

@@ -1,0 +1,47 @@
+"""Named parts chosen by a setting: one registry per kind (aggregator, attack, click model,
+ranker).
+
+A part is one function and one registration; the names a config accepts, the error for an
+unknown name and the flags' help text all come from its registry, so a part registered
+outside the package is accepted everywhere a built-in one is.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+Entry = TypeVar("Entry")  # a NamedTuple with a ``summary`` field (one line for --help)
+
+
+class Registry(Generic[Entry]):
+    """Entries of one kind by name, in registration order."""
+
+    def __init__(self, kind: str):
+        self.kind = kind  # 'aggregator', 'attack', ...: named in errors
+        self._entries: dict[str, Entry] = {}
+
+    def add(self, name: str, entry: Entry) -> Entry:
+        """Registers ``entry`` as ``name``; registering the same entry again is a no-op, a
+        different one under a taken name is refused."""
+        if not name or not isinstance(name, str):
+            raise ValueError(f"a {self.kind} needs a non-empty name, got {name!r}")
+        if name in self._entries and self._entries[name] != entry:
+            raise ValueError(f"{self.kind} {name!r} is already registered")
+        self._entries[name] = entry
+        return entry
+
+    def get(self, name: str) -> Entry:
+        if name not in self._entries:
+            raise ValueError(f"unknown {self.kind} {name!r}; choose one of {self.names()}")
+        return self._entries[name]
+
+    def names(self) -> tuple:
+        """Every registered name, the built-in ones first."""
+        return tuple(self._entries)
+
+    def __contains__(self, name) -> bool:
+        return name in self._entries
+
+    def help_text(self) -> str:
+        """``name (summary) | ...`` for a flag's help."""
+        return " | ".join(f"{name} ({entry.summary})" for name, entry in self._entries.items())
