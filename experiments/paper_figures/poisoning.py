@@ -40,7 +40,15 @@ def figs2_4(pool, recipe):
         return out
 
     columns = [_click_title(c) for c in clicks]
-    fig2 = PaperFigure(
+    fig2 = _figure2(clicks, columns, honest, attacked)
+    fig3 = _figure3(clicks, columns, honest, attacked)
+    assumed = counts[0] if counts else 0
+    return [fig2, fig3, _figure4(pool, clicks, columns, assumed)], []
+
+
+def _figure2(clicks, columns, honest, attacked) -> PaperFigure:
+    """Figure 2: data poisoning without and with each defence, one row per defence."""
+    return PaperFigure(
         "Figure 2",
         "Offline performance under data poisoning and the defences, attackers "
         "{10%, 20%, 30%, 40%}; solid: no defence, dashed: with the defence.",
@@ -59,6 +67,10 @@ def figs2_4(pool, recipe):
             for d in DEFENCES
         ],
     )
+
+
+def _figure3(clicks, columns, honest, attacked) -> PaperFigure:
+    """Figure 3: the model poisoning attacks against each other and data poisoning."""
     fig3_rows = [
         (
             "(a) LIE vs data poisoning",
@@ -85,7 +97,7 @@ def figs2_4(pool, recipe):
             ),
         ),
     ]
-    fig3 = PaperFigure(
+    return PaperFigure(
         "Figure 3",
         "Offline performance under model poisoning attacks, attackers {10%, 20%, 30%, 40%}.",
         [t for t, _ in fig3_rows],
@@ -95,7 +107,10 @@ def figs2_4(pool, recipe):
             for t, make in fig3_rows
         ],
     )
-    assumed = counts[0] if counts else 0
+
+
+def _figure4(pool, clicks, columns, assumed) -> PaperFigure:
+    """Figure 4: the defences deployed without an attack."""
 
     def fig4(click):
         out = [
@@ -114,7 +129,7 @@ def figs2_4(pool, recipe):
             )
         return _panel(_click_title(click), out)
 
-    fig4_figure = PaperFigure(
+    return PaperFigure(
         "Figure 4",
         "Offline performance when no attack is present but the defences are deployed "
         f"(each assuming {assumed} of the clients malicious).",
@@ -122,4 +137,3 @@ def figs2_4(pool, recipe):
         columns,
         [[fig4(c) for c in clicks]],
     )
-    return [fig2, fig3, fig4_figure], []
