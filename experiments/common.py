@@ -142,25 +142,7 @@ def define_federation_flags():
         "auto: map on a CPU, vmap on an accelerator; map: score each client's candidates in turn "
         "(fast on CPU); vmap: batched (for GPU).",
     )
-    flags.DEFINE_float(
-        "epsilon", defaults.epsilon, "ε of FPDGD's differential privacy (needs --sensitivity)."
-    )
-    flags.DEFINE_float(
-        "sensitivity", defaults.sensitivity, "Δ of FPDGD's differential privacy; 0 turns it off."
-    )
-    flags.DEFINE_float(
-        "clip_factor",
-        defaults.clip_factor,
-        "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0).",
-    )
-    flags.DEFINE_enum(
-        "privacy_noise",
-        defaults.privacy_noise,
-        list(PRIVACY_NOISE),
-        "auto: with FedAvg of equal weights and no model attack, draw the average's noise once "
-        "per round (the same distribution as the clients' Gamma shares, much cheaper); "
-        "per_client: every client always draws its own share (FPDGD Algorithm 3 as written).",
-    )
+    _define_privacy_flags(defaults)
     define_poisoning_flags()
     flags.DEFINE_string(
         "server_optimizer",
@@ -185,6 +167,29 @@ def define_federation_flags():
         "centralised_form",
         "same_budget",
         "same_updates | same_budget | batch: which reading of the FPDGD paper's baseline (§4).",
+    )
+
+
+def _define_privacy_flags(defaults):
+    """--epsilon, --sensitivity, --clip_factor, --privacy_noise (FPDGD's differential privacy)."""
+    flags.DEFINE_float(
+        "epsilon", defaults.epsilon, "ε of FPDGD's differential privacy (needs --sensitivity)."
+    )
+    flags.DEFINE_float(
+        "sensitivity", defaults.sensitivity, "Δ of FPDGD's differential privacy; 0 turns it off."
+    )
+    flags.DEFINE_float(
+        "clip_factor",
+        defaults.clip_factor,
+        "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0).",
+    )
+    flags.DEFINE_enum(
+        "privacy_noise",
+        defaults.privacy_noise,
+        list(PRIVACY_NOISE),
+        "auto: with FedAvg of equal weights and no model attack, draw the average's noise once "
+        "per round (the same distribution as the clients' Gamma shares, much cheaper); "
+        "per_client: every client always draws its own share (FPDGD Algorithm 3 as written).",
     )
 
 
