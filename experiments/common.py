@@ -1,30 +1,79 @@
-"""Flags, data loading and result files shared by the experiment binaries.
+"""The flags shared by the experiment binaries and what they build: configs, datasets.
 
 Library code never reads flags: these helpers turn flags into frozen config
-dataclasses and datasets, and the binaries pass those down.
+dataclasses and datasets, and the binaries pass those down.  The flags are defined
+here, so that a binary's ``flags.adopt_module_key_flags(common)`` lists them in its
+--help.  The rest of what the binaries share lives in its own module and is
+re-exported here: ``cli`` (one-line errors, progress), ``distributed`` (runs over
+several processes), ``output`` (the claimed output folder, checkpoints, strict
+writes) and ``results`` (the shared fields of results.json).
 """
 
 from __future__ import annotations
 
-import atexit
-import dataclasses
-import fcntl
-import json
-import math
 import os
-import pathlib
-import platform
-import resource
-import sys
-import tempfile
-import warnings
 
-import numpy as np
-from absl import flags, logging
+from absl import flags
 
-import foltr_jax
-from foltr_jax import aggregators, attacks, click_models, data, federation, files, loop, rankers
+from experiments.cli import ProgressLog, UserError, fail, quiet_logs
+from experiments.distributed import (
+    check_same_everywhere,
+    is_writer,
+    on_every_process,
+    refuse_distributed,
+    start_distributed,
+)
+from experiments.output import (
+    EXPERIMENTS_DIR,
+    FinishedParts,
+    Output,
+    ReadOnlyOutput,
+    check_finite,
+    checkpoint_file,
+    claim_output,
+    write_bytes_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
+from experiments.results import dataset_summary, peak_rss_mb, results_file, timings, versions
+from foltr_jax import aggregators, attacks, click_models, data, federation, rankers
 from foltr_jax.config import PRIVACY_NOISE, FederationConfig, centralised, resolve_window_scoring
+
+__all__ = [
+    "EXPERIMENTS_DIR",
+    "FLAGS",
+    "FinishedParts",
+    "Output",
+    "ProgressLog",
+    "ReadOnlyOutput",
+    "UserError",
+    "build",
+    "check_finite",
+    "check_same_everywhere",
+    "checkpoint_file",
+    "claim_output",
+    "dataset_summary",
+    "define_checkpoint_flag",
+    "define_data_flags",
+    "define_distributed_flags",
+    "define_federation_flags",
+    "define_poisoning_flags",
+    "fail",
+    "federation_config",
+    "is_writer",
+    "load_datasets",
+    "on_every_process",
+    "peak_rss_mb",
+    "quiet_logs",
+    "refuse_distributed",
+    "results_file",
+    "start_distributed",
+    "timings",
+    "versions",
+    "write_bytes_atomic",
+    "write_json_atomic",
+    "write_text_atomic",
+]
 
 FLAGS = flags.FLAGS
 
@@ -93,25 +142,7 @@ def define_federation_flags():
         "auto: map on a CPU, vmap on an accelerator; map: score each client's candidates in turn "
         "(fast on CPU); vmap: batched (for GPU).",
     )
-    flags.DEFINE_float(
-        "epsilon", defaults.epsilon, "ε of FPDGD's differential privacy (needs --sensitivity)."
-    )
-    flags.DEFINE_float(
-        "sensitivity", defaults.sensitivity, "Δ of FPDGD's differential privacy; 0 turns it off."
-    )
-    flags.DEFINE_float(
-        "clip_factor",
-        defaults.clip_factor,
-        "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0).",
-    )
-    flags.DEFINE_enum(
-        "privacy_noise",
-        defaults.privacy_noise,
-        list(PRIVACY_NOISE),
-        "auto: with FedAvg of equal weights and no model attack, draw the average's noise once "
-        "per round (the same distribution as the clients' Gamma shares, much cheaper); "
-        "per_client: every client always draws its own share (FPDGD Algorithm 3 as written).",
-    )
+    _define_privacy_flags(defaults)
     define_poisoning_flags()
     flags.DEFINE_string(
         "server_optimizer",
@@ -139,6 +170,29 @@ def define_federation_flags():
     )
 
 
+def _define_privacy_flags(defaults):
+    """--epsilon, --sensitivity, --clip_factor, --privacy_noise (FPDGD's differential privacy)."""
+    flags.DEFINE_float(
+        "epsilon", defaults.epsilon, "ε of FPDGD's differential privacy (needs --sensitivity)."
+    )
+    flags.DEFINE_float(
+        "sensitivity", defaults.sensitivity, "Δ of FPDGD's differential privacy; 0 turns it off."
+    )
+    flags.DEFINE_float(
+        "clip_factor",
+        defaults.clip_factor,
+        "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0).",
+    )
+    flags.DEFINE_enum(
+        "privacy_noise",
+        defaults.privacy_noise,
+        list(PRIVACY_NOISE),
+        "auto: with FedAvg of equal weights and no model attack, draw the average's noise once "
+        "per round (the same distribution as the clients' Gamma shares, much cheaper); "
+        "per_client: every client always draws its own share (FPDGD Algorithm 3 as written).",
+    )
+
+
 def define_distributed_flags():
     """--distributed and --distributed_timeout (every binary has them; those that do not run
     over several processes refuse --distributed with ``refuse_distributed``)."""
@@ -154,105 +208,6 @@ def define_distributed_flags():
         300,
         "With --distributed: seconds to wait for the coordinator and every process.",
     )
-
-
-_CLUSTER_VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
-
-
-def start_distributed(program: str) -> None:
-    """With --distributed: joins the other processes (``multiprocess.initialize``, from
-    the JAX_* variables when set), then checks that every process got the same flags.
-    UserError naming the flag or variable otherwise."""
-    if not FLAGS.distributed:
-        return
-    from foltr_jax import multiprocess
-
-    values = {name: os.environ.get(name) or None for name in _CLUSTER_VARIABLES}
-    numbers = {}
-    for name in _CLUSTER_VARIABLES[1:]:
-        if values[name] is not None:
-            try:
-                numbers[name] = int(values[name])
-            except ValueError:
-                raise UserError(
-                    f"--distributed: {name} must be an integer, got {values[name]!r}"
-                ) from None
-    try:
-        multiprocess.initialize(
-            values["JAX_COORDINATOR_ADDRESS"],
-            numbers.get("JAX_NUM_PROCESSES"),
-            numbers.get("JAX_PROCESS_ID"),
-            timeout=FLAGS.distributed_timeout,
-            program=program,
-        )
-        flag_values = {
-            name: value
-            for name, value in sorted(FLAGS.flag_values_dict().items())
-            if name not in _PER_PROCESS_FLAGS
-        }
-        multiprocess.check_agreement(repr(flag_values), "flags")
-    except multiprocess.DistributedError as error:
-        raise UserError(f"--distributed: {error}") from None
-
-
-# Flags that may differ between the processes of one run (absl's own, logging).
-_PER_PROCESS_FLAGS = {"logtostderr", "alsologtostderr", "log_dir", "verbosity", "v"}
-
-
-def refuse_distributed(program: str, what: str) -> None:
-    """Ends a binary that does not run over several processes with one line when
-    --distributed is given."""
-    if FLAGS.distributed:
-        fail(
-            program,
-            f"--distributed: {what} does not run over several processes (only "
-            "experiments.fpdgd and experiments.benchmark do); run it without --distributed",
-        )
-
-
-def check_same_everywhere(*trees, what: str = "data or settings") -> None:
-    """With --distributed: UserError unless every process holds the same ``trees``
-    (configs, data, keys), compared by ``loop.fingerprint``."""
-    if not FLAGS.distributed:
-        return
-    from foltr_jax import multiprocess
-
-    try:
-        multiprocess.check_agreement(loop.fingerprint(*trees), what)
-    except multiprocess.DistributedError as error:
-        raise UserError(f"--distributed: {error}") from None
-
-
-def on_every_process(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)``; with --distributed every process calls it and they compare:
-    when it raised UserError on some process, every process ends (this one with its own
-    error, the others with one line naming the processes that failed) instead of waiting
-    for them in the next collective step."""
-    if not FLAGS.distributed:
-        return fn(*args, **kwargs)
-    from foltr_jax import multiprocess
-
-    result = error = None
-    try:
-        result = fn(*args, **kwargs)
-    except UserError as raised:
-        error = raised
-    failed = multiprocess.failed_processes(error is not None)
-    if error is not None:
-        raise error
-    if failed:
-        raise UserError(f"--distributed: process(es) {failed} failed (see their error); stopping")
-    return result
-
-
-def is_writer() -> bool:
-    """Whether this process writes files (always, unless it is not process 0 of a
-    --distributed run)."""
-    if not FLAGS.distributed:
-        return True
-    from foltr_jax import multiprocess
-
-    return multiprocess.is_writer()
 
 
 def define_poisoning_flags():
@@ -289,300 +244,6 @@ def define_checkpoint_flag():
         "over, with the same results. The files hold arrays and JSON only (never pickle) and "
         "are removed once results.json is written; --nocheckpoint turns this off.",
     )
-
-
-EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parent
-
-
-def checkpoint_file(output_dir, part: str = "") -> str | None:
-    """The checkpoint of the run (or of one ``part`` of it) under ``output_dir``; None
-    with --nocheckpoint."""
-    if not FLAGS.checkpoint:
-        return None
-    name = f".checkpoint-{part}.npz" if part else ".checkpoint.npz"
-    return str(pathlib.Path(output_dir) / name)
-
-
-class FinishedParts:
-    """The results of the finished parts (cells, phases) of a binary that runs several,
-    so that an interrupted invocation started again skips what it already computed.
-
-    Each part is saved atomically in ``<folder>/<name>.npz`` (``files.save_arrays``:
-    its arrays, and the rest as JSON) with the fingerprint of its settings
-    (``loop.fingerprint``) and the code version of foltr_jax and the binaries: a part
-    of other settings or code is never reused, and nothing read back can run code.
-    Results are dicts, lists, tuples, arrays, numbers and strings (``files.to_plain``).
-    ``clear`` removes them once results.json is written.  With ``folder`` None
-    (--nocheckpoint) nothing is saved or reused.
-    """
-
-    def __init__(self, folder):
-        self.folder = None if folder is None else pathlib.Path(folder)
-        self.code = files.code_version(EXPERIMENTS_DIR)
-
-    @property
-    def enabled(self) -> bool:
-        return self.folder is not None
-
-    def _path(self, name: str) -> pathlib.Path:
-        return self.folder / f"{name}.npz"
-
-    def load(self, name: str, fingerprint: str):
-        """The saved result of part ``name`` when it is this run's, else None (with a
-        warning when a file was there)."""
-        if self.folder is None or not self._path(name).exists():
-            return None
-        try:
-            meta, arrays = files.load_arrays(self._path(name), fingerprint, self.code)
-            return files.from_plain(meta.get("result"), arrays)
-        except files.StoredFileError as error:
-            warnings.warn(f"ignoring {self._path(name)}: {error}; the part runs again")
-            return None
-
-    def save(self, name: str, fingerprint: str, result) -> None:
-        if self.folder is None:
-            return
-        check_finite(result, f"part {name!r}")
-        arrays = []
-        meta = {"result": files.to_plain(result, arrays)}
-        files.save_arrays(self._path(name), fingerprint, meta, arrays, self.code)
-
-    def clear(self) -> None:
-        """Removes the saved parts (and the folder when nothing else is in it)."""
-        if self.folder is None or not self.folder.is_dir():
-            return
-        for path in [*self.folder.glob("*.npz"), *self.folder.glob(".*.tmp")]:
-            path.unlink(missing_ok=True)
-        try:
-            self.folder.rmdir()
-        except OSError:
-            pass  # something else lives there: leave it
-
-
-class UserError(Exception):
-    """A problem with the user's input: printed as one line, no traceback."""
-
-
-def quiet_logs() -> None:
-    """Keeps absl's INFO chatter (e.g. JAX probing for absent TPUs) off the terminal, and
-    prints Python warnings as one line each ('<program>: warning: ...')."""
-    logging.set_verbosity(logging.WARNING)
-    program = pathlib.Path(sys.argv[0]).stem
-    warnings.formatwarning = lambda message, *_, **__: f"{program}: warning: {message}\n"
-
-
-def fail(program: str, message: str) -> None:
-    """Prints one error line and exits with status 2 (a claimed output folder is released
-    on the way out)."""
-    print(f"{program}: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-class Output:
-    """A run's --output_dir, claimed before any work: created, locked against a second
-    run (``<output_dir>/.lock``, held with ``flock`` while the process lives) and probed
-    for writing, with the files the run will write checked to be writable files.
-
-    Results are written strictly (``write_json``: finite numbers only) and the run's
-    checkpoints are removed only afterwards (``finish``).  A run that fails releases the
-    lock and removes the folders it created when they are empty.
-    """
-
-    def __init__(self, path, outputs=("results.json",), flag: str = "output_dir"):
-        self.path, self.flag = pathlib.Path(path), flag
-        self._created: list[pathlib.Path] = []
-        self._lock_fd: int | None = None
-        where = f"--{flag}: {self.path}"
-        if self.path.exists() and not self.path.is_dir():
-            raise UserError(f"{where} exists and is not a folder")
-        missing = [p for p in (self.path, *self.path.parents) if not p.exists()]
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise UserError(f"{where}: cannot create it ({error.strerror or error})") from None
-        self._created = missing  # deepest first
-        atexit.register(self.release)
-        try:
-            self._lock()
-            self._probe()
-        except UserError:
-            self.release()
-            raise
-        for name in outputs:
-            target, problem = self.path / name, None
-            if target.parent.exists() and not target.parent.is_dir():
-                problem = f"{target.parent} is not a folder"
-            elif target.exists() and not target.is_file():
-                problem = f"{target} is not a file"
-            if problem:
-                self.release()
-                raise UserError(f"--{flag}: {problem}, so {target} cannot be written")
-        stale = sorted(self.path.glob(".checkpoint*.pkl")) + sorted(self.path.glob(".*/*.pkl"))
-        if stale:
-            warnings.warn(
-                f"ignoring {len(stale)} pickle file(s) of an older version in {self.path} "
-                f"(e.g. {stale[0].name}): they are never loaded, since unpickling can run code; "
-                "delete them"
-            )
-
-    def _lock(self) -> None:
-        lock = self.path / ".lock"
-        while True:
-            try:
-                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as error:
-                raise UserError(
-                    f"--{self.flag}: cannot write into {self.path} ({error.strerror or error})"
-                ) from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-                os.close(fd)
-                raise UserError(
-                    f"--{self.flag}: {self.path} is in use by another run (process {holder}); "
-                    "wait for it to finish or choose another folder"
-                ) from None
-            try:  # its last holder may have removed it meanwhile: lock the file on disk
-                if os.stat(lock).st_ino == os.fstat(fd).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._lock_fd = fd
-
-    def _probe(self) -> None:
-        try:
-            handle, probe = tempfile.mkstemp(dir=self.path, prefix=".probe-")
-            os.close(handle)
-            os.unlink(probe)
-        except OSError as error:
-            raise UserError(
-                f"--{self.flag}: cannot write into {self.path} ({error.strerror or error})"
-            ) from None
-
-    def checkpoint(self, part: str = "") -> str | None:
-        """The checkpoint of the run or of one ``part`` (None with --nocheckpoint)."""
-        return checkpoint_file(self.path, part)
-
-    def finished_parts(self, folder: str) -> FinishedParts:
-        """Finished parts kept in ``<output_dir>/<folder>`` (disabled with --nocheckpoint)."""
-        return FinishedParts(self.path / folder if FLAGS.checkpoint else None)
-
-    def write_json(self, name, payload: dict) -> pathlib.Path:
-        """Writes ``<output_dir>/<name>`` as strict JSON; UserError naming the flag if it
-        cannot be written or holds a non-finite number (nothing is written then)."""
-        target = self.path / name
-        check_finite(payload, str(target))
-        self._write(target, (json.dumps(payload, indent=1, allow_nan=False)).encode())
-        return target
-
-    def write_text(self, name, text: str) -> pathlib.Path:
-        target = self.path / name
-        self._write(target, text.encode())
-        return target
-
-    def _write(self, target: pathlib.Path, payload: bytes) -> None:
-        try:
-            write_bytes_atomic(target, payload)
-        except OSError as error:
-            raise UserError(
-                f"--{self.flag}: cannot write {target} ({error.strerror or error}); the "
-                "checkpoints are kept: the same command finishes without computing again"
-            ) from None
-
-    def finish(self) -> None:
-        """After the results are written: removes the run's checkpoints, what a killed
-        writer left half-written (``.*.tmp``) and the lock."""
-        for path in [*self.path.glob(".checkpoint*.npz"), *self.path.glob(".*.tmp")]:
-            loop.remove_checkpoint(path)
-        self._created = []  # the folders hold results now
-        self.release()
-
-    def release(self) -> None:
-        """Unlocks; removes the folders this run created if they are still empty."""
-        if self._lock_fd is not None:
-            (self.path / ".lock").unlink(missing_ok=True)
-            os.close(self._lock_fd)
-            self._lock_fd = None
-        for folder in self._created:
-            try:
-                folder.rmdir()
-            except OSError:
-                break
-        self._created = []
-
-
-def claim_output(outputs=("results.json",)):
-    """``Output`` of --output_dir (UserError naming the flag when it cannot be used); a
-    ``ReadOnlyOutput`` on the processes of a --distributed run other than process 0."""
-    if not is_writer():
-        return ReadOnlyOutput(FLAGS.output_dir)
-    return Output(FLAGS.output_dir, outputs)
-
-
-class ReadOnlyOutput:
-    """--output_dir seen from a process that does not write (process k > 0 of a
-    --distributed run): the same names as ``Output``, and nothing is created there.
-    The run's checkpoint is read by process 0 and sent to the others (``loop``)."""
-
-    def __init__(self, path):
-        self.path = pathlib.Path(path)
-
-    def checkpoint(self, part: str = "") -> str | None:
-        return checkpoint_file(self.path, part)
-
-    def finished_parts(self, folder: str) -> FinishedParts:
-        return FinishedParts(None)
-
-    def write_json(self, name, payload: dict) -> pathlib.Path:
-        check_finite(payload, str(self.path / name))
-        return self.path / name
-
-    def write_text(self, name, text: str) -> pathlib.Path:
-        return self.path / name
-
-    def finish(self) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
-
-
-def check_finite(value, where: str) -> None:
-    """UserError naming the first NaN or infinity in ``value`` (dicts, lists, arrays,
-    numbers): results hold finite numbers only, and strict JSON has no token for others."""
-    path = _first_non_finite(value, "")
-    if path is not None:
-        found, number = path
-        raise UserError(
-            f"{where}: {found.lstrip('.') or 'value'} is {number}: the run produced a "
-            "non-finite number (a diverging model? try a smaller --learning_rate); not written"
-        )
-
-
-def _first_non_finite(value, where: str):
-    if isinstance(value, dict):
-        items = ((f"{where}.{k}", v) for k, v in value.items())
-    elif isinstance(value, (list, tuple)):
-        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
-    elif isinstance(value, float) and not math.isfinite(value):
-        return where, value
-    elif hasattr(value, "dtype") and getattr(value.dtype, "kind", "") == "f":
-        bad = ~np.isfinite(np.asarray(value))
-        if bad.any():
-            index = tuple(int(i) for i in np.argwhere(bad)[0])
-            return where + "".join(f"[{i}]" for i in index), float(np.asarray(value)[index])
-        return None
-    else:
-        return None
-    for key, item in items:
-        found = _first_non_finite(item, key)
-        if found is not None:
-            return found
-    return None
 
 
 def federation_config(program: str = "foltr_jax") -> federation.FederationConfig:
@@ -683,113 +344,3 @@ def load_datasets():
             }
         },
     )
-
-
-def results_file(method, config, result, train, test, source, slots=slice(None), log=None) -> dict:
-    """The shared results.json of an online-LTR run: config, data, the per-round curves of
-    the runs in ``slots`` (one setting's repetitions) and the program's timings (what
-    they cover from ``log``, the run's ProgressLog)."""
-
-    def pick(values):
-        return values[slots]
-
-    return {
-        "method": method,
-        "config": dataclasses.asdict(config),
-        "data": {
-            **source,
-            "train": dataset_summary(train),
-            "test": dataset_summary(test),
-            "normalise": FLAGS.normalise,
-        },
-        "versions": versions(),
-        "initial_offline_ndcg": pick(result.initial_offline_ndcg).tolist(),
-        "offline_ndcg": pick(result.offline_ndcg).tolist(),
-        "offline_mrr": pick(result.offline_mrr).tolist(),
-        "online_ndcg": pick(result.online_ndcg).tolist(),
-        "online_max_rr": pick(result.online_max_rr).tolist(),
-        "online_performance": pick(result.online_performance).tolist(),
-        "final_offline_ndcg": pick(result.offline_ndcg)[:, -1].tolist(),
-        # The program's totals: a grid cell shares them with the other cells.
-        "interactions": result.interactions,
-        "seconds": result.run_seconds,
-        "compile_seconds": result.compile_seconds,
-        "interactions_per_second": result.interactions_per_second,
-        "timings": timings(log),
-    }
-
-
-def timings(*logs) -> dict:
-    """What the timing fields cover, and the rounds from which each part resumed."""
-    return {
-        "cover": (
-            "every round: seconds and compile_seconds are summed over the invocations that "
-            "computed the rounds (a resumed run's interrupted ones included); "
-            "interactions_per_second = interactions / seconds"
-        ),
-        "resumed_at_round": {log.label: log.resumed_at for log in logs if log and log.resumed_at},
-    }
-
-
-def dataset_summary(dataset: data.RankingDataset) -> dict:
-    return {
-        "queries": int(dataset.n_queries),
-        "documents": int(dataset.n_docs),
-        "features": int(dataset.n_features),
-        "max_query_length": int(dataset.max_query_length),
-    }
-
-
-def versions() -> dict:
-    import jax
-
-    return {
-        "foltr_jax": foltr_jax.__version__,
-        "jax": jax.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def write_json_atomic(path: pathlib.Path, payload: dict) -> None:
-    """Writes strict JSON through a temporary file and a rename: never a half-written
-    file, never a NaN (UserError naming it)."""
-    check_finite(payload, str(path))
-    write_text_atomic(path, json.dumps(payload, indent=1, allow_nan=False))
-
-
-def write_text_atomic(path: pathlib.Path, text: str) -> None:
-    """Writes text through a temporary file and a rename."""
-    write_bytes_atomic(path, text.encode())
-
-
-def write_bytes_atomic(path: pathlib.Path, payload: bytes) -> None:
-    """Writes bytes through a temporary file and a rename."""
-    files.write_atomically(path, lambda stream: stream.write(payload))
-
-
-class ProgressLog:
-    """Prints 'round t/T, elapsed, time left' lines between compiled chunks."""
-
-    def __init__(self, label: str, stream=sys.stderr):
-        self.label, self.stream = label, stream
-        self.resumed_at = 0  # rounds done by an earlier, interrupted invocation
-
-    def __call__(self, done: int, total: int, seconds: float) -> None:
-        if seconds == 0 and done > 0:  # scan_in_chunks resuming from a checkpoint
-            self.resumed_at = done
-            print(
-                f"[{self.label}] round {done}/{total} resumed from the checkpoint", file=self.stream
-            )
-            return
-        left = seconds / max(done - self.resumed_at, 1) * (total - done)
-        print(
-            f"[{self.label}] round {done}/{total} ({100 * done / total:.0f}%), "
-            f"{seconds:.1f} s elapsed, ~{left:.1f} s left",
-            file=self.stream,
-            flush=True,
-        )

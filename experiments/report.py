@@ -6,7 +6,7 @@ r"""Figures and tables from a folder of results.json files.
 
 With --recipe (a batch recipe, see `python -m experiments.batch --list`; --results_dir
 defaults to results/batch/<recipe>), the report also draws the paper's figures and tables
-panel for panel (experiments/paper_figures.py): paper_<figure>.png/.pdf, page.png/.pdf
+panel for panel (experiments/paper_figures/): paper_<figure>.png/.pdf, page.png/.pdf
 (every figure and table of the recipe on one page), paper_tables.md and paper.json.
 
 Finds every results.json under --results_dir (fpdgd-style files and poisoning grids) and writes

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sample_data import SAMPLE_DIR, needs_sample
 
-from foltr_jax import data
+from foltr_jax import data, letor, ranking_dataset
 from foltr_jax.data import (
     DatasetError,
     LetorFormatError,
@@ -126,7 +126,7 @@ def _random_letor(rng, n_queries=30, n_features=12):
 def test_parse_random_file_matches_reference(tmp_path, monkeypatch, block_bytes):
     # A tiny read block makes every chunk boundary fall somewhere inside a line.
     if block_bytes is not None:
-        monkeypatch.setattr(data, "_READ_BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(letor, "_READ_BLOCK_BYTES", block_bytes)
     text, feats, labels, lengths = _random_letor(np.random.default_rng(3))
     ds = read_letor(_write(tmp_path, text), normalise=False, n_features=12, use_cache=False)
     np.testing.assert_array_equal(ds.features, feats)
@@ -165,7 +165,7 @@ def _slow_normalise(x, offsets, lengths):
 @pytest.mark.parametrize("block_rows", [None, 5])
 def test_normalise_matches_slow_reference(monkeypatch, block_rows):
     if block_rows is not None:  # force many blocks, incl. queries longer than a block
-        monkeypatch.setattr(data, "_NORMALISE_BLOCK_ROWS", block_rows)
+        monkeypatch.setattr(ranking_dataset, "_NORMALISE_BLOCK_ROWS", block_rows)
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 12, size=40)
     offsets = np.cumsum(lengths) - lengths
@@ -278,7 +278,7 @@ def test_first_error_in_file_order_is_reported(tmp_path):
 
 
 def test_error_line_number_across_read_blocks(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "_READ_BLOCK_BYTES", 64)
+    monkeypatch.setattr(letor, "_READ_BLOCK_BYTES", 64)
     lines = [f"{i % 3} qid:{i // 10} 1:{i} 2:0.5" for i in range(300)]
     lines[236] = "1 qid:23 1:0.5 0:2"
     path = _write(tmp_path, "\n".join(lines) + "\n")
@@ -332,7 +332,7 @@ def test_second_read_hits_cache(tmp_path, monkeypatch):
     with np.load(cache / files[0], allow_pickle=False) as z:
         np.testing.assert_array_equal(z["features"], first.features)
         assert z["query_ids"].dtype.kind == "U"
-    monkeypatch.setattr(data, "_parse_letor_file", _no_parse)
+    monkeypatch.setattr(letor, "parse_file", _no_parse)
     second = read_letor(path, cache_dir=cache)
     _assert_same(first, second)
     assert second.name == first.name

@@ -13,6 +13,7 @@ import pathlib
 import pickle
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from typing import NamedTuple
@@ -233,7 +234,7 @@ def test_unwritable_output_dir_is_refused_before_work(tmp_path, monkeypatch):
     def refused(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(common.tempfile, "mkstemp", refused)
+    monkeypatch.setattr(tempfile, "mkstemp", refused)  # what Output probes with
     with pytest.raises(common.UserError, match="^--output_dir: cannot write into .*denied"):
         common.Output(tmp_path / "out")
     assert not (tmp_path / "out").exists()

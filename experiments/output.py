@@ -1,0 +1,313 @@
+"""A run's output folder: claimed and locked before any work, checkpoints and the
+saved results of finished parts, strict (finite-only) atomic writes of results."""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import json
+import math
+import os
+import pathlib
+import tempfile
+import warnings
+
+import numpy as np
+from absl import flags
+
+from experiments.cli import UserError
+from experiments.distributed import is_writer
+from foltr_jax import files, loop
+
+FLAGS = flags.FLAGS
+
+EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parent
+
+
+def checkpoint_file(output_dir, part: str = "") -> str | None:
+    """The checkpoint of the run (or of one ``part`` of it) under ``output_dir``; None
+    with --nocheckpoint."""
+    if not FLAGS.checkpoint:
+        return None
+    name = f".checkpoint-{part}.npz" if part else ".checkpoint.npz"
+    return str(pathlib.Path(output_dir) / name)
+
+
+class FinishedParts:
+    """The results of the finished parts (cells, phases) of a binary that runs several,
+    so that an interrupted invocation started again skips what it already computed.
+
+    Each part is saved atomically in ``<folder>/<name>.npz`` (``files.save_arrays``:
+    its arrays, and the rest as JSON) with the fingerprint of its settings
+    (``loop.fingerprint``) and the code version of foltr_jax and the binaries: a part
+    of other settings or code is never reused, and nothing read back can run code.
+    Results are dicts, lists, tuples, arrays, numbers and strings (``files.to_plain``).
+    ``clear`` removes them once results.json is written.  With ``folder`` None
+    (--nocheckpoint) nothing is saved or reused.
+    """
+
+    def __init__(self, folder):
+        self.folder = None if folder is None else pathlib.Path(folder)
+        self.code = files.code_version(EXPERIMENTS_DIR)
+
+    @property
+    def enabled(self) -> bool:
+        return self.folder is not None
+
+    def _path(self, name: str) -> pathlib.Path:
+        return self.folder / f"{name}.npz"
+
+    def load(self, name: str, fingerprint: str):
+        """The saved result of part ``name`` when it is this run's, else None (with a
+        warning when a file was there)."""
+        if self.folder is None or not self._path(name).exists():
+            return None
+        try:
+            meta, arrays = files.load_arrays(self._path(name), fingerprint, self.code)
+            return files.from_plain(meta.get("result"), arrays)
+        except files.StoredFileError as error:
+            warnings.warn(f"ignoring {self._path(name)}: {error}; the part runs again")
+            return None
+
+    def save(self, name: str, fingerprint: str, result) -> None:
+        if self.folder is None:
+            return
+        check_finite(result, f"part {name!r}")
+        arrays = []
+        meta = {"result": files.to_plain(result, arrays)}
+        files.save_arrays(self._path(name), fingerprint, meta, arrays, self.code)
+
+    def clear(self) -> None:
+        """Removes the saved parts (and the folder when nothing else is in it)."""
+        if self.folder is None or not self.folder.is_dir():
+            return
+        for path in [*self.folder.glob("*.npz"), *self.folder.glob(".*.tmp")]:
+            path.unlink(missing_ok=True)
+        try:
+            self.folder.rmdir()
+        except OSError:
+            pass  # something else lives there: leave it
+
+
+class Output:
+    """A run's --output_dir, claimed before any work: created, locked against a second
+    run (``<output_dir>/.lock``, held with ``flock`` while the process lives) and probed
+    for writing, with the files the run will write checked to be writable files.
+
+    Results are written strictly (``write_json``: finite numbers only) and the run's
+    checkpoints are removed only afterwards (``finish``).  A run that fails releases the
+    lock and removes the folders it created when they are empty.
+    """
+
+    def __init__(self, path, outputs=("results.json",), flag: str = "output_dir"):
+        self.path, self.flag = pathlib.Path(path), flag
+        self._created: list[pathlib.Path] = []
+        self._lock_fd: int | None = None
+        where = f"--{flag}: {self.path}"
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError(f"{where} exists and is not a folder")
+        missing = [p for p in (self.path, *self.path.parents) if not p.exists()]
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"{where}: cannot create it ({error.strerror or error})") from None
+        self._created = missing  # deepest first
+        atexit.register(self.release)
+        try:
+            self._lock()
+            self._probe()
+        except UserError:
+            self.release()
+            raise
+        for name in outputs:
+            target, problem = self.path / name, None
+            if target.parent.exists() and not target.parent.is_dir():
+                problem = f"{target.parent} is not a folder"
+            elif target.exists() and not target.is_file():
+                problem = f"{target} is not a file"
+            if problem:
+                self.release()
+                raise UserError(f"--{flag}: {problem}, so {target} cannot be written")
+        stale = sorted(self.path.glob(".checkpoint*.pkl")) + sorted(self.path.glob(".*/*.pkl"))
+        if stale:
+            warnings.warn(
+                f"ignoring {len(stale)} pickle file(s) of an older version in {self.path} "
+                f"(e.g. {stale[0].name}): they are never loaded, since unpickling can run code; "
+                "delete them"
+            )
+
+    def _lock(self) -> None:
+        lock = self.path / ".lock"
+        while True:
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as error:
+                raise UserError(
+                    f"--{self.flag}: cannot write into {self.path} ({error.strerror or error})"
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise UserError(
+                    f"--{self.flag}: {self.path} is in use by another run (process {holder}); "
+                    "wait for it to finish or choose another folder"
+                ) from None
+            try:  # its last holder may have removed it meanwhile: lock the file on disk
+                if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _probe(self) -> None:
+        try:
+            handle, probe = tempfile.mkstemp(dir=self.path, prefix=".probe-")
+            os.close(handle)
+            os.unlink(probe)
+        except OSError as error:
+            raise UserError(
+                f"--{self.flag}: cannot write into {self.path} ({error.strerror or error})"
+            ) from None
+
+    def checkpoint(self, part: str = "") -> str | None:
+        """The checkpoint of the run or of one ``part`` (None with --nocheckpoint)."""
+        return checkpoint_file(self.path, part)
+
+    def finished_parts(self, folder: str) -> FinishedParts:
+        """Finished parts kept in ``<output_dir>/<folder>`` (disabled with --nocheckpoint)."""
+        return FinishedParts(self.path / folder if FLAGS.checkpoint else None)
+
+    def write_json(self, name, payload: dict) -> pathlib.Path:
+        """Writes ``<output_dir>/<name>`` as strict JSON; UserError naming the flag if it
+        cannot be written or holds a non-finite number (nothing is written then)."""
+        target = self.path / name
+        check_finite(payload, str(target))
+        self._write(target, (json.dumps(payload, indent=1, allow_nan=False)).encode())
+        return target
+
+    def write_text(self, name, text: str) -> pathlib.Path:
+        target = self.path / name
+        self._write(target, text.encode())
+        return target
+
+    def _write(self, target: pathlib.Path, payload: bytes) -> None:
+        try:
+            write_bytes_atomic(target, payload)
+        except OSError as error:
+            raise UserError(
+                f"--{self.flag}: cannot write {target} ({error.strerror or error}); the "
+                "checkpoints are kept: the same command finishes without computing again"
+            ) from None
+
+    def finish(self) -> None:
+        """After the results are written: removes the run's checkpoints, what a killed
+        writer left half-written (``.*.tmp``) and the lock."""
+        for path in [*self.path.glob(".checkpoint*.npz"), *self.path.glob(".*.tmp")]:
+            loop.remove_checkpoint(path)
+        self._created = []  # the folders hold results now
+        self.release()
+
+    def release(self) -> None:
+        """Unlocks; removes the folders this run created if they are still empty."""
+        if self._lock_fd is not None:
+            (self.path / ".lock").unlink(missing_ok=True)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        for folder in self._created:
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        self._created = []
+
+
+def claim_output(outputs=("results.json",)):
+    """``Output`` of --output_dir (UserError naming the flag when it cannot be used); a
+    ``ReadOnlyOutput`` on the processes of a --distributed run other than process 0."""
+    if not is_writer():
+        return ReadOnlyOutput(FLAGS.output_dir)
+    return Output(FLAGS.output_dir, outputs)
+
+
+class ReadOnlyOutput:
+    """--output_dir seen from a process that does not write (process k > 0 of a
+    --distributed run): the same names as ``Output``, and nothing is created there.
+    The run's checkpoint is read by process 0 and sent to the others (``loop``)."""
+
+    def __init__(self, path):
+        self.path = pathlib.Path(path)
+
+    def checkpoint(self, part: str = "") -> str | None:
+        return checkpoint_file(self.path, part)
+
+    def finished_parts(self, folder: str) -> FinishedParts:
+        return FinishedParts(None)
+
+    def write_json(self, name, payload: dict) -> pathlib.Path:
+        check_finite(payload, str(self.path / name))
+        return self.path / name
+
+    def write_text(self, name, text: str) -> pathlib.Path:
+        return self.path / name
+
+    def finish(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+def check_finite(value, where: str) -> None:
+    """UserError naming the first NaN or infinity in ``value`` (dicts, lists, arrays,
+    numbers): results hold finite numbers only, and strict JSON has no token for others."""
+    path = _first_non_finite(value, "")
+    if path is not None:
+        found, number = path
+        raise UserError(
+            f"{where}: {found.lstrip('.') or 'value'} is {number}: the run produced a "
+            "non-finite number (a diverging model? try a smaller --learning_rate); not written"
+        )
+
+
+def _first_non_finite(value, where: str):
+    if isinstance(value, dict):
+        items = ((f"{where}.{k}", v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    elif isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    elif hasattr(value, "dtype") and getattr(value.dtype, "kind", "") == "f":
+        bad = ~np.isfinite(np.asarray(value))
+        if bad.any():
+            index = tuple(int(i) for i in np.argwhere(bad)[0])
+            return where + "".join(f"[{i}]" for i in index), float(np.asarray(value)[index])
+        return None
+    else:
+        return None
+    for key, item in items:
+        found = _first_non_finite(item, key)
+        if found is not None:
+            return found
+    return None
+
+
+def write_json_atomic(path: pathlib.Path, payload: dict) -> None:
+    """Writes strict JSON through a temporary file and a rename: never a half-written
+    file, never a NaN (UserError naming it)."""
+    check_finite(payload, str(path))
+    write_text_atomic(path, json.dumps(payload, indent=1, allow_nan=False))
+
+
+def write_text_atomic(path: pathlib.Path, text: str) -> None:
+    """Writes text through a temporary file and a rename."""
+    write_bytes_atomic(path, text.encode())
+
+
+def write_bytes_atomic(path: pathlib.Path, payload: bytes) -> None:
+    """Writes bytes through a temporary file and a rename."""
+    files.write_atomically(path, lambda stream: stream.write(payload))

@@ -1,0 +1,85 @@
+"""The fields of results.json that every online-LTR binary shares: config, data,
+curves, timings and versions."""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import resource
+
+from absl import flags
+
+import foltr_jax
+from foltr_jax import data
+
+FLAGS = flags.FLAGS
+
+
+def results_file(method, config, result, train, test, source, slots=slice(None), log=None) -> dict:
+    """The shared results.json of an online-LTR run: config, data, the per-round curves of
+    the runs in ``slots`` (one setting's repetitions) and the program's timings (what
+    they cover from ``log``, the run's ProgressLog)."""
+
+    def pick(values):
+        return values[slots]
+
+    return {
+        "method": method,
+        "config": dataclasses.asdict(config),
+        "data": {
+            **source,
+            "train": dataset_summary(train),
+            "test": dataset_summary(test),
+            "normalise": FLAGS.normalise,
+        },
+        "versions": versions(),
+        "initial_offline_ndcg": pick(result.initial_offline_ndcg).tolist(),
+        "offline_ndcg": pick(result.offline_ndcg).tolist(),
+        "offline_mrr": pick(result.offline_mrr).tolist(),
+        "online_ndcg": pick(result.online_ndcg).tolist(),
+        "online_max_rr": pick(result.online_max_rr).tolist(),
+        "online_performance": pick(result.online_performance).tolist(),
+        "final_offline_ndcg": pick(result.offline_ndcg)[:, -1].tolist(),
+        # The program's totals: a grid cell shares them with the other cells.
+        "interactions": result.interactions,
+        "seconds": result.run_seconds,
+        "compile_seconds": result.compile_seconds,
+        "interactions_per_second": result.interactions_per_second,
+        "timings": timings(log),
+    }
+
+
+def timings(*logs) -> dict:
+    """What the timing fields cover, and the rounds from which each part resumed."""
+    return {
+        "cover": (
+            "every round: seconds and compile_seconds are summed over the invocations that "
+            "computed the rounds (a resumed run's interrupted ones included); "
+            "interactions_per_second = interactions / seconds"
+        ),
+        "resumed_at_round": {log.label: log.resumed_at for log in logs if log and log.resumed_at},
+    }
+
+
+def dataset_summary(dataset: data.RankingDataset) -> dict:
+    return {
+        "queries": int(dataset.n_queries),
+        "documents": int(dataset.n_docs),
+        "features": int(dataset.n_features),
+        "max_query_length": int(dataset.max_query_length),
+    }
+
+
+def versions() -> dict:
+    import jax
+
+    return {
+        "foltr_jax": foltr_jax.__version__,
+        "jax": jax.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

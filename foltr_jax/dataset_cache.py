@@ -1,0 +1,157 @@
+"""The on-disk cache of parsed LETOR files: one ``.npz`` per file and parse options.
+
+An entry is keyed by the SHA-256 of the source file's bytes plus the parse options
+(``normalise``, ``n_features``) and :data:`CACHE_FORMAT_VERSION`, so that
+re-reading a 1 GB MSLR fold is a fast ``np.load``.  An entry is used only when it
+proves it belongs to its source (stored hash and parse options, shapes, finite
+values, label range), else the file is parsed again with a warning.  Entries are
+written atomically; an unwritable cache only produces a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import warnings
+
+import numpy as np
+
+from foltr_jax import files
+from foltr_jax.letor import MAX_LABEL
+from foltr_jax.ranking_dataset import RankingDataset
+
+__all__ = [
+    "CACHE_FORMAT_VERSION",
+    "arrays_of",
+    "default_cache_dir",
+    "file_name",
+    "load",
+    "path_for",
+    "sha256_file",
+    "source",
+    "write",
+]
+
+# Bump whenever the parser or the cached array layout changes in a way that
+# changes the result: old cache entries then simply stop being found.
+CACHE_FORMAT_VERSION = 1
+
+# Bytes per step when hashing a file for the cache key.
+_HASH_BLOCK_BYTES = 1 << 20
+
+
+def default_cache_dir() -> pathlib.Path:
+    """``$FOLTR_JAX_CACHE`` if set (and non-empty), else ``~/.cache/foltr_jax``."""
+    env = os.environ.get("FOLTR_JAX_CACHE")
+    if env:
+        return pathlib.Path(env).expanduser()
+    return pathlib.Path.home() / ".cache" / "foltr_jax"
+
+
+def sha256_file(path: pathlib.Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(_HASH_BLOCK_BYTES)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_name(digest: str, normalise: bool, n_features: int | None) -> str:
+    nf = "auto" if n_features is None else str(n_features)
+    return f"letor-{digest}-norm{int(normalise)}-nf{nf}-v{CACHE_FORMAT_VERSION}.npz"
+
+
+def path_for(cache_dir, digest: str, normalise: bool, n_features: int | None) -> pathlib.Path:
+    """The entry's path in ``cache_dir`` (``None``: :func:`default_cache_dir`)."""
+    base = pathlib.Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return base / file_name(digest, normalise, n_features)
+
+
+_CACHE_KEYS = ("features", "labels", "query_offsets", "query_lengths", "query_ids")
+
+
+def load(cache_path: pathlib.Path, name: str, source: dict) -> RankingDataset | None:
+    """The cached dataset when the entry proves it was made from ``source`` (the file's
+    SHA-256 and the parse options, as :func:`source` gives them) and holds sound arrays;
+    else None, with a warning if a file was there."""
+    if not cache_path.exists():
+        return None
+    try:
+        with np.load(cache_path, allow_pickle=False) as z:
+            stored = {k: z[k] for k in (*_CACHE_KEYS, *source)}
+        if int(stored["format_version"]) != CACHE_FORMAT_VERSION:
+            raise ValueError("format version mismatch")
+        if str(stored["source_sha256"]) != source["source_sha256"]:
+            raise ValueError("it was made from other data")
+        for option in ("normalise", "n_features"):
+            if stored[option].item() != source[option].item():
+                raise ValueError(f"it was made with {option}={stored[option].item()}")
+        features, labels = stored["features"], stored["labels"]
+        if features.dtype != np.float32 or features.ndim != 2:
+            raise ValueError(f"features of dtype {features.dtype}, shape {features.shape}")
+        if source["n_features"] > 0 and features.shape[1] != source["n_features"]:
+            raise ValueError(f"{features.shape[1]} feature columns, not {source['n_features']}")
+        if labels.dtype != np.int32 or (
+            labels.size and not 0 <= labels.min() <= labels.max() <= MAX_LABEL
+        ):
+            raise ValueError(f"labels outside 0..{MAX_LABEL}")
+        if not np.isfinite(features).all():
+            raise ValueError("non-finite features")
+        if source["normalise"] and features.size and not 0 <= features.min() <= features.max() <= 1:
+            raise ValueError("normalised features outside [0, 1]")
+        return RankingDataset(**{k: stored[k] for k in _CACHE_KEYS}, name=name)
+    except Exception as exc:  # corrupt / truncated / foreign file: re-parse
+        warnings.warn(
+            f"ignoring unusable cache file {cache_path}: {exc}; parsing the file again",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
+def write(cache_path: pathlib.Path, arrays: dict) -> bool:
+    """Atomically write ``arrays`` to ``cache_path``; warn and return False on OSError.
+
+    The data go to a temporary file in the same directory which is renamed
+    over ``cache_path`` only once complete, so readers never see a partial
+    file; on any error the temporary file is removed.
+    """
+    try:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        warnings.warn(
+            f"cache directory {cache_path.parent} is not writable ({exc}); "
+            "continuing without caching",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
+    try:
+        files.write_atomically(cache_path, lambda stream: np.savez(stream, **arrays))
+    except OSError as exc:
+        warnings.warn(
+            f"could not write cache file {cache_path} ({exc}); continuing without caching",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
+    return True
+
+
+def source(digest: str, normalise: bool, n_features: int | None) -> dict:
+    """What a cache entry stores to prove which file and options it was made from."""
+    return {
+        "format_version": np.int64(CACHE_FORMAT_VERSION),
+        "normalise": np.bool_(normalise),
+        "n_features": np.int64(-1 if n_features is None else n_features),
+        "source_sha256": np.str_(digest),
+    }
+
+
+def arrays_of(dataset: RankingDataset, source: dict) -> dict:
+    """What an entry stores: the dataset's arrays and its ``source``."""
+    return {**{k: getattr(dataset, k) for k in _CACHE_KEYS}, **source}
