@@ -87,6 +87,13 @@ def define_federation_flags():
         defaults.chunk_rounds,
         "Rounds per compiled chunk (progress is reported between chunks).",
     )
+    flags.DEFINE_integer(
+        "eval_every",
+        defaults.eval_every,
+        "Offline metrics (the test split) after rounds K, 2K, ... and the last round only; "
+        "results.json's offline curves then list those rounds in offline_rounds. "
+        "1: every round. Online metrics are every round's.",
+    )
     flags.DEFINE_string(
         "window_scoring",
         defaults.window_scoring,
@@ -608,6 +615,7 @@ def federation_config(program: str = "foltr_jax") -> federation.FederationConfig
         server_learning_rate=FLAGS.server_learning_rate,
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
+        eval_every=FLAGS.eval_every,
         window_scoring=resolve_window_scoring(FLAGS.window_scoring),
         client_chunk=FLAGS.client_chunk,
         n_devices=FLAGS.n_devices,
@@ -706,6 +714,7 @@ def results_file(method, config, result, train, test, source, slots=slice(None),
         "initial_offline_ndcg": pick(result.initial_offline_ndcg).tolist(),
         "offline_ndcg": pick(result.offline_ndcg).tolist(),
         "offline_mrr": pick(result.offline_mrr).tolist(),
+        **offline_rounds(config, result),
         "online_ndcg": pick(result.online_ndcg).tolist(),
         "online_max_rr": pick(result.online_max_rr).tolist(),
         "online_performance": pick(result.online_performance).tolist(),
@@ -717,6 +726,14 @@ def results_file(method, config, result, train, test, source, slots=slice(None),
         "interactions_per_second": result.interactions_per_second,
         "timings": timings(log),
     }
+
+
+def offline_rounds(config, result) -> dict:
+    """``{"offline_rounds": [the 1-based round of each offline column]}`` when
+    ``--eval_every`` > 1; nothing when every round is evaluated (columns 1..T)."""
+    if config.eval_every == 1:
+        return {}
+    return {"offline_rounds": result.offline_rounds.tolist()}
 
 
 def timings(*logs) -> dict:
