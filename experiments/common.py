@@ -730,8 +730,9 @@ def results_file(method, config, result, train, test, source, slots=slice(None),
 
 def offline_rounds(config, result) -> dict:
     """``{"offline_rounds": [the 1-based round of each offline column]}`` when
-    ``--eval_every`` > 1; nothing when every round is evaluated (columns 1..T)."""
-    if config.eval_every == 1:
+    ``--eval_every`` > 1; nothing when every round is evaluated (columns 1..T, and the
+    methods without the flag: FOLtR-ES)."""
+    if getattr(config, "eval_every", 1) == 1:
         return {}
     return {"offline_rounds": result.offline_rounds.tolist()}
 
