@@ -6,7 +6,7 @@ Takes the same data and federation flags as experiments/fpdgd.py, e.g.
       --test_path=../shared/data/mslr_sample/test.txt --n_clients=1000 --local_updates=2
 
 Compile time is reported on its own line and not counted; offline evaluation of
-the global model after every round is included.  The last line printed is one
+the global model after every round (or every --eval_every rounds) is included.  The last line printed is one
 JSON object with interactions_per_second, peak_rss_mb and the settings.
 
   python -m experiments.benchmark --suite [--suite_clients=10,1000,100000,1000000]

@@ -35,7 +35,14 @@ from experiments.output import (
     write_json_atomic,
     write_text_atomic,
 )
-from experiments.results import dataset_summary, peak_rss_mb, results_file, timings, versions
+from experiments.results import (
+    dataset_summary,
+    offline_rounds,
+    peak_rss_mb,
+    results_file,
+    timings,
+    versions,
+)
 from foltr_jax import aggregators, attacks, click_models, data, federation, rankers
 from foltr_jax.config import PRIVACY_NOISE, FederationConfig, centralised, resolve_window_scoring
 
@@ -62,6 +69,7 @@ __all__ = [
     "federation_config",
     "is_writer",
     "load_datasets",
+    "offline_rounds",
     "on_every_process",
     "peak_rss_mb",
     "quiet_logs",
@@ -135,6 +143,13 @@ def define_federation_flags():
         "chunk_rounds",
         defaults.chunk_rounds,
         "Rounds per compiled chunk (progress is reported between chunks).",
+    )
+    flags.DEFINE_integer(
+        "eval_every",
+        defaults.eval_every,
+        "Offline metrics (the test split) after rounds K, 2K, ... and the last round only; "
+        "results.json's offline curves then list those rounds in offline_rounds. "
+        "1: every round. Online metrics are every round's.",
     )
     flags.DEFINE_string(
         "window_scoring",
@@ -269,6 +284,7 @@ def federation_config(program: str = "foltr_jax") -> federation.FederationConfig
         server_learning_rate=FLAGS.server_learning_rate,
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
+        eval_every=FLAGS.eval_every,
         window_scoring=resolve_window_scoring(FLAGS.window_scoring),
         client_chunk=FLAGS.client_chunk,
         n_devices=FLAGS.n_devices,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import pathlib
@@ -38,7 +39,7 @@ METRICS = {  # key -> (title, number format)
     "online_performance": ("Online performance", "{:.2f}"),
 }
 MARK = "†"
-EXECUTION_FIELDS = {"chunk_rounds", "window_scoring"}  # how a run executes, not what it computes
+EXECUTION_FIELDS = {"chunk_rounds", "window_scoring", "eval_every"}  # not what a run learns
 MAX_POINTS = 1000  # per plotted curve; longer curves are thinned evenly
 
 
@@ -64,6 +65,8 @@ class Series:
     online_performance: np.ndarray | None = None  # [runs]
     offline_ndcg: np.ndarray | None = None  # [runs, rounds]
     offline_mrr: np.ndarray | None = None  # [runs, rounds]: MaxRR curves (FPDGD paper Figure 3)
+    # [columns] the 1-based round of each offline column (--eval_every > 1); None: 1..T
+    offline_rounds: np.ndarray | None = None
     initial_offline_ndcg: np.ndarray | None = None  # [runs]
     figure: str | None = ""  # splits a group's curves into figures; None: drawn in all of them
     offline: str = "nDCG@10"  # the offline metric (FedIPS files: nDCG@5)
@@ -109,7 +112,40 @@ def _runs(container: dict, where: str, config: dict) -> dict:
                 f"{where}{key!r} has {len(array)} runs but 'final_offline_ndcg' has {n}"
             )
     seed = config.get("seed")
-    return {**arrays, "run_ids": [(seed, r) for r in range(n)]}
+    rounds = _offline_rounds(container, arrays, where)
+    return {**arrays, "offline_rounds": rounds, "run_ids": [(seed, r) for r in range(n)]}
+
+
+def _offline_rounds(container: dict, arrays: dict, where: str) -> np.ndarray | None:
+    """container's "offline_rounds" (the round of each offline column, written with
+    --eval_every > 1) as an int array, checked against the curves; None when absent."""
+    if "offline_rounds" not in container:
+        return None
+    rounds = container["offline_rounds"]
+    what = f"{where}'offline_rounds' is not a strictly increasing list of rounds >= 1"
+    if not (
+        isinstance(rounds, list)
+        and rounds
+        and all(isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in rounds)
+        and all(a < b for a, b in itertools.pairwise(rounds))
+    ):
+        raise LayoutError(what)
+    for key in ("offline_ndcg", "offline_mrr"):
+        curves = arrays[key]
+        if curves is not None and curves.shape[1] != len(rounds):
+            raise LayoutError(
+                f"{where}{key!r} has {curves.shape[1]} rounds but 'offline_rounds' lists "
+                f"{len(rounds)}"
+            )
+    return np.asarray(rounds, dtype=int)
+
+
+def curve_rounds(s: Series, curves: np.ndarray) -> np.ndarray:
+    """The round (x) of each column of an offline curve of ``s``: its offline_rounds,
+    or 1..T when every round was evaluated."""
+    if s.offline_rounds is not None:
+        return s.offline_rounds
+    return np.arange(1, curves.shape[1] + 1)
 
 
 def _config(payload: dict) -> dict:
@@ -435,7 +471,7 @@ def summarise_group(
             "source": s.source,
             "fields": s.fields,
             "n_runs": len(s.final_offline_ndcg),
-            "rounds": None if s.offline_ndcg is None else int(s.offline_ndcg.shape[1]),
+            "rounds": None if s.offline_ndcg is None else int(curve_rounds(s, s.offline_ndcg)[-1]),
         }
         for metric in METRICS:
             values = getattr(s, metric)
@@ -648,7 +684,7 @@ def plot_curves(title: str, members: list[Series], curve: str = "offline_ndcg") 
             if s is None:
                 continue
             curves = getattr(s, curve)
-            x = np.arange(1, curves.shape[1] + 1)
+            x = curve_rounds(s, curves)
             if curve == "offline_ndcg" and s.initial_offline_ndcg is not None:
                 curves = np.column_stack([s.initial_offline_ndcg, curves])
                 x = np.concatenate([[0], x])

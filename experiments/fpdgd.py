@@ -149,14 +149,16 @@ def main(argv):
 def summary(results: dict) -> str:
     """One line: the mean offline nDCG@10 curve at a few rounds, and the speed."""
     curves = results["offline_ndcg"]
-    rounds = len(curves[0])
+    # the round of each column: 1..T, or the evaluated ones (--eval_every)
+    evaluated = results.get("offline_rounds") or list(range(1, len(curves[0]) + 1))
+    n = len(evaluated)
 
-    def mean_at(t):
-        return sum(c[t - 1] for c in curves) / len(curves)
+    def mean_at(i):
+        return sum(c[i] for c in curves) / len(curves)
 
     initial = sum(results["initial_offline_ndcg"]) / len(curves)
-    marks = sorted({1, max(rounds // 10, 1), max(rounds // 2, 1), rounds})
-    curve = ", ".join(f"round {t}: {mean_at(t):.4f}" for t in marks)
+    marks = sorted({0, max(n // 10, 1) - 1, max(n // 2, 1) - 1, n - 1})
+    curve = ", ".join(f"round {evaluated[i]}: {mean_at(i):.4f}" for i in marks)
     return (
         f"offline nDCG@10 (mean of {len(curves)} run(s)) initial: {initial:.4f}, {curve}; "
         f"{results['interactions_per_second']:,.0f} interactions/s"

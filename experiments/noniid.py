@@ -89,6 +89,12 @@ flags.DEFINE_integer("n_grades", 0, "Click-table grades (2, 3 or 5); 0 infers fr
 flags.DEFINE_integer("n_runs", 5, "Repetitions (Type 1: intent reshuffles).")
 flags.DEFINE_integer("seed", 0, "Seed of the simulation and of the splits.")
 flags.DEFINE_integer("chunk_rounds", 500, "Rounds per compiled chunk (progress between chunks).")
+flags.DEFINE_integer(
+    "eval_every",
+    1,
+    "Offline metrics after rounds K, 2K, ... and the last only (a cell's offline_rounds lists "
+    "them); 1: every round.",
+)
 flags.DEFINE_string("window_scoring", "auto", "auto (map on a CPU, vmap on a GPU) | map | vmap.")
 flags.DEFINE_string("output_dir", "results/noniid", "Folder for results.json and table.txt.")
 common.define_poisoning_flags()
@@ -174,6 +180,7 @@ def _config(n_clients: int, local_updates: int, n_grades: int) -> federation.Fed
         n_runs=FLAGS.n_runs,
         seed=FLAGS.seed,
         chunk_rounds=FLAGS.chunk_rounds,
+        eval_every=FLAGS.eval_every,
         window_scoring=resolve_window_scoring(FLAGS.window_scoring),
         attack=FLAGS.attack,
         aggregator=FLAGS.aggregator,
@@ -394,6 +401,7 @@ def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) 
         "n_clients": cell.config.n_clients,
         "local_updates": cell.config.local_updates,
         "offline_ndcg": result.offline_ndcg.tolist(),
+        **common.offline_rounds(cell.config, result),
         "online_ndcg": result.online_ndcg.tolist(),
         "online_performance": performance.tolist(),
         "initial_offline_ndcg": result.initial_offline_ndcg.tolist(),

@@ -141,6 +141,7 @@ def results_of(config, settings, result, train, test, source, log) -> dict:
             {
                 "setting": dataclasses.asdict(setting),
                 "offline_ndcg": offline[i].tolist(),
+                **common.offline_rounds(config, result),
                 "online_ndcg": online[i].tolist(),
                 "online_performance": performance[i].tolist(),
                 "final_offline_ndcg_mean": float(final.mean()),

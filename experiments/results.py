@@ -36,6 +36,7 @@ def results_file(method, config, result, train, test, source, slots=slice(None),
         "initial_offline_ndcg": pick(result.initial_offline_ndcg).tolist(),
         "offline_ndcg": pick(result.offline_ndcg).tolist(),
         "offline_mrr": pick(result.offline_mrr).tolist(),
+        **offline_rounds(config, result),
         "online_ndcg": pick(result.online_ndcg).tolist(),
         "online_max_rr": pick(result.online_max_rr).tolist(),
         "online_performance": pick(result.online_performance).tolist(),
@@ -47,6 +48,15 @@ def results_file(method, config, result, train, test, source, slots=slice(None),
         "interactions_per_second": result.interactions_per_second,
         "timings": timings(log),
     }
+
+
+def offline_rounds(config, result) -> dict:
+    """``{"offline_rounds": [the 1-based round of each offline column]}`` when
+    ``--eval_every`` > 1; nothing when every round is evaluated (columns 1..T, and the
+    methods without the flag: FOLtR-ES)."""
+    if getattr(config, "eval_every", 1) == 1:
+        return {}
+    return {"offline_rounds": result.offline_rounds.tolist()}
 
 
 def timings(*logs) -> dict:

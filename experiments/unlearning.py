@@ -138,6 +138,7 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
                     "configuration": labels[kind],
                     "click_model": click,
                     "offline_ndcg": curves[c].tolist(),
+                    **common.offline_rounds(cfg, result),
                     "final_offline_ndcg": curves[c, :, -1].tolist(),
                     **{f"final_{k}": v for k, v in _stats(curves[c, :, -1]).items()},
                 }

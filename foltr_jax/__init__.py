@@ -6,7 +6,7 @@ The Python API: the config objects and one ``run_*`` per method.
     train, test = foltr_jax.data.synthetic_train_test(seed=0)
     config = foltr_jax.FederationConfig(n_clients=100, local_updates=2, rounds=50)
     result = foltr_jax.run_fpdgd(config, train, test)
-    result.offline_ndcg  # [runs, rounds]
+    result.offline_ndcg  # [runs, rounds]; [runs, len(result.offline_rounds)] with eval_every > 1
 
 ``foltr_jax.aggregators.register`` adds an aggregation rule that every method and
 binary can then name (see the README's "Use from Python").

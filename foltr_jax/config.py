@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import NamedTuple
 
 import jax
@@ -54,6 +55,9 @@ class FederationConfig:
     display_groups: int = 4  # lanes sample their lists in this many groups of similar length
     window_scoring: str = "auto"  # lanes scored in turn (map, CPU) or batched (vmap, GPU)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
+    # Offline metrics (test split) after rounds K, 2K, ... and the last round T only;
+    # 1: every round.  Online metrics are every round's regardless.
+    eval_every: int = 1
     # Scale: clients of a round in chunks of this many (0: all at once), FedAvg as a running sum.
     client_chunk: int = 0
     n_devices: int = 1  # lanes of a round (or chunk) sharded over this many devices
@@ -72,10 +76,19 @@ class FederationConfig:
             "top_k",
             "chunk_rounds",
             "display_groups",
+            "eval_every",
         )
+        if not isinstance(self.eval_every, numbers.Integral) or isinstance(self.eval_every, bool):
+            raise ConfigError("eval_every", f"must be an integer, got {self.eval_every!r}")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
+        if self.eval_every > self.rounds:
+            raise ConfigError(
+                "eval_every",
+                f"must be at most rounds = {self.rounds} (rounds K, 2K, ... and the last are "
+                f"evaluated; K = rounds evaluates only the last), got {self.eval_every}",
+            )
         if not 0 < self.learning_rate < math.inf:
             raise ConfigError(
                 "learning_rate", f"must be positive and finite, got {self.learning_rate}"

@@ -35,6 +35,7 @@ from foltr_jax.rounds import (
     Arrays,
     Spec,
     evaluate,
+    evaluated_rounds,
     history_length,
     initial_server_state,
     noise_once,
@@ -198,9 +199,12 @@ def _attack_names(settings) -> tuple:
 
 @dataclasses.dataclass
 class RunResult:
-    """Per-round curves ``[n_slots, rounds]`` and timings of one experiment.
+    """Per-round curves and timings of one experiment.
 
-    Slot s * n_runs + r is repetition r of setting s (see ``per_setting``).
+    Slot s * n_runs + r is repetition r of setting s (see ``per_setting``).  The
+    online curves are ``[n_slots, rounds]``; the offline ones ``[n_slots, len(offline_rounds)]``,
+    their column i measured after round ``offline_rounds[i]`` (1-based): every round with
+    ``eval_every`` = 1, else rounds K, 2K, ... and always the last, so ``[:, -1]`` is final.
     """
 
     offline_ndcg: np.ndarray
@@ -215,6 +219,8 @@ class RunResult:
     # [n_slots, ⌈T/Δt⌉, n_clients, d] client updates at rounds 1, 1 + Δt, ...
     # (clients in position order, see Arrays.client_ids), or None.
     history: np.ndarray | None = None
+    # int [len(offline_ndcg[0])]: the 1-based round of each offline column (evaluated_rounds)
+    offline_rounds: np.ndarray | None = None
 
     def per_setting(self, values: np.ndarray, n_settings: int) -> np.ndarray:
         """Reshapes a per-slot array to [n_settings, n_runs, ...]."""
@@ -296,8 +302,12 @@ def run(
         checkpoint,
     )
     curves = round_curves(outputs)
+    offline_rounds = np.asarray(evaluated_rounds(cfg.rounds, cfg.eval_every), np.int64)
+    for name in ("offline_ndcg", "offline_mrr"):  # skipped rounds hold NaN: left out
+        curves[name] = curves[name][:, offline_rounds - 1]
     return RunResult(
         **curves,
+        offline_rounds=offline_rounds,
         initial_offline_ndcg=np.asarray(initial_ndcg),
         final_params=jax.device_get(params),
         compile_seconds=compile_seconds,

@@ -396,6 +396,7 @@ def warm_up(
         local_updates=1,
         rounds=interactions,
         chunk_rounds=min(config.chunk_rounds * config.local_updates, interactions),
+        eval_every=min(config.eval_every, interactions),
     )
     spec, arrays = federation.build(central, shared, test)
     result = federation.run(spec, arrays, checkpoint=checkpoint)

@@ -295,7 +295,13 @@ def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int):
 
 
 def federated_round(
-    spec: Spec, arrays: Arrays, global_params, slot_keys, round_index, server_state
+    spec: Spec,
+    arrays: Arrays,
+    global_params,
+    slot_keys,
+    round_index,
+    server_state,
+    evaluate_now=None,
 ):
     """One round for every run slot: clients train, servers aggregate, models are evaluated.
 
@@ -311,6 +317,9 @@ def federated_round(
     start from the global model with their own personal layers and keep them; offline
     metrics average every client's personalised model ('clients') or are the server
     model's ('server': the FedAvg of every layer), as ``spec.personal_eval`` says.
+    ``evaluate_now`` (a traced bool, or None for always): whether this round computes
+    its offline metrics; a round that does not skips them under ``lax.cond`` (no work
+    on the test split) and reports NaN in their place.
     """
     cfg = spec.config
     personal = None
@@ -370,7 +379,17 @@ def federated_round(
     new_global = jax.vmap(unravel)(updates.aggregate)
     if personal is not None:
         personal = {k: client_params[k] for k in spec.personal_keys}
-    offline_ndcg, offline_mrr = offline_metrics(spec, arrays, new_global, personal)
+    if evaluate_now is None:
+        offline_ndcg, offline_mrr = offline_metrics(spec, arrays, new_global, personal)
+    else:
+        skipped = jnp.full((spec.n_slots,), jnp.nan, jnp.float32)
+        offline_ndcg, offline_mrr = jax.lax.cond(
+            evaluate_now,
+            lambda g, own: offline_metrics(spec, arrays, g, own),
+            lambda g, own: (skipped, skipped),
+            new_global,
+            personal,
+        )
     ndcg, max_rr, count = online
     history = None
     if spec.history_every:
@@ -388,15 +407,31 @@ def history_length(rounds: int, every: int) -> int:
     return -(-rounds // every)
 
 
+def evaluated_rounds(rounds: int, every: int):
+    """The 1-based rounds whose offline metrics are computed with ``eval_every`` = K:
+    K, 2K, ... and the last round T (every round when K = 1)."""
+    return sorted(set(range(every, rounds + 1, every)) | {rounds})
+
+
+def is_evaluated(spec: Spec, t):
+    """Whether 0-based round ``t`` (traced) is one of ``evaluated_rounds``; None when
+    every round is (``eval_every`` = 1: no condition in the program at all)."""
+    cfg = spec.config
+    if cfg.eval_every == 1:
+        return None
+    return ((t + 1) % cfg.eval_every == 0) | (t + 1 == cfg.rounds)
+
+
 def run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
     """``n_rounds`` rounds under ``lax.scan``; ``state`` is (global params, the server
-    optimiser's state or None, history or None)."""
+    optimiser's state or None, history or None).  Rounds that ``is_evaluated`` rejects
+    output NaN offline metrics (``federated_round``'s ``evaluate_now``)."""
     arrays, slot_keys = consts
 
     def body(carry, t):
         params, server_state, history = carry
         params, round_metrics, updates, server_state = federated_round(
-            spec, arrays, params, slot_keys, t, server_state
+            spec, arrays, params, slot_keys, t, server_state, is_evaluated(spec, t)
         )
         if history is not None:
             # Round t (0-based) is stored when t is a multiple of Δt, at t // Δt.

@@ -119,6 +119,8 @@ def test_centralised_baselines_run(tmp_path, form):
         ("--aggregator=krum --n_malicious=1 --n_clients=3", "--n_malicious"),  # n - m - 2 = 0
         ("--aggregator=average", "--aggregator"),
         ("--attack=flood --n_malicious=1", "--attack"),
+        ("--eval_every=0", "--eval_every"),
+        ("--eval_every=7", "--eval_every"),  # more than --rounds
     ],
 )
 def test_bad_flags_fail_with_one_line_naming_the_flag(tmp_path, flag, named):

@@ -1,5 +1,6 @@
 """foltr_jax.report and `python -m experiments.report` on small synthetic results folders."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -694,3 +695,42 @@ def test_a_recipe_page_is_drawn(tmp_path):
     assert figure["columns"] == CLICK_COLUMNS
     line = figure["panels"][0]["lines"][0]
     assert line["n_runs"] == 4 and line["folds"] == 2  # folds pooled, as the papers average
+
+
+def test_curves_of_an_eval_every_run(tmp_path):
+    """--eval_every: offline curves at the rounds listed in offline_rounds (last: T)."""
+    payload = {
+        "method": "fpdgd",
+        "config": {**config("perfect"), "rounds": 10, "eval_every": 4},
+        "data": DATA,
+        "initial_offline_ndcg": [0.2, 0.2],
+        "offline_ndcg": [[0.3, 0.5, 0.6], [0.35, 0.55, 0.65]],
+        "offline_mrr": [[0.3, 0.5, 0.6], [0.35, 0.55, 0.65]],
+        "offline_rounds": [4, 8, 10],
+        "online_performance": [5.0, 6.0],
+    }
+    write(tmp_path / "run" / "results.json", payload)
+    (series,) = report.load_series(tmp_path)
+    np.testing.assert_array_equal(series.offline_rounds, [4, 8, 10])
+    np.testing.assert_array_equal(series.final_offline_ndcg, [0.6, 0.65])
+    figure = report.plot_curves("t", [dataclasses.replace(series, label="fpdgd")])
+    x = figure.axes[0].lines[0].get_xdata()
+    np.testing.assert_array_equal(x, [0, 4, 8, 10])  # the initial model, then the rounds
+    summary = report.build_report(tmp_path)
+    assert summary["groups"][GROUP]["rows"]["fpdgd"]["perfect"]["rounds"] == 10
+
+
+@pytest.mark.parametrize(
+    "rounds, message",
+    [
+        ([4, 8], "'offline_ndcg' has 3 rounds but 'offline_rounds' lists 2"),
+        ([4, 4, 10], "not a strictly increasing list"),
+        ([0, 8, 10], "not a strictly increasing list"),
+        ("4,8,10", "not a strictly increasing list"),
+    ],
+)
+def test_malformed_offline_rounds(tmp_path, rounds, message):
+    payload = {"offline_ndcg": [[0.3, 0.5, 0.6]], "offline_rounds": rounds}
+    write(tmp_path / "a" / "results.json", payload)
+    with pytest.raises(report.ReportError, match=message):
+        report.build_report(tmp_path)
