@@ -1,18 +1,41 @@
 #!/usr/bin/env bash
-# The GPU figure of the benchmark suite, as one bounded script for a lent accelerator.
-# Usage: OUT=folder bash experiments/gpu_check.sh   (writes suite JSON and a log under $OUT)
+# The GPU figures of the benchmark suite, as one bounded script for a lent accelerator.
+# Usage: OUT=folder [SECTIONS=suite,unchunked,eval_every] bash experiments/gpu_check.sh
+#   suite:      the README's GPU command (10,000 and 1,000,000 clients, every variant)
+#   unchunked:  linear at 1,000,000 clients in one chunk, plain and DP
+#   eval_every: linear at 1,000,000 clients in one chunk and neural in chunks of 20,000,
+#               10 rounds, offline evaluation every round against every 10th (--eval_every)
+# Writes suite JSON files and a log under $OUT.
 set -uo pipefail
 OUT=${OUT:-results/gpu_check}
+SECTIONS=${SECTIONS:-suite,unchunked,eval_every}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
+DATA="--synthetic_queries=1000 --synthetic_features=136 --synthetic_docs_per_query=120"
+wants() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 {
   nvidia-smi -L
   python3 -c "import jax; print('jax', jax.__version__, jax.devices())"
-  echo "== suite (README's GPU command) =="
-  timeout 420 python3 -m experiments.benchmark --suite --suite_clients=10000,1000000 \
-    --window_scoring=vmap --suite_output="$OUT/suite.json"
-  echo "== linear at 1,000,000 clients, one chunk (no client chunking) =="
-  timeout 150 python3 -m experiments.benchmark --suite --suite_clients=1000000 \
-    --suite_rankers=linear --suite_variants=plain,dp --suite_client_chunk=2000000 \
-    --window_scoring=vmap --suite_output="$OUT/suite_unchunked.json"
+  if wants suite; then
+    echo "== suite (README's GPU command) =="
+    timeout 420 python3 -m experiments.benchmark --suite --suite_clients=10000,1000000 \
+      --window_scoring=vmap --suite_output="$OUT/suite.json"
+  fi
+  if wants unchunked; then
+    echo "== linear at 1,000,000 clients, one chunk (no client chunking) =="
+    timeout 150 python3 -m experiments.benchmark --suite --suite_clients=1000000 \
+      --suite_rankers=linear --suite_variants=plain,dp --suite_client_chunk=2000000 \
+      --window_scoring=vmap --suite_output="$OUT/suite_unchunked.json"
+  fi
+  if wants eval_every; then
+    for case in "linear 0 1" "linear 0 10" "linear 0 10 dp" "neural 20000 1" "neural 20000 10"; do
+      set -- $case
+      extra=""; [ "${4:-}" = dp ] && extra="--epsilon=4.5 --sensitivity=5"
+      echo "== $1, 1,000,000 clients, client_chunk=$2, 10 rounds, eval_every=$3 ${4:-plain} =="
+      # shellcheck disable=SC2086
+      timeout 120 python3 -m experiments.benchmark $DATA --n_clients=1000000 --client_chunk="$2" \
+        --local_updates=2 --rounds=10 --chunk_rounds=10 --ranker="$1" --window_scoring=vmap \
+        --eval_every="$3" --repeats=2 $extra | tail -n 2 | cut -c1-400
+    done
+  fi
 } 2>&1 | tee "$OUT/log.txt"
