@@ -84,40 +84,72 @@ def build(
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
     n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
-    widths = window_widths(train.max_query_length, config.top_k)
-    window = widths[-1]
-    mean_length = float(np.mean(train.query_lengths))
-    lanes = config.n_runs * config.n_clients * len(settings)
     plan_names = set()
     if clients is not None:
         plan_names = set(clients.click_models or ()) | set(clients.random_click_models or ())
     names = click_table_names({s.click_model for s in settings} | plan_names)
+    spec = _spec(config, train, settings, history_every, clients)
+    table = [click_models.by_name(name, n_grades) for name in names]
+    run_settings = _run_settings(spec, settings, names)
+    if config.chunked:  # the stages depend on the spec, not on a setting's values
+        slot = jax.tree_util.tree_map(lambda x: x[0], run_settings)
+        try:
+            pipeline.streaming_split(server_stages(spec, slot))
+        except ValueError as error:
+            raise ConfigError(
+                "client_chunk", f"streams the server pipeline over client chunks, but {error}"
+            ) from None
+    arrays = Arrays(
+        to_device(train, spec.window, config.top_k),
+        to_device(test, spec.window, config.top_k, ranked=True),
+        jax.tree_util.tree_map(lambda *x: jnp.stack(x), *table),
+        run_settings,
+        jnp.asarray(client_ids, jnp.int32),
+    )
+    if clients is not None:
+        arrays = arrays._replace(
+            clients=client_arrays(spec, clients, train, names, len(settings), spec.window)
+        )
+    return spec, arrays
+
+
+def _spec(config, train: RankingDataset, settings, history_every: int, clients) -> Spec:
+    """The static part of a run (one compilation per Spec): ranker, widths, which server
+    stages the grid needs, and the client plan's static facts."""
+    widths = window_widths(train.max_query_length, config.top_k)
+    lanes = config.n_runs * config.n_clients * len(settings)
     personal = tuple(clients.personal) if clients is not None else ()
-    personal_eval = clients.personal_eval if clients is not None else "clients"
-    spec = Spec(
+    aggregator_names = tuple(sorted({s.aggregator for s in settings}))
+    attack_names = _attack_names(settings)
+    return Spec(
         config,
         rankers.make_ranker(config.ranker, train.n_features),
-        window,
+        widths[-1],
         widths,
-        shared_first_scores=lanes * mean_length >= train.n_docs and not personal,
+        shared_first_scores=lanes * float(np.mean(train.query_lengths)) >= train.n_docs
+        and not personal,
         n_settings=len(settings),
-        aggregator_names=tuple(sorted({s.aggregator for s in settings})),
-        attack_names=_attack_names(settings),
+        aggregator_names=aggregator_names,
+        attack_names=attack_names,
         uses_privacy=any(s.sensitivity > 0 for s in settings),
         noise_once=noise_once(
             config,
-            {s.aggregator for s in settings},
-            _attack_names(settings),
+            aggregator_names,
+            attack_names,
             equal_weights=clients is None or clients.steps is None,
         ),
         max_malicious=max(s.n_malicious for s in settings),
         history_every=history_every,
         personal_keys=personal,
-        personal_eval=personal_eval,
+        personal_eval=clients.personal_eval if clients is not None else "clients",
     )
-    table = [click_models.by_name(name, n_grades) for name in names]
-    run_settings = RunSettings(
-        click_model=jnp.array([names.index(s.click_model) for s in settings], jnp.int32),
+
+
+def _run_settings(spec: Spec, settings, click_names) -> RunSettings:
+    """The grid's cells as arrays (one row per cell), indexing the click table
+    ``click_names`` and the Spec's aggregator and attack names."""
+    return RunSettings(
+        click_model=jnp.array([click_names.index(s.click_model) for s in settings], jnp.int32),
         n_malicious=jnp.array([s.n_malicious for s in settings], jnp.int32),
         data_poisoning=jnp.array([s.attack == "data_poisoning" for s in settings]),
         model_attack=jnp.array(
@@ -133,26 +165,6 @@ def build(
         sensitivity=jnp.array([s.sensitivity for s in settings], jnp.float32),
         n_absent=jnp.array([s.n_absent for s in settings], jnp.int32),
     )
-    if config.chunked:  # the stages depend on the spec, not on a setting's values
-        slot = jax.tree_util.tree_map(lambda x: x[0], run_settings)
-        try:
-            pipeline.streaming_split(server_stages(spec, slot))
-        except ValueError as error:
-            raise ConfigError(
-                "client_chunk", f"streams the server pipeline over client chunks, but {error}"
-            ) from None
-    arrays = Arrays(
-        to_device(train, window, config.top_k),
-        to_device(test, window, config.top_k, ranked=True),
-        jax.tree_util.tree_map(lambda *x: jnp.stack(x), *table),
-        run_settings,
-        jnp.asarray(client_ids, jnp.int32),
-    )
-    if clients is not None:
-        arrays = arrays._replace(
-            clients=client_arrays(spec, clients, train, names, len(settings), window)
-        )
-    return spec, arrays
 
 
 def click_table_names(names) -> list:
