@@ -339,57 +339,13 @@ def federated_round(
     unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda g: g[0], global_params))[
         1
     ]
-
-    def messages(models, weights, start):
-        size = models.shape[1]
-        positions = start + jnp.arange(size)
-        per_slot = functools.partial(_messages, spec, positions=positions, client_weights=weights)
-        return jax.vmap(lambda s, g, m: per_slot(s, g, m))(settings, flat_global, models)
-
-    def slot_stages(s):
-        return server_stages(spec, s)
-
-    client_params = None
-    if cfg.chunked:
-        size = cfg.client_chunk
-
-        def chunk_sums(j):
-            _, models, weights, online = train_clients(spec, arrays, rnd, j * size, size)
-            part = jax.vmap(lambda s, u, k: pipeline.stream_part(slot_stages(s), u, k))(
-                settings, messages(models, weights, j * size), server_keys
-            )
-            return part, online
-
-        def one_chunk(sums, j):
-            return jax.tree_util.tree_map(jnp.add, sums, chunk_sums(j)), None
-
-        zeros = jax.tree_util.tree_map(
-            lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(chunk_sums, 0)
-        )
-        (sums, online), _ = jax.lax.scan(one_chunk, zeros, jnp.arange(cfg.n_clients // size))
-        template = messages(flat_global[:, None], None, 0)
-        updates, server_state = jax.vmap(
-            lambda s, st, x, u, k: pipeline.stream_finish(slot_stages(s), st, x, u, k)
-        )(settings, server_state, sums, template, server_keys)
-    else:
-        client_params, models, weights, online = train_clients(spec, arrays, rnd, 0, cfg.n_clients)
-        updates, server_state = jax.vmap(
-            lambda s, st, u, k: pipeline.chain(*slot_stages(s)).update(st, u, k)
-        )(settings, server_state, messages(models, weights, 0), server_keys)
+    updates, server_state, online, client_params, models = _train_and_aggregate(
+        spec, arrays, rnd, flat_global, server_state, server_keys
+    )
     new_global = jax.vmap(unravel)(updates.aggregate)
     if personal is not None:
         personal = {k: client_params[k] for k in spec.personal_keys}
-    if evaluate_now is None:
-        offline_ndcg, offline_mrr = offline_metrics(spec, arrays, new_global, personal)
-    else:
-        skipped = jnp.full((spec.n_slots,), jnp.nan, jnp.float32)
-        offline_ndcg, offline_mrr = jax.lax.cond(
-            evaluate_now,
-            lambda g, own: offline_metrics(spec, arrays, g, own),
-            lambda g, own: (skipped, skipped),
-            new_global,
-            personal,
-        )
+    offline_ndcg, offline_mrr = _offline_when(spec, arrays, new_global, personal, evaluate_now)
     ndcg, max_rr, count = online
     history = None
     if spec.history_every:
@@ -399,6 +355,66 @@ def federated_round(
         RoundMetrics(offline_ndcg, offline_mrr, ndcg / count, max_rr / count),
         history,
         server_state,
+    )
+
+
+def _train_and_aggregate(spec: Spec, arrays: Arrays, rnd: _Round, flat_global, state, keys):
+    """The clients train and every slot's server pipeline aggregates their messages: all
+    clients at once, or ``client_chunk`` at a time through the pipeline's streaming form.
+    Returns (updates, server state, online sums, client params, client models [slots,
+    clients, d]); the last two only unchunked (chunks keep running sums only)."""
+    cfg = spec.config
+    settings = rnd.settings
+
+    def messages(models, weights, start):
+        positions = start + jnp.arange(models.shape[1])
+        per_slot = functools.partial(_messages, spec, positions=positions, client_weights=weights)
+        return jax.vmap(lambda s, g, m: per_slot(s, g, m))(settings, flat_global, models)
+
+    def slot_stages(s):
+        return server_stages(spec, s)
+
+    if not cfg.chunked:
+        client_params, models, weights, online = train_clients(spec, arrays, rnd, 0, cfg.n_clients)
+        updates, state = jax.vmap(
+            lambda s, st, u, k: pipeline.chain(*slot_stages(s)).update(st, u, k)
+        )(settings, state, messages(models, weights, 0), keys)
+        return updates, state, online, client_params, models
+    size = cfg.client_chunk
+
+    def chunk_sums(j):
+        _, models, weights, online = train_clients(spec, arrays, rnd, j * size, size)
+        part = jax.vmap(lambda s, u, k: pipeline.stream_part(slot_stages(s), u, k))(
+            settings, messages(models, weights, j * size), keys
+        )
+        return part, online
+
+    def one_chunk(sums, j):
+        return jax.tree_util.tree_map(jnp.add, sums, chunk_sums(j)), None
+
+    zeros = jax.tree_util.tree_map(
+        lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(chunk_sums, 0)
+    )
+    (sums, online), _ = jax.lax.scan(one_chunk, zeros, jnp.arange(cfg.n_clients // size))
+    template = messages(flat_global[:, None], None, 0)
+    updates, state = jax.vmap(
+        lambda s, st, x, u, k: pipeline.stream_finish(slot_stages(s), st, x, u, k)
+    )(settings, state, sums, template, keys)
+    return updates, state, online, None, None
+
+
+def _offline_when(spec: Spec, arrays: Arrays, new_global, personal, evaluate_now):
+    """Offline metrics of the new models; with ``evaluate_now`` (traced bool) a round
+    that does not evaluate skips the test split under ``lax.cond`` and reports NaN."""
+    if evaluate_now is None:
+        return offline_metrics(spec, arrays, new_global, personal)
+    skipped = jnp.full((spec.n_slots,), jnp.nan, jnp.float32)
+    return jax.lax.cond(
+        evaluate_now,
+        lambda g, own: offline_metrics(spec, arrays, g, own),
+        lambda g, own: (skipped, skipped),
+        new_global,
+        personal,
     )
 
 
