@@ -73,6 +73,32 @@ def client_arrays(
     spec: Spec, plan: ClientPlan, train: RankingDataset, names, n_settings: int, window: int
 ) -> ClientArrays:
     """Checks a ClientPlan against the config and puts it on the device."""
+    _check_plan(spec, plan)
+    cfg = spec.config
+    queries = count = None
+    if plan.queries is not None:
+        queries, count = _query_lists(plan.queries, cfg, train, n_settings)
+    online_labels = online_ideal = None
+    if plan.online_labels is not None:
+        online_labels, online_ideal = _online_views(plan.online_labels, cfg, train, window)
+    return ClientArrays(
+        queries=queries,
+        query_count=count,
+        click_index=None
+        if plan.click_models is None
+        else jnp.asarray([names.index(n) for n in plan.click_models], jnp.int32),
+        click_pool=None
+        if plan.random_click_models is None
+        else jnp.asarray([names.index(n) for n in plan.random_click_models], jnp.int32),
+        steps=None if plan.steps is None else jnp.asarray(plan.steps, jnp.int32),
+        prox_mu=None if plan.prox_mu is None else jnp.float32(plan.prox_mu),
+        online_labels=online_labels,
+        online_ideal=online_ideal,
+    )
+
+
+def _check_plan(spec: Spec, plan: ClientPlan) -> None:
+    """Raises ConfigError naming the ClientPlan field that does not fit the config."""
     cfg = spec.config
     n_clients = cfg.n_clients
     for name in ("click_models", "steps"):
@@ -104,55 +130,48 @@ def client_arrays(
         )
     if plan.personal_eval != "clients" and not plan.personal:
         raise ConfigError("personal_eval", "applies to FedPer only (set personal)")
-    queries = count = None
-    if plan.queries is not None:
-        table = np.asarray(plan.queries)
-        if table.ndim == 2:
-            table = table[None]
-        if table.ndim != 3 or table.shape[1] != n_clients or table.shape[0] not in (1, cfg.n_runs):
-            raise ConfigError(
-                "queries", f"must be [n_clients] or [n_runs, n_clients] lists, got {table.shape}"
-            )
-        if table.size and table.max() >= train.n_queries:
-            raise ConfigError("queries", f"index {table.max()} beyond {train.n_queries} queries")
-        valid = table >= 0
-        n = valid.sum(axis=2)
-        for run, client in zip(*np.nonzero(n == 0)):
-            raise ConfigError("queries", f"client {client} (run {run}) has no queries")
-        # Pack each list's valid entries first; a client draws u < count, query = list[u].
-        order = np.argsort(~valid, axis=2, kind="stable")
-        table = np.take_along_axis(np.where(valid, table, 0), order, axis=2)
-        table = np.broadcast_to(table, (cfg.n_runs,) + table.shape[1:])
-        n = np.broadcast_to(n, (cfg.n_runs, n_clients))
-        queries = jnp.asarray(np.tile(table, (n_settings, 1, 1)), jnp.int32)
-        count = jnp.asarray(np.tile(n, (n_settings, 1)), jnp.int32)
-    online_labels = online_ideal = None
-    if plan.online_labels is not None:
-        views = np.asarray(plan.online_labels)
-        if views.ndim != 2 or views.shape[1] != train.n_docs:
-            raise ConfigError(
-                "online_labels", f"must be [views, {train.n_docs}], got {views.shape}"
-            )
-        online_labels = jnp.asarray(np.pad(views, ((0, 0), (0, window))), jnp.int32)
-        online_ideal = jnp.asarray(
-            np.stack(
-                [
-                    metrics.ideal_dcg(v, train.query_offsets, train.query_lengths, cfg.top_k)
-                    for v in views
-                ]
-            )
+
+
+def _query_lists(lists, cfg, train: RankingDataset, n_settings: int):
+    """Each client's query list, packed (valid entries first) and tiled over the slots:
+    (queries [slots, clients, L], count [slots, clients]); a client draws u < count and
+    plays query list[u]."""
+    table = np.asarray(lists)
+    if table.ndim == 2:
+        table = table[None]
+    if table.ndim != 3 or table.shape[1] != cfg.n_clients or table.shape[0] not in (1, cfg.n_runs):
+        raise ConfigError(
+            "queries", f"must be [n_clients] or [n_runs, n_clients] lists, got {table.shape}"
         )
-    return ClientArrays(
-        queries=queries,
-        query_count=count,
-        click_index=None
-        if plan.click_models is None
-        else jnp.asarray([names.index(n) for n in plan.click_models], jnp.int32),
-        click_pool=None
-        if plan.random_click_models is None
-        else jnp.asarray([names.index(n) for n in plan.random_click_models], jnp.int32),
-        steps=None if plan.steps is None else jnp.asarray(plan.steps, jnp.int32),
-        prox_mu=None if plan.prox_mu is None else jnp.float32(plan.prox_mu),
-        online_labels=online_labels,
-        online_ideal=online_ideal,
+    if table.size and table.max() >= train.n_queries:
+        raise ConfigError("queries", f"index {table.max()} beyond {train.n_queries} queries")
+    valid = table >= 0
+    n = valid.sum(axis=2)
+    for run, client in zip(*np.nonzero(n == 0)):
+        raise ConfigError("queries", f"client {client} (run {run}) has no queries")
+    # Pack each list's valid entries first; a client draws u < count, query = list[u].
+    order = np.argsort(~valid, axis=2, kind="stable")
+    table = np.take_along_axis(np.where(valid, table, 0), order, axis=2)
+    table = np.broadcast_to(table, (cfg.n_runs,) + table.shape[1:])
+    n = np.broadcast_to(n, (cfg.n_runs, cfg.n_clients))
+    queries = jnp.asarray(np.tile(table, (n_settings, 1, 1)), jnp.int32)
+    count = jnp.asarray(np.tile(n, (n_settings, 1)), jnp.int32)
+    return queries, count
+
+
+def _online_views(labels, cfg, train: RankingDataset, window: int):
+    """Type 1's per-client label views for online nDCG: (labels padded by the window,
+    ideal DCG per view and query)."""
+    views = np.asarray(labels)
+    if views.ndim != 2 or views.shape[1] != train.n_docs:
+        raise ConfigError("online_labels", f"must be [views, {train.n_docs}], got {views.shape}")
+    online_labels = jnp.asarray(np.pad(views, ((0, 0), (0, window))), jnp.int32)
+    online_ideal = jnp.asarray(
+        np.stack(
+            [
+                metrics.ideal_dcg(v, train.query_offsets, train.query_lengths, cfg.top_k)
+                for v in views
+            ]
+        )
     )
+    return online_labels, online_ideal
