@@ -606,10 +606,11 @@ def test_synthetic_label_and_length_distribution():
     frac3 = np.bincount(three.labels, minlength=3) / three.n_docs
     assert three.labels.max() == 2
     np.testing.assert_allclose(frac3, [0.74, 0.20, 0.06], atol=0.005)  # MQ2007
-    # Held-out queries reuse the train thresholds: close to, not exactly, the shares.
+    # Held-out queries reuse the train thresholds: close to, not exactly, the shares
+    # (100 queries with their own offsets and weights: up to 0.06 apart over seeds 0-5).
     _, test = synthetic_train_test(0)
     frac_test = np.bincount(test.labels, minlength=5) / test.n_docs
-    np.testing.assert_allclose(frac_test, [0.52, 0.32, 0.13, 0.02, 0.01], atol=0.05)
+    np.testing.assert_allclose(frac_test, [0.52, 0.32, 0.13, 0.02, 0.01], atol=0.07)
     # Query-level offsets: the share of relevant documents varies a lot between queries.
     share = np.add.reduceat(ds.labels > 0, ds.query_offsets) / ds.query_lengths
     assert share.std() > 0.2 and (share == 0).any() and (share > 0.8).any()
@@ -655,7 +656,9 @@ def test_synthetic_default_needs_more_than_one_gradient_step():
     at_centroid = _ndcg_at_10(xt @ centroid, test)
     at_linear = _ndcg_at_10(xt @ linear[:-1], test)
     at_quad = _ndcg_at_10(np.hstack([xt, xt**2]) @ quad[:-1], test)
-    assert random_ + 0.15 < at_centroid < at_linear - 0.05 < at_quad - 0.1, (
+    # Outlier-squeezed features and centred interactions (issue 15) bring the least-squares
+    # fits down (they are stand-ins, not the rankers' best): the gaps are about 0.05 each.
+    assert random_ + 0.15 < at_centroid < at_linear - 0.04 < at_quad - 0.08, (
         random_,
         at_centroid,
         at_linear,
