@@ -923,6 +923,7 @@ _QUERY_WEIGHT_JITTER = 0.2  # per-query scaling of each group's linear weights
 _QUERY_OFFSET = 0.8  # per-query shift of the score (how many relevant documents)
 _NOISE_SCALE = 0.3  # label noise
 
+
 def _grade_proportions(n_grades: int) -> np.ndarray:
     if n_grades in _GRADE_PROPORTIONS:
         return np.asarray(_GRADE_PROPORTIONS[n_grades])
@@ -1022,16 +1023,17 @@ def _split_weights(rng, w, loadings, nuisance, own_noise, factor_of, n_factors):
         if not np.any(wg):
             continue
         a, b = loadings[members], nuisance[members]
-        basis = [v / np.linalg.norm(v) for v in (b,) if np.linalg.norm(v) > 0]
-        a_perp = a - sum((a @ q) * q for q in basis)
-        if np.linalg.norm(a_perp) > 1e-9:
-            basis.append(a_perp / np.linalg.norm(a_perp))
-        fine = wg - sum((wg @ q) * q for q in basis)
-        fine_var = ((fine * own_noise[members]) ** 2).sum()
-        if fine_var <= 1e-12 or np.linalg.norm(a_perp) <= 1e-9:
+        b_unit = b / (np.linalg.norm(b) or 1.0)
+        a_perp = a - (a @ b_unit) * b_unit  # the factor's direction, nuisance removed
+        if np.linalg.norm(a_perp) <= 1e-9:
             out[members] = wg
             continue
         coarse = a_perp / np.linalg.norm(a_perp)
+        fine = wg - (wg @ b_unit) * b_unit - (wg @ coarse) * coarse
+        fine_var = ((fine * own_noise[members]) ** 2).sum()
+        if fine_var <= 1e-12:  # groups of one or two features: keep the drawn weights
+            out[members] = wg
+            continue
         coarse_var = (coarse @ a) ** 2  # variance of the factor term per unit weight
         scale = np.sqrt(_COARSE_SHARE / (1 - _COARSE_SHARE) * fine_var / coarse_var)
         out[members] = fine + rng.choice([-1.0, 1.0]) * scale * coarse
@@ -1069,7 +1071,9 @@ def _draw_features(rng, lengths: np.ndarray, hidden: _HiddenModel):
     # Count-like features (term frequencies etc.): skewed and often zero.
     count_like = hidden.count_like
     raw[:, count_like] = np.where(
-        rng.random((n_docs, int(count_like.sum()))) < 0.3, 0.0, np.exp(raw[:, count_like] / hidden.spread[count_like])
+        rng.random((n_docs, int(count_like.sum()))) < 0.3,
+        0.0,
+        np.exp(raw[:, count_like] / hidden.spread[count_like]),
     )
     missing = rng.random((n_queries, n_features)) < _MISSING
     raw = np.where(missing[q_of_doc], 0.0, raw)
