@@ -25,16 +25,17 @@ _GRADE_PROPORTIONS = {
 
 _DOC_LENGTH_SIGMA = 0.9  # lognormal shape of the docs-per-query distribution
 _FEATURES_PER_FACTOR = 4  # observed features per latent factor (feature groups)
-_OWN_NOISE = (0.1, 0.3)  # range of a feature's own noise, relative to its factor
-_NUISANCE = 6.0  # norm of a group's nuisance loadings
+_OWN_NOISE = (0.03, 0.08)  # range of a feature's own component, relative to its factor
+_NUISANCE = 0.5  # norm of a group's nuisance loadings
 _COUNT_LIKE = 0.4  # share of skewed, often-zero features
 _MISSING = 0.03  # chance a feature is missing (constant) for a whole query
+_COARSE_SHARE = 0.02  # share of a group's linear score carried by its common factor
 # Weights of the hidden score's parts, each standardised (see synthetic_dataset).
-_INTERACTION_WEIGHT = 0.7  # products of feature pairs
-_BAND_WEIGHT = 0.7  # non-monotone "neither too little nor too much" features
-_QUERY_WEIGHT_JITTER = 0.5  # per-query perturbation of the linear weights
+_INTERACTION_WEIGHT = 0.5  # centred products of feature pairs
+_BAND_WEIGHT = 0.5  # non-monotone "neither too little nor too much" features
+_QUERY_WEIGHT_JITTER = 0.2  # per-query scaling of each group's linear weights
 _QUERY_OFFSET = 0.8  # per-query shift of the score (how many relevant documents)
-_NOISE_SCALE = 0.6  # label noise
+_NOISE_SCALE = 0.3  # label noise
 
 
 def _grade_proportions(n_grades: int) -> np.ndarray:
@@ -59,6 +60,8 @@ class _HiddenModel:
     pair_w: np.ndarray  # [P]
     band: np.ndarray  # [Bd] features whose effect peaks inside the range
     band_centre: np.ndarray  # [Bd]
+    spread: np.ndarray  # [F] std of a feature's raw value within a query
+    centre: np.ndarray  # [F] feature means (train set), the interaction's origin
     stats: np.ndarray  # [3, 2] mean and std of the linear, interaction, band terms
     thresholds: np.ndarray  # [n_grades - 1] score cut points
 
@@ -87,10 +90,14 @@ def _draw_hidden(rng: np.random.Generator, n_features: int, hidden_weights) -> _
             raise ValueError(f"hidden_weights must have shape ({n_features},), got {w.shape}")
         if not np.all(np.isfinite(w)) or not np.any(w):
             raise ValueError("hidden_weights must be finite and not all zero")
-    # Nuisance loadings (document length, spam and the like): large, and within each
-    # group orthogonal to the weights, so that x @ w cancels the nuisance while every
-    # single feature is dominated by it (a suppressor structure).
     nuisance = rng.normal(size=n_features)
+    for g in range(n_factors):
+        members = factor_of == g
+        nuisance[members] *= _NUISANCE / (np.linalg.norm(nuisance[members]) or 1.0)
+    if hidden_weights is None:
+        w = _split_weights(rng, w, loadings, nuisance, own_noise, factor_of, n_factors)
+    # Nuisance loadings (document length, spam and the like): within each group
+    # orthogonal to the weights, so that x @ w cancels the nuisance.
     for g in range(n_factors):
         members = factor_of == g
         wg = w[members]
@@ -111,9 +118,40 @@ def _draw_hidden(rng: np.random.Generator, n_features: int, hidden_weights) -> _
         pair_w=rng.normal(size=n_pairs),
         band=rng.choice(n_features, size=n_band, replace=False),
         band_centre=rng.uniform(0.3, 0.7, n_band),
+        spread=np.sqrt(loadings**2 + nuisance**2 + own_noise**2),
+        centre=np.zeros(n_features),
         stats=np.zeros((0, 2)),
         thresholds=np.zeros(0),
     )
+
+
+def _split_weights(rng, w, loadings, nuisance, own_noise, factor_of, n_factors):
+    """Rebuilds each group's weights so that the group's common factor carries only
+    ``_COARSE_SHARE`` of its linear score's variance; the rest comes from the features'
+    own components (fine differences between views of one quantity), which are small
+    and orthogonal, within the group, to the factor and the nuisance loadings."""
+    out = np.zeros_like(w)
+    for g in range(n_factors):
+        members = np.flatnonzero(factor_of == g)
+        wg = w[members]
+        if not np.any(wg):
+            continue
+        a, b = loadings[members], nuisance[members]
+        b_unit = b / (np.linalg.norm(b) or 1.0)
+        a_perp = a - (a @ b_unit) * b_unit  # the factor's direction, nuisance removed
+        if np.linalg.norm(a_perp) <= 1e-9:
+            out[members] = wg
+            continue
+        coarse = a_perp / np.linalg.norm(a_perp)
+        fine = wg - (wg @ b_unit) * b_unit - (wg @ coarse) * coarse
+        fine_var = ((fine * own_noise[members]) ** 2).sum()
+        if fine_var <= 1e-12:  # groups of one or two features: keep the drawn weights
+            out[members] = wg
+            continue
+        coarse_var = (coarse @ a) ** 2  # variance of the factor term per unit weight
+        scale = np.sqrt(_COARSE_SHARE / (1 - _COARSE_SHARE) * fine_var / coarse_var)
+        out[members] = fine + rng.choice([-1.0, 1.0]) * scale * coarse
+    return out if np.any(out) else w
 
 
 def _draw_lengths(rng, n_queries, mean_docs, max_docs) -> np.ndarray:
@@ -147,7 +185,9 @@ def _draw_features(rng, lengths: np.ndarray, hidden: _HiddenModel):
     # Count-like features (term frequencies etc.): skewed and often zero.
     count_like = hidden.count_like
     raw[:, count_like] = np.where(
-        rng.random((n_docs, int(count_like.sum()))) < 0.3, 0.0, np.exp(raw[:, count_like])
+        rng.random((n_docs, int(count_like.sum()))) < 0.3,
+        0.0,
+        np.exp(raw[:, count_like] / hidden.spread[count_like]),
     )
     missing = rng.random((n_queries, n_features)) < _MISSING
     raw = np.where(missing[q_of_doc], 0.0, raw)
@@ -157,7 +197,8 @@ def _draw_features(rng, lengths: np.ndarray, hidden: _HiddenModel):
 def _score_parts(x: np.ndarray, weights: np.ndarray, hidden: _HiddenModel):
     """[3, n_docs]: the linear, interaction and band terms of the hidden score."""
     lin = np.einsum("df,df->d", x, weights) if weights.ndim == 2 else x @ weights
-    inter = (x[:, hidden.pair_i] * x[:, hidden.pair_j]) @ hidden.pair_w
+    xc = x - hidden.centre
+    inter = (xc[:, hidden.pair_i] * xc[:, hidden.pair_j]) @ hidden.pair_w
     band = -(((x[:, hidden.band] - hidden.band_centre) / 0.2) ** 2).sum(axis=1)
     return np.stack([lin, inter, band])
 
@@ -184,8 +225,14 @@ def _generate(
     x = features.astype(np.float64)
     # Query-level effects: each query weighs the features a little differently and has
     # its own share of relevant documents.
-    jitter = rng.normal(size=(n_queries, n_features)) * np.abs(hidden.weights).mean()
-    w_query = hidden.weights + _QUERY_WEIGHT_JITTER * jitter
+    # Each query scales each feature group's weights by its own factor, so the groups'
+    # structure (nuisance cancelled, factor and own components) holds in every query.
+    group_factor = 1.0 + _QUERY_WEIGHT_JITTER * rng.standard_normal(
+        (n_queries, int(hidden.factor_of.max()) + 1)
+    )
+    w_query = hidden.weights * group_factor[:, hidden.factor_of]
+    if fit:
+        hidden = dataclasses.replace(hidden, centre=x.mean(axis=0))
     parts = _score_parts(x, w_query[q_of_doc], hidden)
     if fit:
         stats = np.stack([parts.mean(axis=1), parts.std(axis=1)], axis=1)
@@ -231,24 +278,29 @@ def synthetic_dataset(
       ``mean_docs_per_query``, at least 2, at most ``max_docs_per_query``.
     * Features, in groups of about 4 (many views of one quantity, as BM25 and TF-IDF
       over several fields in LETOR): raw value = query-specific offset + query-specific
-      scale × (loading × the group's relevance factor + nuisance loading × the group's
-      nuisance factor + own noise); 40 % count-like (exponentiated, 30 % zeros), 3 %
-      missing (constant) for a whole query; min-max normalised per query, so in
-      ``[0, 1]``.  The nuisance loadings (document length, spam, ...) are large and,
-      within a group, orthogonal to the hidden weights ``w``: ``x @ w`` cancels most of
-      the nuisance while every single feature is dominated by it.  The mean difference
-      between relevant and other documents, which one FPDGD round from zero mostly
-      follows, therefore ranks clearly worse than the best linear model, and a linear
-      ranker keeps improving over many rounds.
+      scale × (loading × the group's common factor + nuisance loading × the group's
+      nuisance factor + the feature's own component, 3-8 % of the factor's scale);
+      40 % count-like (exponentiated, 30 % zeros), 3 % missing (constant) for a whole
+      query; min-max normalised per query, so in ``[0, 1]``.
+    * Drawn hidden weights ``w`` (~30 % zeros before the split) are split per group:
+      the common factor carries only 2 % of the group's linear score, the rest is in
+      the features' small own components (fine differences between views of one
+      quantity), orthogonal within the group to the factor and nuisance loadings.
+      The mean difference between relevant and other documents, which one FPDGD round
+      from zero mostly follows, is dominated by the high-variance common factors, so
+      it ranks clearly worse than the best linear model; the low-variance own
+      components take a linear ranker many rounds to weigh up.
     * Labels ``0 .. n_grades-1``: a hidden score, the sum of standardised parts:
-      the linear term ``x @ w_q`` with ``w_q = w`` plus a per-query jitter (queries
-      weigh features differently; ``w`` = ``hidden_weights`` or drawn from the seed,
-      ~30 % zeros), 0.7 × a sum of products of feature pairs, 0.7 × a sum of
-      non-monotone "band" terms ``-((x_f - c_f) / 0.2)²`` (a feature is best in the
-      middle of its range; a linear ranker cannot express these, a neural one can),
-      0.8 × a per-query offset (queries differ in how many relevant documents they
-      have; some have none) and 0.6 × Gaussian noise.  The score is cut at global
-      quantiles so grades are skewed like MSLR-WEB10K (52/32/13/2/1 % for 5 grades)
+      the linear term ``x @ w_q`` with ``w_q = w`` scaled per query and group by
+      ``1 + 0.2 N(0, 1)`` (queries weigh kinds of evidence differently; ``w`` =
+      ``hidden_weights`` or drawn from the seed), 0.5 × a sum of products of centred
+      feature pairs ``(x_i - m_i)(x_j - m_j)`` (``m``: train means; no linear part),
+      0.5 × a sum of non-monotone "band" terms ``-((x_f - c_f) / 0.2)²`` (a feature
+      is best in the middle of its range; a linear ranker can express neither, a
+      neural one can), 0.8 × a per-query offset (queries differ in how many relevant
+      documents they have; some have none) and 0.3 × Gaussian noise.  The score is
+      cut at global quantiles so grades are skewed like MSLR-WEB10K (52/32/13/2/1 %
+      for 5 grades)
       or MQ2007 (74/20/6 % for 3 grades).
     """
     n_queries = _check_positive_int("n_queries", n_queries, 1)

@@ -606,10 +606,12 @@ def test_synthetic_label_and_length_distribution():
     frac3 = np.bincount(three.labels, minlength=3) / three.n_docs
     assert three.labels.max() == 2
     np.testing.assert_allclose(frac3, [0.74, 0.20, 0.06], atol=0.005)  # MQ2007
-    # Held-out queries reuse the train thresholds: close to, not exactly, the shares.
+    # Held-out queries reuse the train thresholds: close to, not exactly, the shares
+    # (100 queries with their own offsets and weights: 0.06 apart for seed 0, up to 0.10
+    # over seeds 0-5).
     _, test = synthetic_train_test(0)
     frac_test = np.bincount(test.labels, minlength=5) / test.n_docs
-    np.testing.assert_allclose(frac_test, [0.52, 0.32, 0.13, 0.02, 0.01], atol=0.05)
+    np.testing.assert_allclose(frac_test, [0.52, 0.32, 0.13, 0.02, 0.01], atol=0.07)
     # Query-level offsets: the share of relevant documents varies a lot between queries.
     share = np.add.reduceat(ds.labels > 0, ds.query_offsets) / ds.query_lengths
     assert share.std() > 0.2 and (share == 0).any() and (share > 0.8).any()
@@ -655,7 +657,10 @@ def test_synthetic_default_needs_more_than_one_gradient_step():
     at_centroid = _ndcg_at_10(xt @ centroid, test)
     at_linear = _ndcg_at_10(xt @ linear[:-1], test)
     at_quad = _ndcg_at_10(np.hstack([xt, xt**2]) @ quad[:-1], test)
-    assert random_ + 0.15 < at_centroid < at_linear - 0.05 < at_quad - 0.1, (
+    # Since issue 15 the linear signal lies mostly in low-variance directions (a gap of
+    # 0.12 between the centroid and the linear fit) and the interactions are centred;
+    # the quadratic fit (squares only, no products) gains 0.04 over the linear one.
+    assert random_ + 0.15 < at_centroid < at_linear - 0.1 < at_quad - 0.12, (
         random_,
         at_centroid,
         at_linear,

@@ -28,10 +28,16 @@ def click_grid(default_data):
 
 def test_linear_ranker_improves_well_after_round_one(click_grid):
     curves, initial = click_grid
+    shares = []
     for name, curve in curves.items():
         first, last = curve[:, 0], curve[:, -10:].mean(axis=1)
-        assert np.all(first > initial[0] + 0.1), (name, first)  # learns at once ...
-        assert np.all(last > first + 0.04), (name, first, last)  # ... and keeps learning
+        assert np.all(first > initial[0] + 0.03), (name, first)  # learns at once ...
+        assert np.all(last > first + 0.06), (name, first, last)  # ... and keeps learning
+        shares.append((first - initial[0]) / (last - initial[0]))
+    # Round 1 brings well under the gain of 100 rounds (about half here; the default
+    # run of 1,000 clients: 0.15 of 0.26 by round 200, README).  The data before issue
+    # 15 item 5 brought about 80 % in round 1.
+    assert np.mean(shares) < 0.7, shares
 
 
 def test_click_models_are_ordered(click_grid):
