@@ -78,7 +78,7 @@ def _draw_line(ax, line: Line, curve: str, index: int = 0) -> None:
 
 def draw_figure(figure: PaperFigure, container) -> None:
     """Draws ``figure`` into a matplotlib Figure or SubFigure: panels, then a legend below."""
-    width, height = figure_size(figure)
+    width, _ = figure_size(figure)
     ncol, legend_rows = _legend_layout(figure, width)
     legend_h = 0.22 * legend_rows + 0.15
     ratios = [PANEL_H] * len(figure.rows) + [legend_h]

@@ -17,7 +17,7 @@ from experiments.paper_figures.structure import (
 
 def _share(s) -> int:
     n = s.fields.get("n_clients") or 10
-    return int(round(100 * s.fields.get("m", 0) / n))
+    return round(100 * s.fields.get("m", 0) / n)
 
 
 def figs2_4(pool, recipe):

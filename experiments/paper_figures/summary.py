@@ -17,7 +17,7 @@ def describe(paper_figures: list, tables: list) -> dict:
             "label": line.label,
             "source": s.source,
             "run": s.run,
-            "n_runs": int(len(s.final_offline_ndcg)),
+            "n_runs": len(s.final_offline_ndcg),
             "folds": s.folds,
             "colour": line.colour,
             "linestyle": line.linestyle,
