@@ -247,7 +247,7 @@ def table(rows) -> str:
         "|---|---|---|---|---|",
     ]
     for row in rows:
-        ratio = f"{row['ratio']:,.0f}×" if row["ratio"] else "–"
+        ratio = "–" if not row["ratio"] else f"{row['ratio']:,.{1 if row['ratio'] < 10 else 0}f}×"
         published = hours(row["published_seconds"])
         if row["published_seconds"] is None and row["published_partial_seconds"]:
             published += f" ({hours(row['published_partial_seconds'])} for the FPDGD runs)"
