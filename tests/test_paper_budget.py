@@ -93,7 +93,12 @@ def test_mode_measures_a_real_binary_on_tiny_data(tmp_path):
         "chunks": 2,
         "n_runs": 2,
         "folds": 5,
-        "data": ["--synthetic_queries=8", "--synthetic_features=5", "--synthetic_docs_per_query=6"],
+        "data": [
+            "--synthetic_queries=8",
+            "--synthetic_test_queries=3",
+            "--synthetic_features=5",
+            "--synthetic_docs_per_query=6",
+        ],
         "extra": [f"--cache_dir={tmp_path / 'cache'}"],
     }
     row = pb.measure_recipe(recipe, tmp_path, settings)
@@ -103,3 +108,5 @@ def test_mode_measures_a_real_binary_on_tiny_data(tmp_path):
     assert run["projected_seconds"] == pytest.approx(expected)
     assert run["seconds_per_round"] > 0
     assert row["published_seconds"] == pytest.approx(12 * 300 * 5 / 1_700)
+    results = json.loads((tmp_path / "real" / "f" / "results.json").read_text())
+    assert results["data"]["test"]["queries"] == 3  # --synthetic_test_queries
