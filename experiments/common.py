@@ -103,6 +103,9 @@ def define_data_flags():
         "Where parsed datasets are cached; empty: $FOLTR_JAX_CACHE or ~/.cache/foltr_jax.",
     )
     flags.DEFINE_integer("synthetic_queries", 200, "Training queries of the synthetic dataset.")
+    flags.DEFINE_integer(
+        "synthetic_test_queries", 0, "Test queries of the synthetic dataset; 0: half the training."
+    )
     flags.DEFINE_integer("synthetic_features", 32, "Features of the synthetic dataset.")
     flags.DEFINE_float(
         "synthetic_docs_per_query", 40.0, "Mean documents per query of the synthetic dataset."
@@ -337,14 +340,19 @@ def load_datasets():
     for name in ("synthetic_queries", "synthetic_features"):
         if getattr(FLAGS, name) < 1:
             raise UserError(f"--{name} must be at least 1, got {getattr(FLAGS, name)}")
+    if FLAGS.synthetic_test_queries < 0:
+        raise UserError(
+            f"--synthetic_test_queries must be at least 0, got {FLAGS.synthetic_test_queries}"
+        )
     if not FLAGS.synthetic_docs_per_query >= 2:
         raise UserError(
             f"--synthetic_docs_per_query must be at least 2, got {FLAGS.synthetic_docs_per_query}"
         )
+    n_test = FLAGS.synthetic_test_queries or max(FLAGS.synthetic_queries // 2, 1)
     train, test = data.synthetic_train_test(
         FLAGS.synthetic_seed,
         n_train_queries=FLAGS.synthetic_queries,
-        n_test_queries=max(FLAGS.synthetic_queries // 2, 1),
+        n_test_queries=n_test,
         n_features=FLAGS.synthetic_features,
         mean_docs_per_query=FLAGS.synthetic_docs_per_query,
     )
@@ -355,6 +363,7 @@ def load_datasets():
             "synthetic": {
                 "seed": FLAGS.synthetic_seed,
                 "queries": FLAGS.synthetic_queries,
+                "test_queries": n_test,
                 "features": FLAGS.synthetic_features,
                 "docs_per_query": FLAGS.synthetic_docs_per_query,
             }

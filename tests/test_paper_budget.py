@@ -1,0 +1,112 @@
+"""The papers' time budget: the projection's arithmetic, and the mode on a tiny recipe."""
+
+import json
+import pathlib
+
+import pytest
+from sample_data import REPO_ROOT  # noqa: F401  (puts the repository on sys.path)
+
+from experiments import paper_budget as pb
+from experiments.recipes import Recipe, Run
+
+
+def test_projection_arithmetic():
+    # (0.5 s/round × 10,000 rounds + 20 s compile) on each of 5 folds
+    assert pb.project_seconds(0.5, 20.0, 10_000, 5) == 25_100.0
+    # 243 cells × 5 runs × 10 clients × B = 5 interactions a round, T = 10,000, one fold
+    assert pb.published_seconds(243 * 5 * 10 * 5, 10_000, 1) == pytest.approx(
+        60_750 * 10_000 / 1_700
+    )
+    assert pb.published_seconds(100, 10, 2, rate=1_000) == 2.0
+
+
+TINY = Recipe(
+    "tiny",
+    "a tiny recipe",
+    (
+        Run("a_perfect", "fpdgd", ("--rounds=1000", "--n_clients=4", "--click_model=perfect")),
+        Run("a_navig", "fpdgd", ("--rounds=1000", "--n_clients=4", "--click_model=navigational")),
+        Run("b", "noniid", ("--type=1", "--rounds=200", "--chunk_rounds=50"), own_data=True),
+        Run("es", "foltr_es", ("--rounds=500",)),
+    ),
+)
+
+
+def test_runs_differing_in_a_value_share_one_measurement():
+    assert pb.representatives(TINY) == {
+        "a_perfect": "a_perfect",
+        "a_navig": "a_perfect",
+        "b": "b",
+        "es": "es",
+    }
+    argv = pb.measure_argv(TINY.runs[2], "out", 5, 2, 5, ["--synthetic_queries=9"], ["--x=1"])
+    assert argv[2:] == [
+        "experiments.noniid",  # own data: no data flags
+        "--type=1",
+        "--rounds=10",
+        "--chunk_rounds=5",
+        "--n_runs=5",
+        "--x=1",
+        "--output_dir=out",
+    ]
+    assert pb.paper_rounds(Run("p", "poisoning", ())) == 10_000
+
+
+def test_mode_projects_exactly_from_the_measured_seconds(tmp_path):
+    """A fake binary reports 2 s for the 10 measured rounds and 4 s of compile."""
+    commands = []
+
+    def fake(argv):
+        commands.append(argv)
+        out = pathlib.Path(argv[-1].split("=", 1)[1])
+        out.mkdir(parents=True)
+        timings = {"seconds": 2.0, "compile_seconds": 4.0, "interactions": 600}
+        if "noniid" in argv[2]:  # noniid: interactions per cell
+            timings = {"seconds": 2.0, "compile_seconds": 4.0, "cells": [{"interactions": 600}]}
+        (out / "results.json").write_text(json.dumps(timings))
+        return 0, ""
+
+    settings = {"chunk_rounds": 5, "chunks": 2, "n_runs": 5, "folds": 5, "data": [], "extra": []}
+    row = pb.measure_recipe(TINY, tmp_path, settings, run_command=fake)
+    assert len(commands) == 3  # a_navig is measured as a_perfect
+    per_run = {p["run"]: p for p in row["per_run"]}
+    assert per_run["a_navig"]["measured_as"] == "a_perfect"
+    # 0.2 s/round: (0.2 × 1,000 + 4) × 5 folds; own data: one fold; FOLtR-ES: 500 rounds
+    assert per_run["a_perfect"]["projected_seconds"] == pytest.approx(1_020.0)
+    assert per_run["a_navig"]["projected_seconds"] == pytest.approx(1_020.0)
+    assert per_run["b"]["projected_seconds"] == pytest.approx(44.0)
+    assert per_run["es"]["projected_seconds"] == pytest.approx(520.0)
+    assert row["projected_seconds"] == pytest.approx(2 * 1_020 + 44 + 520)
+    # published: 60 interactions a round / 1,700 per s; FOLtR-ES has no published rate
+    assert per_run["a_perfect"]["published_seconds"] == pytest.approx(60 * 1_000 * 5 / 1_700)
+    assert per_run["b"]["published_seconds"] == pytest.approx(60 * 200 / 1_700)
+    assert per_run["es"]["published_seconds"] is None
+    assert row["published_seconds"] is None
+    assert row["published_partial_seconds"] == pytest.approx((2 * 300_000 + 12_000) / 1_700)
+    assert "not measured (" in pb.table([row])
+
+
+def test_mode_measures_a_real_binary_on_tiny_data(tmp_path):
+    recipe = Recipe("real", "", (Run("f", "fpdgd", ("--rounds=300", "--n_clients=3")),))
+    settings = {
+        "chunk_rounds": 1,
+        "chunks": 2,
+        "n_runs": 2,
+        "folds": 5,
+        "data": [
+            "--synthetic_queries=8",
+            "--synthetic_test_queries=3",
+            "--synthetic_features=5",
+            "--synthetic_docs_per_query=6",
+        ],
+        "extra": [f"--cache_dir={tmp_path / 'cache'}"],
+    }
+    row = pb.measure_recipe(recipe, tmp_path, settings)
+    (run,) = row["per_run"]
+    assert run["interactions_per_round"] == 2 * 3 * 2  # runs × clients × B (default 2)
+    expected = pb.project_seconds(run["seconds_per_round"], run["compile_seconds"], 300, 5)
+    assert run["projected_seconds"] == pytest.approx(expected)
+    assert run["seconds_per_round"] > 0
+    assert row["published_seconds"] == pytest.approx(12 * 300 * 5 / 1_700)
+    results = json.loads((tmp_path / "real" / "f" / "results.json").read_text())
+    assert results["data"]["test"]["queries"] == 3  # --synthetic_test_queries
