@@ -72,6 +72,17 @@ def _check_positive_int(name: str, value, minimum: int) -> int:
     return int(value)
 
 
+def _check_shape(n_features, n_grades, mean_docs_per_query, max_docs_per_query):
+    """Checks the generator's size arguments; returns them as ints (max may stay None)."""
+    n_features = _check_positive_int("n_features", n_features, 1)
+    n_grades = _check_positive_int("n_grades", n_grades, 2)
+    if not mean_docs_per_query >= 2:
+        raise ValueError(f"mean_docs_per_query must be >= 2, got {mean_docs_per_query!r}")
+    if max_docs_per_query is not None:
+        max_docs_per_query = _check_positive_int("max_docs_per_query", max_docs_per_query, 2)
+    return n_features, n_grades, max_docs_per_query
+
+
 def _draw_hidden(rng: np.random.Generator, n_features: int, hidden_weights) -> _HiddenModel:
     """Draws feature groups and the relevance function (no statistics yet)."""
     n_factors = max(1, n_features // _FEATURES_PER_FACTOR)
@@ -304,12 +315,9 @@ def synthetic_dataset(
       or MQ2007 (74/20/6 % for 3 grades).
     """
     n_queries = _check_positive_int("n_queries", n_queries, 1)
-    n_features = _check_positive_int("n_features", n_features, 1)
-    n_grades = _check_positive_int("n_grades", n_grades, 2)
-    if not mean_docs_per_query >= 2:
-        raise ValueError(f"mean_docs_per_query must be >= 2, got {mean_docs_per_query!r}")
-    if max_docs_per_query is not None:
-        max_docs_per_query = _check_positive_int("max_docs_per_query", max_docs_per_query, 2)
+    n_features, n_grades, max_docs_per_query = _check_shape(
+        n_features, n_grades, mean_docs_per_query, max_docs_per_query
+    )
     rng = np.random.default_rng(seed)
     dataset, _ = _generate(
         rng,
@@ -346,12 +354,9 @@ def synthetic_train_test(
     """
     n_train_queries = _check_positive_int("n_train_queries", n_train_queries, 1)
     n_test_queries = _check_positive_int("n_test_queries", n_test_queries, 1)
-    n_features = _check_positive_int("n_features", n_features, 1)
-    n_grades = _check_positive_int("n_grades", n_grades, 2)
-    if not mean_docs_per_query >= 2:
-        raise ValueError(f"mean_docs_per_query must be >= 2, got {mean_docs_per_query!r}")
-    if max_docs_per_query is not None:
-        max_docs_per_query = _check_positive_int("max_docs_per_query", max_docs_per_query, 2)
+    n_features, n_grades, max_docs_per_query = _check_shape(
+        n_features, n_grades, mean_docs_per_query, max_docs_per_query
+    )
     rng = np.random.default_rng(seed)
     common = dict(
         n_features=n_features,
