@@ -393,26 +393,32 @@ def run_reference(
 # --------------------------------------------------------------------------
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("train_path", "", "LETOR training file.")
-flags.DEFINE_string("test_path", "", "LETOR test file.")
-flags.DEFINE_string(
-    "cache_dir", None, "Cache folder for parsed LETOR files (default: the project's)."
-)
-flags.DEFINE_integer("n_clients", 10, "Clients per round.")
-flags.DEFINE_integer("local_updates", 5, "Interactions (and PDGD steps) per client per round.")
-flags.DEFINE_integer("rounds", 100, "Server rounds.")
-flags.DEFINE_enum("click_model", "perfect", sorted(CLICK_MODELS), "Cascade click model.")
-flags.DEFINE_float("learning_rate", 0.1, "PDGD step size.")
-flags.DEFINE_enum(
-    "init", "random_small", ["random_small", "zero"], "Initial weights of the linear ranker."
-)
-flags.DEFINE_enum(
-    "ranker", "linear", ["linear", "neural"], "linear | neural (64 sigmoid units with biases)."
-)
-flags.DEFINE_integer("n_runs", 20, "Independent runs; run r uses seed + r.")
-flags.DEFINE_integer("seed", 0, "Seed of the first run.")
-flags.DEFINE_integer("processes", 2, "Worker processes for the runs (1: run in this process).")
-flags.DEFINE_string("output", "", "JSON result file (empty: print only).")
+
+
+def define_flags() -> None:
+    """The CLI's flags, defined only when this file runs as a program: the test suite
+    imports it next to the binaries' modules, which define flags of the same names."""
+    flags.DEFINE_string("train_path", "", "LETOR training file.")
+    flags.DEFINE_string("test_path", "", "LETOR test file.")
+    flags.DEFINE_string(
+        "cache_dir", None, "Cache folder for parsed LETOR files (default: the project's)."
+    )
+    flags.DEFINE_integer("n_clients", 10, "Clients per round.")
+    flags.DEFINE_integer("local_updates", 5, "Interactions (and PDGD steps) per client per round.")
+    flags.DEFINE_integer("rounds", 100, "Server rounds.")
+    flags.DEFINE_enum("click_model", "perfect", sorted(CLICK_MODELS), "Cascade click model.")
+    flags.DEFINE_float("learning_rate", 0.1, "PDGD step size.")
+    flags.DEFINE_enum(
+        "init", "random_small", ["random_small", "zero"], "Initial weights of the linear ranker."
+    )
+    flags.DEFINE_enum(
+        "ranker", "linear", ["linear", "neural"], "linear | neural (64 sigmoid units with biases)."
+    )
+    flags.DEFINE_integer("n_runs", 20, "Independent runs; run r uses seed + r.")
+    flags.DEFINE_integer("seed", 0, "Seed of the first run.")
+    flags.DEFINE_integer("processes", 2, "Worker processes for the runs (1: run in this process).")
+    flags.DEFINE_string("output", "", "JSON result file (empty: print only).")
+
 
 # Datasets handed to forked workers (set before the pool is created).
 _WORKER_DATA: dict = {}
@@ -518,4 +524,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)
