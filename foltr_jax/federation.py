@@ -117,7 +117,9 @@ def _spec(config, train: RankingDataset, settings, history_every: int, clients) 
     """The static part of a run (one compilation per Spec): ranker, widths, which server
     stages the grid needs, and the client plan's static facts."""
     widths = window_widths(train.max_query_length, config.top_k)
-    lanes = config.n_runs * config.n_clients * len(settings)
+    # Each slot scores its own global model: once over the whole training set, or each of
+    # its clients over its own query; which is less work does not depend on the slot count.
+    per_slot = config.n_clients * float(np.mean(train.query_lengths))
     personal = tuple(clients.personal) if clients is not None else ()
     aggregator_names = tuple(sorted({s.aggregator for s in settings}))
     attack_names = _attack_names(settings)
@@ -126,8 +128,7 @@ def _spec(config, train: RankingDataset, settings, history_every: int, clients) 
         rankers.make_ranker(config.ranker, train.n_features),
         widths[-1],
         widths,
-        shared_first_scores=lanes * float(np.mean(train.query_lengths)) >= train.n_docs
-        and not personal,
+        shared_first_scores=per_slot >= train.n_docs and not personal,
         n_settings=len(settings),
         aggregator_names=aggregator_names,
         attack_names=attack_names,
