@@ -274,3 +274,23 @@ def test_server_optimiser_settings_are_checked():
         federation.FederationConfig(
             server_optimizer="adam", aggregation="sum_of_updates"
         ).validate()
+
+
+def test_first_step_scores_are_shared_per_slot_only_when_that_is_less_work():
+    """A slot scores the whole training set for its clients' first step only when its
+    clients together would score as many documents (|C| x mean length >= n_docs); the
+    slot count does not enter (each slot scores its own model).  Both paths rank alike."""
+    train, test = data.synthetic_train_test(
+        0, n_train_queries=20, n_test_queries=5, n_features=4, mean_docs_per_query=10
+    )
+    mean_length = train.n_docs / train.n_queries
+    few = federation.FederationConfig(n_clients=2, local_updates=2, rounds=2, n_runs=60)
+    assert 2 * mean_length < train.n_docs <= 120 * mean_length  # shared under the old rule
+    spec, arrays = federation.build(few, train, test)
+    assert not spec.shared_first_scores
+    many = dataclasses.replace(few, n_clients=int(train.n_queries), n_runs=1)
+    assert federation.build(many, train, test)[0].shared_first_scores
+    per_lane = federation.run(spec, arrays)
+    shared = federation.run(dataclasses.replace(spec, shared_first_scores=True), arrays)
+    np.testing.assert_array_equal(shared.online_ndcg, per_lane.online_ndcg)
+    np.testing.assert_allclose(shared.offline_ndcg, per_lane.offline_ndcg, atol=1e-3)
