@@ -100,6 +100,7 @@ def test_client_chunks_and_fedper(tiny):
 
     personal = {"ranker": "neural", "clients": ClientPlan(personal=("w2",))}
     for extra in ({"client_chunk": 4}, personal):
+        extra = {**extra, "chunk_rounds": 10}  # one compiled chunk (alignment: tested above)
         full, sparse = _run(tiny, **extra), _run(tiny, eval_every=4, **extra)
         np.testing.assert_array_equal(sparse.offline_ndcg, full.offline_ndcg[:, [3, 7, 9]])
         np.testing.assert_array_equal(sparse.online_ndcg, full.online_ndcg)
