@@ -22,7 +22,7 @@ def tiny():
     )
 
 
-def _run(tiny, clients=None, **overrides):
+def _config(**overrides):
     settings = {
         "n_clients": 8,
         "local_updates": 3,
@@ -31,8 +31,11 @@ def _run(tiny, clients=None, **overrides):
         "chunk_rounds": 4,
         "click_model": "perfect",
     }
-    config = federation.FederationConfig(**{**settings, **overrides})
-    spec, arrays = federation.build(config, *tiny, clients=clients)
+    return federation.FederationConfig(**{**settings, **overrides})
+
+
+def _run(tiny, clients=None, **overrides):
+    spec, arrays = federation.build(_config(**overrides), *tiny, clients=clients)
     return federation.run(spec, arrays)
 
 
@@ -71,16 +74,7 @@ def test_k_th_values_of_the_every_round_run(tiny, every_round, every):
 
 
 def test_resumes_from_a_checkpoint(tiny, every_round, tmp_path):
-    config = federation.FederationConfig(
-        n_clients=8,
-        local_updates=3,
-        rounds=10,
-        n_runs=2,
-        chunk_rounds=4,
-        click_model="perfect",
-        eval_every=3,
-    )
-    spec, arrays = federation.build(config, *tiny)
+    spec, arrays = federation.build(_config(eval_every=3), *tiny)
     path = str(tmp_path / "checkpoint")
 
     def stop_after_the_first_chunk(done, total, seconds):
