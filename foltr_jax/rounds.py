@@ -17,7 +17,7 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from foltr_jax import click_models, pipeline
+from foltr_jax import click_models, engine, pipeline
 from foltr_jax.client_plan import ClientArrays
 from foltr_jax.config import FederationConfig, RunSettings
 from foltr_jax.interaction import DeviceData, Lanes, ranking_quality, train_lanes
@@ -118,8 +118,11 @@ def server_update(
     cfg = spec.config
     flat_global, unravel = jax.flatten_util.ravel_pytree(global_params)
     flat_clients = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
-    positions = jnp.arange(cfg.n_clients)
-    updates = _messages(spec, settings, flat_global, flat_clients, positions, client_weights)
+    present = jnp.arange(cfg.n_clients) >= settings.n_absent
+    weights = _fedavg_weights(spec, present, client_weights)
+    updates = pipeline.ClientUpdates(
+        flat_clients, weights, flat_global, settings.n_malicious, flat_global
+    )
     chain = pipeline.chain(*server_stages(spec, settings))
     if server_state is None:
         server_state = chain.init(flat_global)
@@ -127,17 +130,11 @@ def server_update(
     return unravel(updates.aggregate), server_state
 
 
-def _messages(spec: Spec, settings, flat_global, flat_clients, positions, client_weights):
-    """What the clients at ``positions`` send (one slot): their models and FedAvg weights
-    (B, or Type 4's own step counts; 0 for absent clients)."""
-    cfg = spec.config
-    present = positions >= settings.n_absent
-    weights = jnp.where(
-        present, float(cfg.local_updates) if client_weights is None else client_weights, 0.0
-    )
-    return pipeline.ClientUpdates(
-        flat_clients, weights, flat_global, settings.n_malicious, flat_global, positions[0]
-    )
+def _fedavg_weights(spec: Spec, present, client_weights):
+    """The FedAvg weights n_c of clients (``present`` bool [..., k]): B each, or Type 4's
+    own step counts ``client_weights``; 0 for absent clients."""
+    own = float(spec.config.local_updates) if client_weights is None else client_weights
+    return jnp.where(present, own, 0.0)
 
 
 def initial_server_state(spec: Spec, arrays: Arrays, global_params):
@@ -251,12 +248,14 @@ class _Round(NamedTuple):
     personal: dict | None  # FedPer's personal layers, leaves [n_slots, n_clients, ...]
 
 
-def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int):
-    """The ``size`` clients from position ``start`` train in every slot.
+def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int) -> engine.Sent:
+    """The ``size`` clients from position ``start`` train in every slot: FPDGD's client
+    update (B local PDGD steps) as ``engine.serve`` takes it.
 
-    Returns (client params, leaves [n_slots, size, ...]; flat models [n_slots, size, d];
-    FedAvg weights [n_slots, size] or None for B each; present [n_slots, size];
-    online (nDCG sums, MaxRR sums, counts) [n_slots] each).
+    Sends the flat client models [n_slots, size, d] with their FedAvg weights (B, or
+    Type 4's own step counts; 0 for absent clients) and the online (nDCG sums, MaxRR
+    sums, counts) [n_slots] each; keeps (client params, leaves [n_slots, size, ...];
+    flat models).
     """
     clients, n_slots = arrays.clients, spec.n_slots
     positions = start + jnp.arange(size)
@@ -291,7 +290,12 @@ def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int):
     present = positions[None, :] >= rnd.settings.n_absent[:, None]
     ndcg, count = online_sums(spec, outcome.ndcg, present, lane_steps)
     max_rr, _ = online_sums(spec, outcome.max_rr, present, lane_steps)
-    return client_params, models, weights, (ndcg, max_rr, count)
+    return engine.Sent(
+        models,
+        _fedavg_weights(spec, present, weights),
+        (ndcg, max_rr, count),
+        (client_params, models),
+    )
 
 
 def federated_round(
@@ -303,12 +307,12 @@ def federated_round(
     server_state,
     evaluate_now=None,
 ):
-    """One round for every run slot: clients train, servers aggregate, models are evaluated.
+    """One round of FPDGD for every run slot: clients train (``train_clients``), servers
+    aggregate, models are evaluated: ``engine.serve`` with FPDGD's client update.
 
-    The clients train all at once, or ``client_chunk`` at a time under a ``lax.scan``
-    whose chunks feed the server pipeline's streaming form (``pipeline.stream_part``):
-    memory then follows the chunk, and client c keeps its key and its noise, so results
-    equal the unchunked round's up to the order of floating-point sums.
+    The clients train all at once, or ``client_chunk`` at a time through the server
+    pipeline's streaming form: memory then follows the chunk, and client c keeps its key
+    and its noise, so results equal the unchunked round's up to the order of sums.
 
     Returns (new global params, RoundMetrics, client updates, server state): the updates
     θ_c − θ_global flattened to [n_slots, n_clients, d] when ``spec.history_every``
@@ -318,19 +322,17 @@ def federated_round(
     metrics average every client's personalised model ('clients') or are the server
     model's ('server': the FedAvg of every layer), as ``spec.personal_eval`` says.
     ``evaluate_now`` (a traced bool, or None for always): whether this round computes
-    its offline metrics; a round that does not skips them under ``lax.cond`` (no work
-    on the test split) and reports NaN in their place.
+    its offline metrics (``engine.offline_when``).
     """
     cfg = spec.config
     personal = None
     if spec.personal_keys:
         global_params, personal = global_params
     settings = jax.tree_util.tree_map(lambda x: jnp.repeat(x, cfg.n_runs), arrays.settings)
-    round_keys = jax.vmap(lambda k: jax.random.fold_in(k, round_index))(slot_keys)
-    server_keys = jax.vmap(lambda k: jax.random.fold_in(k, cfg.n_clients))(round_keys)
+    keys = engine.round_keys(slot_keys, round_index)
     rnd = _Round(
         settings,
-        round_keys,
+        keys,
         global_params,
         first_step_scores(spec, arrays, global_params),
         personal,
@@ -339,17 +341,27 @@ def federated_round(
     unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda g: g[0], global_params))[
         1
     ]
-    updates, server_state, online, client_params, models = _train_and_aggregate(
-        spec, arrays, rnd, flat_global, server_state, server_keys
+    aggregate, server_state, online, kept = engine.serve(
+        functools.partial(train_clients, spec, arrays, rnd),
+        functools.partial(server_stages, spec),
+        settings,
+        flat_global,
+        settings.n_malicious,
+        server_state,
+        engine.server_keys(keys, cfg.n_clients),
+        cfg.n_clients,
+        cfg.client_chunk,
     )
-    new_global = jax.vmap(unravel)(updates.aggregate)
+    new_global = jax.vmap(unravel)(aggregate)
     if personal is not None:
-        personal = {k: client_params[k] for k in spec.personal_keys}
-    offline_ndcg, offline_mrr = _offline_when(spec, arrays, new_global, personal, evaluate_now)
+        personal = {k: kept[0][k] for k in spec.personal_keys}
+    offline_ndcg, offline_mrr = engine.offline_when(
+        lambda p: offline_metrics(spec, arrays, *p), (new_global, personal), evaluate_now
+    )
     ndcg, max_rr, count = online
     history = None
     if spec.history_every:
-        history = models - flat_global[:, None]
+        history = kept[1] - flat_global[:, None]
     return (
         new_global if personal is None else (new_global, personal),
         RoundMetrics(offline_ndcg, offline_mrr, ndcg / count, max_rr / count),
@@ -358,84 +370,17 @@ def federated_round(
     )
 
 
-def _train_and_aggregate(spec: Spec, arrays: Arrays, rnd: _Round, flat_global, state, keys):
-    """The clients train and every slot's server pipeline aggregates their messages: all
-    clients at once, or ``client_chunk`` at a time through the pipeline's streaming form.
-    Returns (updates, server state, online sums, client params, client models [slots,
-    clients, d]); the last two only unchunked (chunks keep running sums only)."""
-    cfg = spec.config
-    settings = rnd.settings
-
-    def messages(models, weights, start):
-        positions = start + jnp.arange(models.shape[1])
-        per_slot = functools.partial(_messages, spec, positions=positions, client_weights=weights)
-        return jax.vmap(lambda s, g, m: per_slot(s, g, m))(settings, flat_global, models)
-
-    def slot_stages(s):
-        return server_stages(spec, s)
-
-    if not cfg.chunked:
-        client_params, models, weights, online = train_clients(spec, arrays, rnd, 0, cfg.n_clients)
-        updates, state = jax.vmap(
-            lambda s, st, u, k: pipeline.chain(*slot_stages(s)).update(st, u, k)
-        )(settings, state, messages(models, weights, 0), keys)
-        return updates, state, online, client_params, models
-    size = cfg.client_chunk
-
-    def chunk_sums(j):
-        _, models, weights, online = train_clients(spec, arrays, rnd, j * size, size)
-        part = jax.vmap(lambda s, u, k: pipeline.stream_part(slot_stages(s), u, k))(
-            settings, messages(models, weights, j * size), keys
-        )
-        return part, online
-
-    def one_chunk(sums, j):
-        return jax.tree_util.tree_map(jnp.add, sums, chunk_sums(j)), None
-
-    zeros = jax.tree_util.tree_map(
-        lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(chunk_sums, 0)
-    )
-    (sums, online), _ = jax.lax.scan(one_chunk, zeros, jnp.arange(cfg.n_clients // size))
-    template = messages(flat_global[:, None], None, 0)
-    updates, state = jax.vmap(
-        lambda s, st, x, u, k: pipeline.stream_finish(slot_stages(s), st, x, u, k)
-    )(settings, state, sums, template, keys)
-    return updates, state, online, None, None
-
-
-def _offline_when(spec: Spec, arrays: Arrays, new_global, personal, evaluate_now):
-    """Offline metrics of the new models; with ``evaluate_now`` (traced bool) a round
-    that does not evaluate skips the test split under ``lax.cond`` and reports NaN."""
-    if evaluate_now is None:
-        return offline_metrics(spec, arrays, new_global, personal)
-    skipped = jnp.full((spec.n_slots,), jnp.nan, jnp.float32)
-    return jax.lax.cond(
-        evaluate_now,
-        lambda g, own: offline_metrics(spec, arrays, g, own),
-        lambda g, own: (skipped, skipped),
-        new_global,
-        personal,
-    )
-
-
 def history_length(rounds: int, every: int) -> int:
     """Stored updates for rounds 1, 1 + Δt, ... ≤ T: ⌈T / Δt⌉ (unlearning paper T_unlearn)."""
     return -(-rounds // every)
 
 
-def evaluated_rounds(rounds: int, every: int):
-    """The 1-based rounds whose offline metrics are computed with ``eval_every`` = K:
-    K, 2K, ... and the last round T (every round when K = 1)."""
-    return sorted(set(range(every, rounds + 1, every)) | {rounds})
+evaluated_rounds = engine.evaluated_rounds
 
 
 def is_evaluated(spec: Spec, t):
-    """Whether 0-based round ``t`` (traced) is one of ``evaluated_rounds``; None when
-    every round is (``eval_every`` = 1: no condition in the program at all)."""
-    cfg = spec.config
-    if cfg.eval_every == 1:
-        return None
-    return ((t + 1) % cfg.eval_every == 0) | (t + 1 == cfg.rounds)
+    """Whether 0-based round ``t`` (traced) is evaluated (``engine.is_evaluated``)."""
+    return engine.is_evaluated(spec.config.rounds, spec.config.eval_every, t)
 
 
 def run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):

@@ -1,0 +1,167 @@
+"""The round every method shares (issue 13; DESIGN.md "Architecture we want").
+
+A method supplies its clients' side of a round as a pure function over the stacked
+client axis, ``train(start, size) -> Sent``: what the clients at positions
+``start .. start + size - 1`` send in every run slot (FPDGD: the models after B PDGD
+steps; FOLtR-ES: the antithetic gradient estimates; FedIPS: the IPS-weighted SGD
+updates; the unlearning replay: the calibrated replay updates).  ``serve`` calls it
+for every client at once, or ``client_chunk`` at a time under ``lax.scan`` through
+the server pipeline's streaming form (``pipeline.stream_part``; an unchunked round is
+the one-chunk case of the same code), and runs every slot's server pipeline (attack →
+privacy → aggregation → server optimiser) on the messages with its state.
+``offline_when`` evaluates the new models on the rounds ``eval_every`` asks for, and
+``scan_rounds`` runs rounds under ``lax.scan`` for ``loop.scan_in_chunks``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from foltr_jax import pipeline
+from foltr_jax.config import ConfigError
+
+
+class Sent(NamedTuple):
+    """What a run of clients sends the server in a round, in every run slot."""
+
+    models: jax.Array  # float [n_slots, size, d]: models (reference: the global model) or updates
+    weights: jax.Array  # float [n_slots, size]: FedAvg weights n_c; 0 for absent clients
+    online: Any  # pytree of float [n_slots]: sums over these clients (online metrics)
+    kept: Any = None  # per-client results the method wants back (an unchunked round only)
+
+
+def serve(
+    train: Callable[[Any, int], Sent],
+    slot_stages: Callable[[Any], tuple],
+    settings,
+    reference: jax.Array,
+    n_malicious: jax.Array,
+    state,
+    keys: jax.Array,
+    n_clients: int,
+    client_chunk: int = 0,
+):
+    """The clients train and every slot's server pipeline aggregates what they send.
+
+    Args:
+        train: ``train(start, size) -> Sent`` for clients ``start .. start + size - 1``
+            (``start`` may be traced; ``size`` is static).
+        slot_stages: ``slot_stages(slot_settings) -> stages`` (``pipeline.server_stages``)
+            of one slot; called under ``vmap`` over ``settings``' leading slot axis.
+        settings: a pytree with leading axis n_slots (None when no stage varies).
+        reference: float [n_slots, d] the pipeline's ``global_model``: the model the
+            clients started from when they send models, 0 when they send updates.
+        n_malicious: int [n_slots]; the first n_malicious clients are malicious.
+        state: the slots' server chain states (leaves [n_slots, ...]).
+        keys: [n_slots] the server's key of the round in each slot.
+        client_chunk: clients per chunk; 0 (or ``n_clients``) trains them all at once.
+            Chunks need a pipeline that streams (``pipeline.streaming_split``); client c
+            keeps its key and noise, so results equal the unchunked round's up to the
+            order of floating-point sums.
+
+    Returns (aggregates [n_slots, d], new state, online sums, kept: ``Sent.kept`` of an
+    unchunked round, None when chunked).
+    """
+
+    def messages(sent: Sent, start) -> pipeline.ClientUpdates:
+        def one(models, weights, global_model, m):
+            return pipeline.ClientUpdates(models, weights, global_model, m, global_model, start)
+
+        return jax.vmap(one)(sent.models, sent.weights, reference, n_malicious)
+
+    if not 0 < client_chunk < n_clients:
+        sent = train(0, n_clients)
+        updates, state = jax.vmap(
+            lambda s, st, u, k: pipeline.chain(*slot_stages(s)).update(st, u, k)
+        )(settings, state, messages(sent, 0), keys)
+        return updates.aggregate, state, sent.online, sent.kept
+
+    def chunk_sums(j):
+        sent = train(j * client_chunk, client_chunk)
+        part = jax.vmap(lambda s, u, k: pipeline.stream_part(slot_stages(s), u, k))(
+            settings, messages(sent, j * client_chunk), keys
+        )
+        return part, sent.online
+
+    def one_chunk(sums, j):
+        return jax.tree_util.tree_map(jnp.add, sums, chunk_sums(j)), None
+
+    zeros = jax.tree_util.tree_map(
+        lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(chunk_sums, 0)
+    )
+    (sums, online), _ = jax.lax.scan(one_chunk, zeros, jnp.arange(n_clients // client_chunk))
+    # What the stages after the aggregation see: the reference, no client rows.
+    template = messages(Sent(reference[:, None], jnp.zeros_like(reference[:, :1]), None), 0)
+    updates, state = jax.vmap(
+        lambda s, st, x, u, k: pipeline.stream_finish(slot_stages(s), st, x, u, k)
+    )(settings, state, sums, template, keys)
+    return updates.aggregate, state, online, None
+
+
+def check_streams(stages: tuple, flag: str = "client_chunk") -> None:
+    """Raises ConfigError naming ``flag`` when ``stages`` cannot run a chunk of clients
+    at a time (a stage needs every client of a round at once)."""
+    try:
+        pipeline.streaming_split(stages)
+    except ValueError as error:
+        raise ConfigError(flag, f"streams the server pipeline over client chunks, but {error}")
+
+
+def round_keys(slot_keys: jax.Array, round_index) -> jax.Array:
+    """[n_slots] keys of round t: fold_in(slot key, t); client c's is fold_in(round key, c)."""
+    return jax.vmap(lambda k: jax.random.fold_in(k, round_index))(slot_keys)
+
+
+def server_keys(round_keys_: jax.Array, n_clients: int) -> jax.Array:
+    """[n_slots] the server's key of the round: that of client ``n_clients`` (clients are
+    0 .. n_clients − 1), in every method."""
+    return jax.vmap(lambda k: jax.random.fold_in(k, n_clients))(round_keys_)
+
+
+def is_evaluated(rounds: int, every: int, t):
+    """Whether 0-based round ``t`` (traced) is one of ``evaluated_rounds``; None when
+    every round is (``every`` = 1: no condition in the program at all)."""
+    if every == 1:
+        return None
+    return ((t + 1) % every == 0) | (t + 1 == rounds)
+
+
+def evaluated_rounds(rounds: int, every: int) -> list:
+    """The 1-based rounds whose offline metrics are computed with ``eval_every`` = K:
+    K, 2K, ... and the last round T (every round when K = 1)."""
+    return sorted(set(range(every, rounds + 1, every)) | {rounds})
+
+
+def offline_when(evaluate: Callable, params, evaluate_now):
+    """``evaluate(params)`` (a tuple of [n_slots] metrics); with ``evaluate_now`` (a
+    traced bool; None: always) a round that does not evaluate skips it under
+    ``lax.cond`` (no work on the test split) and reports NaN in its place."""
+    if evaluate_now is None:
+        return evaluate(params)
+    shapes = jax.eval_shape(evaluate, params)
+    return jax.lax.cond(
+        evaluate_now,
+        evaluate,
+        lambda p: jax.tree_util.tree_map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes),
+        params,
+    )
+
+
+def scan_rounds(round_fn: Callable, state, first_round, n_rounds: int):
+    """``n_rounds`` rounds ``round_fn(state, t) -> (state, metrics)`` under ``lax.scan``,
+    t = first_round, first_round + 1, ... (the body of a ``loop.scan_in_chunks`` chunk)."""
+    return jax.lax.scan(round_fn, state, first_round + jnp.arange(n_rounds))
+
+
+def select_evaluated(curves: dict, names, rounds: int, every: int):
+    """Keeps the offline ``curves[name]`` columns of ``evaluated_rounds`` (the skipped
+    rounds hold NaN) and returns those rounds as an int array (1-based)."""
+    kept = np.asarray(evaluated_rounds(rounds, every), np.int64)
+    for name in names:
+        curves[name] = curves[name][:, kept - 1]
+    return kept
