@@ -36,6 +36,7 @@ from experiments.output import (
     write_text_atomic,
 )
 from experiments.results import (
+    curve_summary,
     dataset_summary,
     offline_rounds,
     peak_rss_mb,
@@ -59,6 +60,7 @@ __all__ = [
     "check_same_everywhere",
     "checkpoint_file",
     "claim_output",
+    "curve_summary",
     "dataset_summary",
     "define_checkpoint_flag",
     "define_data_flags",
@@ -147,13 +149,7 @@ def define_federation_flags():
         defaults.chunk_rounds,
         "Rounds per compiled chunk (progress is reported between chunks).",
     )
-    flags.DEFINE_integer(
-        "eval_every",
-        defaults.eval_every,
-        "Offline metrics (the test split) after rounds K, 2K, ... and the last round only; "
-        "results.json's offline curves then list those rounds in offline_rounds. "
-        "1: every round. Online metrics are every round's.",
-    )
+    define_eval_every_flag(defaults.eval_every)
     flags.DEFINE_string(
         "window_scoring",
         defaults.window_scoring,
@@ -171,11 +167,7 @@ def define_federation_flags():
     flags.DEFINE_float(
         "server_learning_rate", defaults.server_learning_rate, "η_s of --server_optimizer."
     )
-    flags.DEFINE_integer(
-        "client_chunk",
-        defaults.client_chunk,
-        "Train a round's clients this many at a time (memory follows the chunk); 0: all at once.",
-    )
+    define_client_chunk_flag(defaults.client_chunk)
     flags.DEFINE_integer(
         "n_devices", defaults.n_devices, "Shard the clients of a round over this many devices."
     )
@@ -185,6 +177,27 @@ def define_federation_flags():
         "centralised_form",
         "same_budget",
         "same_updates | same_budget | batch: which reading of the FPDGD paper's baseline (§4).",
+    )
+
+
+def define_eval_every_flag(default: int = 1):
+    """--eval_every (every method: ``engine.offline_when``)."""
+    flags.DEFINE_integer(
+        "eval_every",
+        default,
+        "Offline metrics (the test split) after rounds K, 2K, ... and the last round only; "
+        "results.json's offline curves then list those rounds in offline_rounds. "
+        "1: every round. Online metrics are every round's.",
+    )
+
+
+def define_client_chunk_flag(default: int = 0, clients: str = "clients"):
+    """--client_chunk (every method: ``engine.serve``)."""
+    flags.DEFINE_integer(
+        "client_chunk",
+        default,
+        f"Train a round's {clients} this many at a time (memory follows the chunk; the server "
+        "pipeline must stream: FedAvg, privacy noise, a server optimiser); 0: all at once.",
     )
 
 

@@ -67,6 +67,8 @@ flags.DEFINE_integer(
     _DEFAULTS.chunk_rounds,
     "Rounds per compiled chunk (progress is reported between chunks).",
 )
+common.define_eval_every_flag(_DEFAULTS.eval_every)
+common.define_client_chunk_flag(_DEFAULTS.client_chunk)
 flags.DEFINE_string(
     "window_scoring",
     _DEFAULTS.window_scoring,
@@ -92,6 +94,8 @@ def config_from_flags() -> foltr_es.FoltrEsConfig:
         seed=FLAGS.seed,
         window_scoring=resolve_window_scoring(FLAGS.window_scoring),
         chunk_rounds=FLAGS.chunk_rounds,
+        eval_every=FLAGS.eval_every,
+        client_chunk=FLAGS.client_chunk,
         attack=FLAGS.attack,
         aggregator=FLAGS.aggregator,
         n_malicious=FLAGS.n_malicious,
@@ -105,7 +109,10 @@ def config_from_flags() -> foltr_es.FoltrEsConfig:
 
 def run_experiment(config, checkpoint: str | None = None) -> dict:
     train, test, source = common.load_datasets()
-    spec, arrays = foltr_es.build(config, train, test)
+    try:
+        spec, arrays = foltr_es.build(config, train, test)
+    except federation.ConfigError as error:
+        raise common.UserError(f"--{error.field}: {error.message}") from None
     epsilon = config.epsilon
     print(
         f"foltr_es: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_clients} clients "
@@ -123,20 +130,11 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
 
 def summary(results: dict) -> str:
     """One line: the mean offline nDCG@10 curve at a few rounds, ε, and the speed."""
-    curves = results["offline_ndcg"]
-    rounds = len(curves[0])
-
-    def mean_at(t):
-        return sum(c[t - 1] for c in curves) / len(curves)
-
-    initial = sum(results["initial_offline_ndcg"]) / len(curves)
-    marks = sorted({1, max(rounds // 10, 1), max(rounds // 2, 1), rounds})
-    curve = ", ".join(f"round {t}: {mean_at(t):.4f}" for t in marks)
     epsilon = results["epsilon"]
     privacy = "no privatisation" if epsilon is None else f"epsilon <= {epsilon:.2f}"
     return (
-        f"offline nDCG@10 (mean of {len(curves)} run(s)) initial: {initial:.4f}, {curve}; "
-        f"{privacy}; {results['interactions_per_second']:,.0f} interactions/s"
+        f"{common.curve_summary(results)}; {privacy}; "
+        f"{results['interactions_per_second']:,.0f} interactions/s"
     )
 
 

@@ -148,20 +148,8 @@ def main(argv):
 
 def summary(results: dict) -> str:
     """One line: the mean offline nDCG@10 curve at a few rounds, and the speed."""
-    curves = results["offline_ndcg"]
-    # the round of each column: 1..T, or the evaluated ones (--eval_every)
-    evaluated = results.get("offline_rounds") or list(range(1, len(curves[0]) + 1))
-    n = len(evaluated)
-
-    def mean_at(i):
-        return sum(c[i] for c in curves) / len(curves)
-
-    initial = sum(results["initial_offline_ndcg"]) / len(curves)
-    marks = sorted({0, max(n // 10, 1) - 1, max(n // 2, 1) - 1, n - 1})
-    curve = ", ".join(f"round {evaluated[i]}: {mean_at(i):.4f}" for i in marks)
     return (
-        f"offline nDCG@10 (mean of {len(curves)} run(s)) initial: {initial:.4f}, {curve}; "
-        f"{results['interactions_per_second']:,.0f} interactions/s"
+        f"{common.curve_summary(results)}; {results['interactions_per_second']:,.0f} interactions/s"
     )
 
 

@@ -59,6 +59,22 @@ def offline_rounds(config, result) -> dict:
     return {"offline_rounds": result.offline_rounds.tolist()}
 
 
+def curve_summary(results: dict, key: str = "offline_ndcg", label: str = "nDCG@10") -> str:
+    """'offline <label> (mean of n run(s)) initial: x, round t: y, ...': the mean offline
+    curve ``results[key]`` at a few of its rounds (``offline_rounds`` with --eval_every)."""
+    curves = results[key]
+    evaluated = results.get("offline_rounds") or list(range(1, len(curves[0]) + 1))
+    n = len(evaluated)
+
+    def mean_at(i):
+        return sum(c[i] for c in curves) / len(curves)
+
+    initial = sum(results[f"initial_{key}"]) / len(curves)
+    marks = sorted({0, max(n // 10, 1) - 1, max(n // 2, 1) - 1, n - 1})
+    curve = ", ".join(f"round {evaluated[i]}: {mean_at(i):.4f}" for i in marks)
+    return f"offline {label} (mean of {len(curves)} run(s)) initial: {initial:.4f}, {curve}"
+
+
 def timings(*logs) -> dict:
     """What the timing fields cover, and the rounds from which each part resumed."""
     return {

@@ -24,6 +24,29 @@ PRIVACY_NOISE = ("auto", "per_client")
 SERVER_OPTIMIZER_NAMES = ("none",) + tuple(pipeline.SERVER_OPTIMIZERS)
 
 
+def check_schedule(rounds: int, eval_every, n_clients: int, client_chunk: int) -> None:
+    """The settings every method shares for how a run executes: ``eval_every`` K in
+    1..rounds (offline metrics after rounds K, 2K, ... and T) and ``client_chunk`` 0 (all
+    clients at once) or a divisor of ``n_clients``.  Raises ConfigError naming the field."""
+    if not isinstance(eval_every, numbers.Integral) or isinstance(eval_every, bool):
+        raise ConfigError("eval_every", f"must be an integer, got {eval_every!r}")
+    if eval_every < 1:
+        raise ConfigError("eval_every", f"must be at least 1, got {eval_every}")
+    if eval_every > rounds:
+        raise ConfigError(
+            "eval_every",
+            f"must be at most rounds = {rounds} (rounds K, 2K, ... and the last are "
+            f"evaluated; K = rounds evaluates only the last), got {eval_every}",
+        )
+    if client_chunk < 0:
+        raise ConfigError("client_chunk", f"must be at least 0, got {client_chunk}")
+    if 0 < client_chunk < n_clients and n_clients % client_chunk:
+        raise ConfigError(
+            "client_chunk",
+            f"must divide n_clients = {n_clients} (chunks are equal), got {client_chunk}",
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class FederationConfig:
     """Settings of one FPDGD experiment (defaults: FPDGD paper §4, MSLR-WEB10K)."""
@@ -76,19 +99,11 @@ class FederationConfig:
             "top_k",
             "chunk_rounds",
             "display_groups",
-            "eval_every",
         )
-        if not isinstance(self.eval_every, numbers.Integral) or isinstance(self.eval_every, bool):
-            raise ConfigError("eval_every", f"must be an integer, got {self.eval_every!r}")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
-        if self.eval_every > self.rounds:
-            raise ConfigError(
-                "eval_every",
-                f"must be at most rounds = {self.rounds} (rounds K, 2K, ... and the last are "
-                f"evaluated; K = rounds evaluates only the last), got {self.eval_every}",
-            )
+        check_schedule(self.rounds, self.eval_every, self.n_clients, self.client_chunk)
         if not 0 < self.learning_rate < math.inf:
             raise ConfigError(
                 "learning_rate", f"must be positive and finite, got {self.learning_rate}"
@@ -120,14 +135,6 @@ class FederationConfig:
             )
         if not 0 < self.clip_factor < math.inf:
             raise ConfigError("clip_factor", f"must be positive and finite, got {self.clip_factor}")
-        if self.client_chunk < 0:
-            raise ConfigError("client_chunk", f"must be at least 0, got {self.client_chunk}")
-        if self.chunked and self.n_clients % self.client_chunk:
-            raise ConfigError(
-                "client_chunk",
-                f"must divide n_clients = {self.n_clients} (chunks are equal), "
-                f"got {self.client_chunk}",
-            )
         if self.n_devices < 1:
             raise ConfigError("n_devices", f"must be at least 1, got {self.n_devices}")
         self.setting().validate(self.n_clients)

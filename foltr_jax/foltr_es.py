@@ -43,8 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from foltr_jax import click_models, interaction, loop, metrics, pipeline, rankers
-from foltr_jax.config import ConfigError, Setting, resolve_window_scoring
+from foltr_jax import click_models, engine, interaction, loop, metrics, pipeline, rankers
+from foltr_jax.config import ConfigError, Setting, check_schedule, resolve_window_scoring
 from foltr_jax.data import RankingDataset
 from foltr_jax.registry import Registry
 
@@ -76,6 +76,8 @@ class FoltrEsConfig:
     top_k: int = 10
     window_scoring: str = "auto"  # lanes scored in turn (map, CPU) or batched (vmap, GPU)
     chunk_rounds: int = 50  # rounds per compiled scan chunk
+    eval_every: int = 1  # offline metrics after rounds K, 2K, ... and T only
+    client_chunk: int = 0  # clients trained at a time (memory follows it); 0: all at once
     # Poisoning (poisoning paper §4) on FOLtR-ES: the first n_malicious clients are malicious.
     attack: str = "none"  # config.ATTACKS: data_poisoning clicks with 'poison', others craft
     aggregator: str = "fedavg"  # aggregators.names(), over the clients' gradient estimates
@@ -103,6 +105,7 @@ class FoltrEsConfig:
                 f"must be even with antithetic pairs (B/2 interactions with +noise, B/2 with "
                 f"-noise), got {self.local_updates}",
             )
+        check_schedule(self.rounds, self.eval_every, self.n_clients, self.client_chunk)
         for name in ("learning_rate", "sigma"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
@@ -260,6 +263,8 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
     widths = interaction.window_widths(train.max_query_length, config.top_k)
     spec = Spec(config, make_ranker(config.ranker, train.n_features), widths[-1], widths)
+    if 0 < config.client_chunk < config.n_clients:
+        engine.check_streams(server_stages(spec))
     arrays = Arrays(
         interaction.to_device(train, spec.window, config.top_k),
         interaction.to_device(test, spec.window, config.top_k, ranked=True),
@@ -324,21 +329,27 @@ class RoundDetails(NamedTuple):
         return jnp.mean(self.client_gradients, axis=1)
 
 
-def es_round(spec: Spec, arrays: Arrays, flat_global, run_keys, round_index) -> RoundDetails:
-    """Clients' side of a round for every run, and the server's gradient estimate.
+def es_round(
+    spec: Spec, arrays: Arrays, flat_global, run_keys, round_index, start=0, size=None
+) -> RoundDetails:
+    """Clients' side of a round for every run: FOLtR-ES's client update.
 
     Args:
         flat_global: float [R, P] each run's global weights φ.
         run_keys: [R] PRNG keys, one per run.
         round_index: int, the round t (keys are folded with it).
+        start, size: the clients at positions start .. start + size − 1 (default: all
+            N); client c's keys are fold_in(round key, c) wherever it is computed.
     """
     cfg = spec.config
-    n_runs, n_clients, b = flat_global.shape[0], cfg.n_clients, cfg.local_updates
+    n_runs, b = flat_global.shape[0], cfg.local_updates
+    n_clients = cfg.n_clients if size is None else size
+    positions = start + jnp.arange(n_clients)
     n_params = flat_global.shape[1]
-    round_keys = jax.vmap(lambda key: jax.random.fold_in(key, round_index))(run_keys)
-    client_keys = jax.vmap(
-        lambda key: jax.vmap(lambda c: jax.random.fold_in(key, c))(jnp.arange(n_clients))
-    )(round_keys)  # [R, N]
+    round_keys = engine.round_keys(run_keys, round_index)
+    client_keys = jax.vmap(lambda key: jax.vmap(lambda c: jax.random.fold_in(key, c))(positions))(
+        round_keys
+    )  # [R, N]
     # Per client: key 0 draws its perturbation, keys 1..B its interactions.
     keys = jax.vmap(jax.vmap(lambda key: jax.random.split(key, b + 1)))(client_keys)
     noise = cfg.sigma * jax.vmap(jax.vmap(lambda key: jax.random.normal(key, (n_params,))))(
@@ -372,7 +383,7 @@ def es_round(spec: Spec, arrays: Arrays, flat_global, run_keys, round_index) -> 
     rows = train.query_offsets[queries][:, None] + rankings
     labels = jnp.where(shown, train.labels[rows], 0)
     if cfg.attack == "data_poisoning":  # the malicious clients click with 'poison'
-        poisoned = jnp.tile(jnp.repeat(jnp.arange(n_clients), b), n_runs) < cfg.n_malicious
+        poisoned = jnp.tile(jnp.repeat(positions, b), n_runs) < cfg.n_malicious
         lane_model = jax.tree_util.tree_map(
             lambda good, bad: jnp.where(poisoned.reshape((-1,) + (1,) * good.ndim), bad, good),
             arrays.click_model,
@@ -424,14 +435,14 @@ class RoundMetrics(NamedTuple):
     online_max_rr: jax.Array  # [n_runs] true (not privatised) MaxRR, mean over interactions
 
 
-def server_chain(spec: Spec) -> pipeline.Stage:
+def server_stages(spec: Spec) -> tuple:
     """The server: attack → aggregation of the clients' gradient estimates → Adam.
 
     The messages are updates (reference 0): FedAvg gives ĝ of eq. 3.5, and the
     ``server_step`` stage takes Adam's step of ascent on it (thesis §3.1.2).
     """
     cfg = spec.config
-    return pipeline.server_chain(
+    return pipeline.server_stages(
         attack_names=(cfg.model_attack,) if cfg.model_attack else (),
         aggregator_names=(cfg.aggregator,),
         squared_distances=cfg.krum_squared_distances,
@@ -440,44 +451,67 @@ def server_chain(spec: Spec) -> pipeline.Stage:
     )
 
 
-def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index):
-    """One round for every run: clients interact, the server runs its pipeline (attack,
-    aggregation, Adam), models are evaluated.
+def server_chain(spec: Spec) -> pipeline.Stage:
+    """``pipeline.chain`` of ``server_stages``."""
+    return pipeline.chain(*server_stages(spec))
 
-    ``state`` is (flat_global [R, P], the server chain's state with leading axis R).
+
+def train_clients(spec: Spec, arrays: Arrays, flat_global, run_keys, round_index, start, size):
+    """FOLtR-ES's client update as ``engine.serve`` takes it: the clients at ``start ..
+    start + size − 1`` send their gradient estimates (weight 1 each), with the online
+    sums (displayed lists' nDCG, true MaxRR, interactions) [R] each."""
+    details = es_round(spec, arrays, flat_global, run_keys, round_index, start, size)
+    values = reward_values(spec.config.n_reward_values)
+
+    def total(x):
+        return x.reshape(x.shape[0], -1).sum(axis=1)
+
+    n_runs, n = details.ndcg.shape[0], details.ndcg[0].size
+    online = (total(details.ndcg), total(values[details.true_reward]), jnp.full(n_runs, n))
+    weights = jnp.ones(details.client_gradients.shape[:2], details.client_gradients.dtype)
+    return engine.Sent(details.client_gradients, weights, online)
+
+
+def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index, evaluate_now=None):
+    """One round for every run: clients interact (``train_clients``), the server runs its
+    pipeline (attack, aggregation, Adam), models are evaluated: ``engine.serve``.
+
+    ``state`` is (flat_global [R, P], the server chain's state with leading axis R);
+    ``evaluate_now``: see ``engine.offline_when``.
     """
     cfg = spec.config
     flat_global, server_state = state
-    details = es_round(spec, arrays, flat_global, run_keys, round_index)
-    chain, n_malicious = server_chain(spec), jnp.int32(cfg.n_malicious)
-
-    def server(gradients, chain_state, key):
-        return pipeline.run_on_updates(chain, chain_state, gradients, n_malicious, key)
-
-    # The server's key is client n_clients's of the round (clients are 0..N-1), as in FPDGD.
-    server_keys = jax.vmap(
-        lambda k: jax.random.fold_in(jax.random.fold_in(k, round_index), cfg.n_clients)
-    )(run_keys)
-    step, server_state = jax.vmap(server)(details.client_gradients, server_state, server_keys)
+    n_runs = flat_global.shape[0]
+    step, server_state, online, _ = engine.serve(
+        functools.partial(train_clients, spec, arrays, flat_global, run_keys, round_index),
+        lambda _: server_stages(spec),
+        None,
+        jnp.zeros_like(flat_global),
+        jnp.full(n_runs, cfg.n_malicious, jnp.int32),
+        server_state,
+        engine.server_keys(engine.round_keys(run_keys, round_index), cfg.n_clients),
+        cfg.n_clients,
+        cfg.client_chunk,
+    )
     flat_global = flat_global + step
-    offline_ndcg, offline_mrr = jax.vmap(functools.partial(evaluate, spec, arrays))(flat_global)
-    values = reward_values(cfg.n_reward_values)
-
-    def mean(x):
-        return x.reshape(x.shape[0], -1).mean(axis=1)
-
+    offline_ndcg, offline_mrr = engine.offline_when(
+        jax.vmap(functools.partial(evaluate, spec, arrays)), flat_global, evaluate_now
+    )
+    ndcg, max_rr, count = online
     return (flat_global, server_state), RoundMetrics(
-        offline_ndcg, offline_mrr, mean(details.ndcg), mean(values[details.true_reward])
+        offline_ndcg, offline_mrr, ndcg / count, max_rr / count
     )
 
 
 def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
     arrays, run_keys = consts
+    cfg = spec.config
 
     def body(carry, t):
-        return federated_round(spec, arrays, carry, run_keys, t)
+        evaluate_now = engine.is_evaluated(cfg.rounds, cfg.eval_every, t)
+        return federated_round(spec, arrays, carry, run_keys, t, evaluate_now)
 
-    return jax.lax.scan(body, state, first_round + jnp.arange(n_rounds))
+    return engine.scan_rounds(body, state, first_round, n_rounds)
 
 
 _run_chunk_jit = jax.jit(_run_chunk, static_argnums=(0, 1))
@@ -497,6 +531,8 @@ class RunResult:
     run_seconds: float
     interactions: int
     epsilon: float  # thesis eq. 3.6 bound; math.inf without privatisation
+    # int [len(offline_ndcg[0])]: the 1-based round of each offline column (eval_every)
+    offline_rounds: np.ndarray | None = None
 
     @property
     def online_performance(self) -> np.ndarray:
@@ -546,8 +582,12 @@ def run(
         checkpoint,
     )
     curves = loop.round_curves(outputs)
+    offline_rounds = engine.select_evaluated(
+        curves, ("offline_ndcg", "offline_mrr"), cfg.rounds, cfg.eval_every
+    )
     return RunResult(
         **curves,
+        offline_rounds=offline_rounds,
         initial_offline_ndcg=np.asarray(initial_ndcg),
         final_params=jax.device_get(jax.vmap(spec.unravel)(state[0])),
         compile_seconds=compile_seconds,
