@@ -62,6 +62,8 @@ flags.DEFINE_integer("rounds", _D.rounds, "T: global rounds.")
 flags.DEFINE_integer("n_runs", _D.n_runs, "Independent repetitions, run together in one program.")
 flags.DEFINE_integer("seed", _D.seed, "Seed (f₀'s queries, users' γ_s, queries, clicks).")
 flags.DEFINE_integer("chunk_rounds", _D.chunk_rounds, "Rounds per compiled chunk (progress).")
+common.define_eval_every_flag(_D.eval_every)
+common.define_client_chunk_flag(_D.client_chunk, "users")
 flags.DEFINE_float(
     "logging_fraction", _D.logging_fraction, "Share of training queries f₀ is trained on."
 )
@@ -127,6 +129,8 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
     train, test, source = common.load_datasets()
     try:
         spec, arrays, prepared = fedips.build(config, train, test)
+    except federation.ConfigError as error:
+        raise common.UserError(f"--{error.field}: {error.message}") from None
     except ValueError as error:
         raise common.UserError(str(error)) from None
     method = method_name(config)
@@ -174,6 +178,7 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
         "offline_ndcg": n5.tolist(),
         "offline_ndcg5": n5.tolist(),
         "offline_ndcg10": n10.tolist(),
+        **common.offline_rounds(config, result),
         "final_offline_ndcg": n5[:, -1].tolist(),
         "final_offline_ndcg5": n5[:, -1].tolist(),
         "final_offline_ndcg10": n10[:, -1].tolist(),
@@ -227,19 +232,10 @@ def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> dict:
 
 def summary(results: dict) -> str:
     """One line: the mean offline NDCG@5 curve at a few rounds, f₀'s NDCG@5, and the speed."""
-    curves = results["offline_ndcg5"]
-    rounds = len(curves[0])
-
-    def mean_at(t):
-        return sum(c[t - 1] for c in curves) / len(curves)
-
-    initial = sum(results["initial_offline_ndcg5"]) / len(curves)
-    marks = sorted({1, max(rounds // 10, 1), max(rounds // 2, 1), rounds})
     unit = "step" if results["method"] == "lambdarank" else "round"
-    curve = ", ".join(f"{unit} {t}: {mean_at(t):.4f}" for t in marks)
+    curve = common.curve_summary(results, "offline_ndcg5", "NDCG@5", unit)
     return (
-        f"{results['method']}: offline NDCG@5 (mean of {len(curves)} run(s)) initial: "
-        f"{initial:.4f}, {curve}; f₀ {results['logging_policy']['offline_ndcg5']:.4f}; "
+        f"{results['method']}: {curve}; f₀ {results['logging_policy']['offline_ndcg5']:.4f}; "
         f"{results['interactions_per_second']:,.0f} lists/s"
     )
 

@@ -59,7 +59,9 @@ def offline_rounds(config, result) -> dict:
     return {"offline_rounds": result.offline_rounds.tolist()}
 
 
-def curve_summary(results: dict, key: str = "offline_ndcg", label: str = "nDCG@10") -> str:
+def curve_summary(
+    results: dict, key: str = "offline_ndcg", label: str = "nDCG@10", unit: str = "round"
+) -> str:
     """'offline <label> (mean of n run(s)) initial: x, round t: y, ...': the mean offline
     curve ``results[key]`` at a few of its rounds (``offline_rounds`` with --eval_every)."""
     curves = results[key]
@@ -71,7 +73,7 @@ def curve_summary(results: dict, key: str = "offline_ndcg", label: str = "nDCG@1
 
     initial = sum(results[f"initial_{key}"]) / len(curves)
     marks = sorted({0, max(n // 10, 1) - 1, max(n // 2, 1) - 1, n - 1})
-    curve = ", ".join(f"round {evaluated[i]}: {mean_at(i):.4f}" for i in marks)
+    curve = ", ".join(f"{unit} {evaluated[i]}: {mean_at(i):.4f}" for i in marks)
     return f"offline {label} (mean of {len(curves)} run(s)) initial: {initial:.4f}, {curve}"
 
 

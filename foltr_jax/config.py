@@ -24,7 +24,9 @@ PRIVACY_NOISE = ("auto", "per_client")
 SERVER_OPTIMIZER_NAMES = ("none",) + tuple(pipeline.SERVER_OPTIMIZERS)
 
 
-def check_schedule(rounds: int, eval_every, n_clients: int, client_chunk: int) -> None:
+def check_schedule(
+    rounds: int, eval_every, n_clients: int, client_chunk: int, clients_field: str = "n_clients"
+) -> None:
     """The settings every method shares for how a run executes: ``eval_every`` K in
     1..rounds (offline metrics after rounds K, 2K, ... and T) and ``client_chunk`` 0 (all
     clients at once) or a divisor of ``n_clients``.  Raises ConfigError naming the field."""
@@ -43,7 +45,7 @@ def check_schedule(rounds: int, eval_every, n_clients: int, client_chunk: int) -
     if 0 < client_chunk < n_clients and n_clients % client_chunk:
         raise ConfigError(
             "client_chunk",
-            f"must divide n_clients = {n_clients} (chunks are equal), got {client_chunk}",
+            f"must divide {clients_field} = {n_clients} (chunks are equal), got {client_chunk}",
         )
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -39,8 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from foltr_jax import loop, pipeline
-from foltr_jax.config import ConfigError, Setting
+from foltr_jax import engine, loop, pipeline
+from foltr_jax.config import ConfigError, Setting, check_schedule
 from foltr_jax.data import RankingDataset
 from foltr_jax.interaction import window_widths
 from foltr_jax.ips import (
@@ -85,6 +84,8 @@ class FedIpsConfig:
     n_runs: int = 1
     seed: int = 0
     chunk_rounds: int = 50  # rounds per compiled scan chunk
+    eval_every: int = 1  # offline metrics after rounds K, 2K, ... and T only
+    client_chunk: int = 0  # users trained at a time (memory follows it); 0: all at once
     # Model poisoning (poisoning paper §4) on FedIPS: the first n_malicious users are malicious.
     attack: str = "none"  # 'none' or a model attack (attacks.names()) on the users' updates
     aggregator: str = "fedavg"  # aggregators.names(), over the users' updates
@@ -96,6 +97,7 @@ class FedIpsConfig:
         for name in ("n_users", "queries_per_user", "top_k", "rounds", "n_runs", "chunk_rounds"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
+        check_schedule(self.rounds, self.eval_every, self.n_users, self.client_chunk, "n_users")
         for name in ("clicks_per_user", "logging_steps", "relevant_from"):
             if getattr(self, name) < 0:
                 raise ConfigError(name, f"must be at least 0, got {getattr(self, name)}")
@@ -264,6 +266,8 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
         ),
     )
     spec = Spec(config, train.n_features, window, widths, relevant_from)
+    if 0 < config.client_chunk < config.n_users:
+        engine.check_streams(server_stages(spec))
     prepared = Prepared(
         train,
         test,
@@ -428,44 +432,68 @@ def user_keys(run_key, t, n_users: int):
     return jax.vmap(lambda u: jax.random.fold_in(round_key, u))(jnp.arange(n_users))
 
 
-def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t):
-    """One round of every run: users click, train locally (all users of all runs in one
-    ``lax.map``), servers average the updates and step with η_g, the global models are evaluated.
+def round_propensities(spec: Spec, arrays: Arrays, em: EmState | None, logs: ClickLog, gammas):
+    """Every user's propensities [n_runs, n_users, K] of the round (``config.propensity``)
+    and the regression-EM state after the round's E-step statistics ('estimated')."""
+    cfg = spec.config
+    if cfg.propensity == "known":
+        return jax.vmap(jax.vmap(lambda g: examination(g, cfg.top_k)))(gammas), em
+    if cfg.propensity == "estimated":
+        em = jax.vmap(functools.partial(em_round, spec, arrays.train))(em, logs)
+        return jax.vmap(functools.partial(estimated_propensities, spec))(em), em
+    return jnp.ones(gammas.shape + (cfg.top_k,), jnp.float32), em
+
+
+def train_users(spec: Spec, arrays: Arrays, params, logs: ClickLog, propensities, start, size):
+    """FedIPS's client update as ``engine.serve`` takes it: users ``start .. start + size
+    − 1`` run Algorithm 1's local SGD over their click logs (one ``lax.map`` over every
+    run's users) and send their model changes [n_runs, size, P], weight 1 each."""
+    n_runs = propensities.shape[0]
+    chunk = lambda x: jax.lax.dynamic_slice_in_dim(x, start, size, axis=1)
+    lane = lambda x: x.reshape((n_runs * size,) + x.shape[2:])
+    lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, size, axis=0), params)
+    local = jax.lax.map(
+        lambda a: local_sgd(spec, arrays.train, *a),
+        (
+            lane_params,
+            jax.tree_util.tree_map(lambda x: lane(chunk(x)), logs),
+            lane(chunk(propensities)),
+        ),
+    )
+    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])
+    updates = (flat(local) - flat(lane_params)).reshape(n_runs, size, -1)
+    return engine.Sent(updates, jnp.ones(updates.shape[:2], updates.dtype), ())
+
+
+def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, evaluate_now=None):
+    """One round of every run: users click, train locally (``train_users``), servers run
+    their pipeline (attack, aggregation, θ + η_g·Δ) through ``engine.serve``, and the
+    global models are evaluated (``evaluate_now``: see ``engine.offline_when``).
 
     ``run_keys`` [n_runs] training keys, ``gammas`` [n_runs, n_users] the users' γ_s.
     Returns (new State, RoundMetrics, ClickLog with leaves [n_runs, n_users, ...]).
     """
     cfg = spec.config
-    train = arrays.train
     keys = jax.vmap(lambda k: user_keys(k, t, cfg.n_users))(run_keys)
-    logs = jax.vmap(jax.vmap(functools.partial(user_click_log, spec, train)))(keys, gammas)
-    em = state.em
-    if cfg.propensity == "known":
-        propensities = jax.vmap(jax.vmap(lambda g: examination(g, cfg.top_k)))(gammas)
-    elif cfg.propensity == "estimated":
-        em = jax.vmap(functools.partial(em_round, spec, train))(em, logs)
-        propensities = jax.vmap(functools.partial(estimated_propensities, spec))(em)
-    else:
-        propensities = jnp.ones(gammas.shape + (cfg.top_k,), jnp.float32)
-
-    n_lanes = cfg.n_runs * cfg.n_users
-    lane = lambda x: x.reshape((n_lanes,) + x.shape[2:])
-    lane_params = jax.tree_util.tree_map(lambda g: jnp.repeat(g, cfg.n_users, axis=0), state.params)
-    local = jax.lax.map(
-        lambda a: local_sgd(spec, train, *a),
-        (lane_params, jax.tree_util.tree_map(lane, logs), lane(propensities)),
-    )
-    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])
-    updates = (flat(local) - flat(lane_params)).reshape(cfg.n_runs, cfg.n_users, -1)
-    server_keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, t), cfg.n_users))(
-        run_keys
-    )  # user n_users's key of the round (users are 0..n_users-1)
-    step, server = jax.vmap(functools.partial(server_update, spec))(
-        updates, state.server, server_keys
+    logs = jax.vmap(jax.vmap(functools.partial(user_click_log, spec, arrays.train)))(keys, gammas)
+    propensities, em = round_propensities(spec, arrays, state.em, logs, gammas)
+    flat_params = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(state.params)
+    step, server, _, _ = engine.serve(
+        functools.partial(train_users, spec, arrays, state.params, logs, propensities),
+        lambda _: server_stages(spec),
+        None,
+        jnp.zeros_like(flat_params),
+        jnp.full(cfg.n_runs, cfg.n_malicious, jnp.int32),
+        state.server,
+        engine.server_keys(engine.round_keys(run_keys, t), cfg.n_users),
+        cfg.n_users,
+        cfg.client_chunk,
     )
     unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda g: g[0], state.params))[1]
     params = jax.tree_util.tree_map(lambda g, d: g + d, state.params, jax.vmap(unravel)(step))
-    ndcg5, ndcg10 = jax.vmap(evaluate, in_axes=(0, None))(params, arrays.test)
+    ndcg5, ndcg10 = engine.offline_when(
+        jax.vmap(lambda p: evaluate(p, arrays.test)), params, evaluate_now
+    )
     round_metrics = RoundMetrics(
         ndcg5,
         ndcg10,
@@ -475,7 +503,7 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t):
     return State(params, em, server), round_metrics, logs
 
 
-def server_chain(spec: Spec) -> pipeline.Stage:
+def server_stages(spec: Spec) -> tuple:
     """The server (FedOpt): attack → aggregation of the users' updates → θ + η_g·Δ.
 
     The messages are updates (reference 0); FedAvg over equal weights is the paper's
@@ -483,7 +511,7 @@ def server_chain(spec: Spec) -> pipeline.Stage:
     """
     cfg = spec.config
     model_attack = None if cfg.attack == "none" else cfg.attack
-    return pipeline.server_chain(
+    return pipeline.server_stages(
         attack_names=(model_attack,) if model_attack else (),
         aggregator_names=(cfg.aggregator,),
         squared_distances=cfg.krum_squared_distances,
@@ -492,20 +520,22 @@ def server_chain(spec: Spec) -> pipeline.Stage:
     )
 
 
-def server_update(spec: Spec, updates, chain_state, key):
-    """One run's server step: ``updates`` [n_users, P] → (the global model's change, state)."""
-    n_malicious = jnp.int32(spec.config.n_malicious)
-    return pipeline.run_on_updates(server_chain(spec), chain_state, updates, n_malicious, key)
+def server_chain(spec: Spec) -> pipeline.Stage:
+    """``pipeline.chain`` of ``server_stages``."""
+    return pipeline.chain(*server_stages(spec))
 
 
 def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
     arrays, run_keys, gammas = consts
 
+    cfg = spec.config
+
     def body(s, t):
-        s, m, _ = fedips_round(spec, arrays, s, run_keys, gammas, t)
+        evaluate_now = engine.is_evaluated(cfg.rounds, cfg.eval_every, t)
+        s, m, _ = fedips_round(spec, arrays, s, run_keys, gammas, t, evaluate_now)
         return s, m
 
-    return jax.lax.scan(body, state, first_round + jnp.arange(n_rounds))
+    return engine.scan_rounds(body, state, first_round, n_rounds)
 
 
 _run_chunk_jit = jax.jit(_run_chunk, static_argnums=(0, 1))
@@ -527,6 +557,8 @@ class FedIpsResult:
     user_gammas: np.ndarray  # [n_runs, n_users]
     compile_seconds: float
     run_seconds: float
+    # int [len(offline_ndcg5[0])]: the 1-based round of each offline column (eval_every)
+    offline_rounds: np.ndarray | None = None
 
     @property
     def interactions(self) -> int:
@@ -536,9 +568,6 @@ class FedIpsResult:
     @property
     def interactions_per_second(self) -> float:
         return self.interactions / max(self.run_seconds, 1e-9)
-
-
-ProgressFn = Callable[[int, int, float], None]
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -566,7 +595,7 @@ def initial_state(spec: Spec) -> State:
 def run(
     spec: Spec,
     arrays: Arrays,
-    progress: ProgressFn | None = None,
+    progress: loop.ProgressFn | None = None,
     checkpoint: str | None = None,
 ) -> FedIpsResult:
     """Runs ``config.rounds`` rounds of every repetition (compiled chunks of ``chunk_rounds``).
@@ -591,12 +620,16 @@ def run(
         checkpoint,
     )
     curves = round_curves(outputs)
+    offline_rounds = engine.select_evaluated(
+        curves, ("offline_ndcg5", "offline_ndcg10"), cfg.rounds, cfg.eval_every
+    )
     theta = None
     if state.em is not None:
         theta = (state.em.examined / state.em.impressions).mean(axis=1)  # no floor, for reading
         theta = np.asarray(theta / theta[:, :1])
     return FedIpsResult(
         **curves,
+        offline_rounds=offline_rounds,
         initial_offline_ndcg5=np.asarray(init5),
         initial_offline_ndcg10=np.asarray(init10),
         final_params=jax.device_get(state.params),
