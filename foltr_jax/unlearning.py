@@ -29,7 +29,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import attacks, federation, interaction, loop
+from foltr_jax import attacks, engine, federation, interaction, loop, pipeline
 from foltr_jax.rounds import (
     Arrays,
     Spec,
@@ -190,9 +190,28 @@ def calibrate(new_updates: jax.Array, stored_updates: jax.Array) -> jax.Array:
 
 
 def unlearning_round(global_model, new_updates, stored_updates, weights):
-    """M ← M + Σ_i w_i ΔM_i^unlearn / Σ_i w_i (eqs. 1-2); forgotten clients have w_i = 0."""
-    calibrated = calibrate(new_updates, stored_updates)
-    return global_model + weights @ calibrated / jnp.sum(weights)
+    """M ← M + Σ_i w_i ΔM_i^unlearn / Σ_i w_i (eqs. 1-2); forgotten clients have w_i = 0.
+
+    One slot of the replay's server side on given updates: the calibrated updates
+    through the server pipeline ``_replay_step`` runs (FedAvg, reference 0)."""
+    sent = engine.Sent(calibrate(new_updates, stored_updates)[None], weights[None], ())
+    zeros = jnp.zeros_like(global_model)[None]
+    step, _, _, _ = engine.serve(
+        lambda start, size: sent,
+        _replay_stages,
+        None,
+        zeros,
+        jnp.zeros(1, jnp.int32),
+        jax.vmap(pipeline.server_chain().init)(zeros),
+        jax.random.PRNGKey(0)[None],
+        new_updates.shape[0],
+    )
+    return global_model + step[0]
+
+
+def _replay_stages(_settings=None) -> tuple:
+    """The replay's server pipeline: FedAvg of the calibrated updates (eq. 1)."""
+    return pipeline.server_stages()
 
 
 class ReplayResult(NamedTuple):
@@ -233,15 +252,14 @@ def _unravel(spec: Spec):
     return jax.flatten_util.ravel_pytree(zeros)[1]
 
 
-def _replay_step(spec: Spec, consts: _ReplayConsts, flat_global, s):
-    """Replayed round s for every slot: n′ local steps, calibration, FedAvg, evaluation."""
-    n_slots, n_clients = flat_global.shape[0], consts.weights.shape[0]
-    unravel = _unravel(spec)
-    arrays = consts.arrays
-    global_params = jax.vmap(unravel)(flat_global)
-    step_keys = jax.vmap(lambda k: jax.random.fold_in(k, s))(consts.slot_keys)
-    lane_keys = client_lane_keys(step_keys, arrays.client_ids)
-    slot = jnp.repeat(jnp.arange(n_slots), n_clients)
+def _replay_clients(spec: Spec, consts: _ReplayConsts, global_params, step_keys, s, start, size):
+    """The replay's client update as ``engine.serve`` takes it: clients ``start .. start +
+    size − 1`` take n′ local PDGD steps from the global model on fresh interactions and
+    send their new updates rescaled to the stored ones' norms (eq. 2), weighted 0 for the
+    forgotten clients and 1 for the others (eq. 1's FedAvg)."""
+    n_slots, arrays = step_keys.shape[0], consts.arrays
+    ids = jax.lax.dynamic_slice_in_dim(arrays.client_ids, start, size)
+    slot = jnp.repeat(jnp.arange(n_slots), size)
     lanes = interaction.Lanes(
         slot=slot,
         click_model=jax.tree_util.tree_map(
@@ -249,21 +267,48 @@ def _replay_step(spec: Spec, consts: _ReplayConsts, flat_global, s):
         ),
         clip_norm=None,
     )
-    lane_params = to_lanes(global_params, n_clients)
-    global_scores = first_step_scores(spec, arrays, global_params)
     client_params, _ = interaction.local_training(
-        spec, arrays, lane_params, lane_keys, lanes, global_scores, consts.local_steps[slot]
+        spec,
+        arrays,
+        to_lanes(global_params, size),
+        client_lane_keys(step_keys, ids),
+        lanes,
+        first_step_scores(spec, arrays, global_params),
+        consts.local_steps[slot],
     )
-    flat_clients = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
-    new_updates = flat_clients.reshape(n_slots, n_clients, -1) - flat_global[:, None]
+    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])
+    flat_global = flat(global_params)
+    new_updates = flat(client_params).reshape(n_slots, size, -1) - flat_global[:, None]
     index = jnp.minimum(s * consts.stride, consts.history.shape[1] - 1)
     stored = consts.history[consts.history_slot, index]  # [n_slots, n_clients, d]
-    replayed = jax.vmap(unlearning_round, in_axes=(0, 0, 0, None))(
-        flat_global, new_updates, stored, consts.weights
+    stored = jax.lax.dynamic_slice_in_dim(stored, start, size, axis=1)
+    weights = jax.lax.dynamic_slice_in_dim(consts.weights, start, size)
+    return engine.Sent(
+        calibrate(new_updates, stored), jnp.broadcast_to(weights, (n_slots, size)), ()
+    )
+
+
+def _replay_step(spec: Spec, consts: _ReplayConsts, flat_global, s):
+    """Replayed round s for every slot: n′ local steps, calibration, FedAvg, evaluation
+    (``engine.serve``); a slot whose ⌈T/Δt⌉ rounds are done keeps its model."""
+    n_slots, n_clients = flat_global.shape[0], consts.weights.shape[0]
+    unravel = _unravel(spec)
+    step_keys = engine.round_keys(consts.slot_keys, s)
+    global_params = jax.vmap(unravel)(flat_global)
+    step, _, _, _ = engine.serve(
+        functools.partial(_replay_clients, spec, consts, global_params, step_keys, s),
+        _replay_stages,
+        None,
+        jnp.zeros_like(flat_global),
+        jnp.zeros(n_slots, jnp.int32),
+        jax.vmap(pipeline.server_chain().init)(flat_global),
+        engine.server_keys(step_keys, n_clients),
+        n_clients,
+        spec.config.client_chunk,
     )
     active = (s < consts.rounds)[:, None]
-    flat_global = jnp.where(active, replayed, flat_global)
-    ndcg, mrr = jax.vmap(lambda p: evaluate(spec, arrays, unravel(p)))(flat_global)
+    flat_global = jnp.where(active, flat_global + step, flat_global)
+    ndcg, mrr = jax.vmap(lambda p: evaluate(spec, consts.arrays, unravel(p)))(flat_global)
     nan = jnp.float32(jnp.nan)
     return flat_global, (jnp.where(active[:, 0], ndcg, nan), jnp.where(active[:, 0], mrr, nan))
 
