@@ -41,12 +41,10 @@ import optax
 from foltr_jax import engine, loop, pipeline
 from foltr_jax.config import ConfigError, Setting, check_schedule
 from foltr_jax.data import RankingDataset
+from foltr_jax.fedips_em import EmState, init_em, round_propensities
 from foltr_jax.interaction import window_widths
 from foltr_jax.ips import (
-    em_statistics,
-    examination,
     hinge_rank_bound,
-    init_relevance_model,
     sample_user_gammas,
     simulate_clicks,
 )
@@ -367,14 +365,6 @@ def local_sgd(spec: Spec, train: TrainData, params, log: ClickLog, propensities)
     return jax.lax.switch(branch, [functools.partial(at_width, w) for w in spec.widths], params)
 
 
-class EmState(NamedTuple):
-    """Regression-EM state of one run: each user's running E-step sums and the model F."""
-
-    examined: jax.Array  # [n_users, K]
-    impressions: jax.Array  # [n_users, K]
-    relevance: dict  # F params
-
-
 class State(NamedTuple):
     params: dict  # global ranker, leaves [n_runs, ...]
     em: EmState | None  # leaves [n_runs, ...]; None unless propensity == 'estimated'
@@ -388,60 +378,10 @@ class RoundMetrics(NamedTuple):
     sessions: jax.Array  # int32 [n_runs] lists shown, all users
 
 
-def init_em(spec: Spec) -> EmState:
-    cfg = spec.config
-    prior = jnp.full((cfg.n_users, cfg.top_k), cfg.em_prior_count, jnp.float32)
-    return EmState(0.5 * prior, prior, init_relevance_model(spec.n_features))
-
-
-def estimated_propensities(spec: Spec, em: EmState):
-    """θ̂ per user [n_users, K] relative to rank 1, floored (per user, or pooled with 'global')."""
-    examined, impressions = em.examined, em.impressions
-    if spec.config.em_scope == "global":
-        examined = jnp.sum(examined, 0, keepdims=True)
-        impressions = jnp.sum(impressions, 0, keepdims=True)
-    theta = examined / impressions
-    theta = theta / theta[:, :1]
-    theta = jnp.clip(theta, spec.config.propensity_floor, 1.0)
-    return jnp.broadcast_to(theta, (spec.config.n_users, spec.config.top_k))
-
-
-def em_round(spec: Spec, train: TrainData, em: EmState, logs: ClickLog) -> EmState:
-    """One online regression-EM step of a run: every user computes E-step statistics of its round
-    (with its current θ̂ and the global F), adds them to its running sums (online EM with step
-    1/t), and the server steps F with the mean of the users' gradients (FedSGD)."""
-    cfg = spec.config
-    theta = em.examined / em.impressions
-    if cfg.em_scope == "global":
-        theta = jnp.broadcast_to(jnp.sum(em.examined, 0) / jnp.sum(em.impressions, 0), theta.shape)
-    features = train.shown_features[logs.queries]  # [U, Q, K, F]
-    stats = jax.vmap(em_statistics, in_axes=(0, None, 0, 0, 0))(
-        theta[:, None, :], em.relevance, features, logs.impressions, logs.clicks
-    )
-    relevance = jax.tree_util.tree_map(
-        lambda p, g: p - cfg.em_learning_rate * jnp.mean(g, 0),
-        em.relevance,
-        stats.relevance_gradient,
-    )
-    return EmState(em.examined + stats.examined, em.impressions + stats.impressions, relevance)
-
-
 def user_keys(run_key, t, n_users: int):
     """Key of user u in round t of a run: fold_in(fold_in(run_key, t), u)."""
     round_key = jax.random.fold_in(run_key, t)
     return jax.vmap(lambda u: jax.random.fold_in(round_key, u))(jnp.arange(n_users))
-
-
-def round_propensities(spec: Spec, arrays: Arrays, em: EmState | None, logs: ClickLog, gammas):
-    """Every user's propensities [n_runs, n_users, K] of the round (``config.propensity``)
-    and the regression-EM state after the round's E-step statistics ('estimated')."""
-    cfg = spec.config
-    if cfg.propensity == "known":
-        return jax.vmap(jax.vmap(lambda g: examination(g, cfg.top_k)))(gammas), em
-    if cfg.propensity == "estimated":
-        em = jax.vmap(functools.partial(em_round, spec, arrays.train))(em, logs)
-        return jax.vmap(functools.partial(estimated_propensities, spec))(em), em
-    return jnp.ones(gammas.shape + (cfg.top_k,), jnp.float32), em
 
 
 def train_users(spec: Spec, arrays: Arrays, params, logs: ClickLog, propensities, start, size):
