@@ -166,6 +166,39 @@ def test_trimmed_mean_and_median_even_n():
     np.testing.assert_array_equal(np.asarray(aggregators.median(x, _ones(6))), [4.0, 0.375])
 
 
+@pytest.mark.parametrize("n, d", [(7, 5), (10, 300), (31, 600)])
+def test_order_statistics_by_counting_equal_sorting(n, d):
+    """Median, Trimmed Mean and kth_smallest find order statistics by counting (no sort):
+    the same values as NumPy's sort, with ties, ±0, values from 1e-20 to 3.4e38 and
+    columns past one block (d > 256), for every m (traced under jit)."""
+    rng = np.random.default_rng(n + d)
+    scale = rng.choice([1e-20, 1.0, 1e20], size=(n, d))
+    x = (rng.normal(size=(n, d)) * scale).astype(np.float32)
+    x[:, ::3] = np.round(x[:, ::3])  # many ties, zeros among them
+    x[0, ::4], x[1, ::4] = 0.0, -0.0
+    ordered = np.sort(x, axis=0)
+    huge = x.copy()
+    huge[2, 1::5] = 3.4e38
+    for k in sorted({0, n // 3, (n - 1) // 2, n // 2, n - 1}):
+        for values in (x, huge):
+            np.testing.assert_array_equal(
+                np.asarray(jax.jit(aggregators.kth_smallest)(jnp.asarray(values), k)),
+                np.sort(values, axis=0)[k],
+            )
+    np.testing.assert_allclose(  # the two middle values, exact above; their mean
+        np.asarray(aggregators.median(jnp.asarray(x), _ones(n))),
+        0.5 * (ordered[(n - 1) // 2].astype(np.float64) + ordered[n // 2]),
+        rtol=1e-7,
+    )
+    trimmed = jax.jit(aggregators.trimmed_mean)
+    for m in range((n + 1) // 2):
+        kept = ordered[m : n - m].astype(np.float64)
+        got = np.asarray(trimmed(jnp.asarray(x), _ones(n), m), np.float64)
+        # float32 sums of values up to 1e20 that cancel: the error scales with the largest
+        error = np.abs(got - kept.mean(axis=0))
+        assert np.all(error <= 1e-6 * np.abs(kept).max(axis=0) + 1e-30), (m, error.max())
+
+
 def test_fedavg_weights_by_interactions():
     x = jnp.asarray([[1.0, 0.0], [3.0, 4.0]])
     # (1·[1, 0] + 3·[3, 4]) / 4 = [2.5, 3].
