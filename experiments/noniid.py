@@ -233,23 +233,18 @@ def _partition(dataset, n_clients, shared=None):
         raise common.UserError(f"--n_clients: {error}") from None
 
 
-def plan_cells(kind, remedies, mus, steps):
-    """(cells, data description) of the requested experiment."""
-    mix = FLAGS.mix if kind == 4 else "none"
-    intents = kind == 1 or mix == "1"
+def _load_data(intents: bool):
+    """(the multi-intent dataset or None, train, test, source) of the experiment."""
     if intents:
         mi, source = _load_intents()
-        full_train, full_test = mi.merged(), mi.stacked()
-    else:
-        full_train, full_test, source = common.load_datasets()
-    n_grades = FLAGS.n_grades or click_models.n_grades_for(
-        max(full_train.max_label, full_test.max_label)
-    )
-    B = FLAGS.local_updates or 5
-    if kind == 4:
-        steps = steps or ([1, 3, 7, 9] if mix == "1" else list(noniid.TYPE4_STEPS))
-        B_iid = FLAGS.local_updates or round(np.mean(steps))
-    if intents:
+        return mi, mi.merged(), mi.stacked(), source
+    full_train, full_test, source = common.load_datasets()
+    return None, full_train, full_test, source
+
+
+def _clients(kind, mix, mi, steps):
+    """(n_clients, the clients' click models of Type 3 or None), checked against the data."""
+    if mi is not None:
         default_clients = mi.n_intents
     elif kind == 3:
         default_clients = len(noniid.CCM_CLIENTS if FLAGS.clicks == "ccm" else noniid.PBM_CLIENTS)
@@ -258,7 +253,7 @@ def plan_cells(kind, remedies, mus, steps):
     else:
         default_clients = 5 if FLAGS.grades_per_client == 1 else 10
     n_clients = FLAGS.n_clients or default_clients
-    if intents and n_clients != mi.n_intents:
+    if mi is not None and n_clients != mi.n_intents:
         raise common.UserError(f"--n_clients: Type 1 has one client per intent ({mi.n_intents})")
     if kind == 4 and len(steps) != n_clients:
         raise common.UserError(f"--steps: needs one value per client ({n_clients}), got {steps}")
@@ -270,29 +265,30 @@ def plan_cells(kind, remedies, mus, steps):
                 f"--n_clients: --clicks={FLAGS.clicks} has one client per click model "
                 f"({len(clicks)})"
             )
+    return n_clients, clicks
 
-    cells = []
-    noniid_b = max(steps) if kind == 4 else B
-    base = _config(n_clients, noniid_b, n_grades)
-    iid_config = dataclasses.replace(base, local_updates=B_iid) if kind == 4 else base
-    # The IID baseline.
-    if FLAGS.iid:
-        if intents:
-            train, test, extra = noniid.type1_setup(mi, FLAGS.n_runs, FLAGS.seed, iid=True)
-            plan = federation.ClientPlan(**extra)
-        elif kind == 3:
-            train, test, plan = (
-                full_train,
-                full_test,
-                federation.ClientPlan(random_click_models=clicks),
-            )
-        else:
-            train, test, plan = full_train, full_test, None
-        cells.append(Cell("iid", iid_config, train, test, plan, {"data": "iid"}))
-    # The non-IID data and its remedies.
+
+def _iid_cell(config, kind, mi, full_train, full_test, clicks) -> Cell:
+    """The IID baseline."""
+    if mi is not None:
+        train, test, extra = noniid.type1_setup(mi, FLAGS.n_runs, FLAGS.seed, iid=True)
+        plan = federation.ClientPlan(**extra)
+    elif kind == 3:
+        train, test, plan = (
+            full_train,
+            full_test,
+            federation.ClientPlan(random_click_models=clicks),
+        )
+    else:
+        train, test, plan = full_train, full_test, None
+    return Cell("iid", config, train, test, plan, {"data": "iid"})
+
+
+def _noniid_data(kind, mix, mi, full_train, full_test, n_clients, clicks, steps):
+    """(train, test, the ClientPlan's fields, description) of the non-IID data."""
     describe = {"data": f"type{kind}"}
     extra = {}
-    if intents:
+    if mi is not None:
         train, test, extra = noniid.type1_setup(mi, FLAGS.n_runs, FLAGS.seed, iid=False)
     elif kind == 2 or mix == "2":
         train, extra, holders = _partition(full_train, n_clients)
@@ -307,34 +303,76 @@ def plan_cells(kind, remedies, mus, steps):
         extra["steps"] = tuple(steps)
         describe["steps"] = list(steps)
         describe["mix"] = mix
-    for remedy in ["none"] + [r for r in remedies if r != "none"]:
-        if remedy == "none":
+    return train, test, extra, describe
+
+
+def _remedy_cells(remedy, mus, config, train, test, extra, describe) -> list[Cell]:
+    """The non-IID data's cells of one remedy: none, fedprox (a cell per μ) or fedper."""
+    if remedy == "none":
+        return [Cell("noniid", config, train, test, federation.ClientPlan(**extra), describe)]
+    if remedy == "fedprox":
+        cells = []
+        for mu in mus:
+            plan = federation.ClientPlan(**extra, prox_mu=mu)
             cells.append(
-                Cell("noniid", base, train, test, federation.ClientPlan(**extra), describe)
+                Cell(f"fedprox_mu={mu:g}", config, train, test, plan, {**describe, "mu": mu})
             )
-        elif remedy == "fedprox":
-            for mu in mus:
-                plan = federation.ClientPlan(**extra, prox_mu=mu)
-                cells.append(
-                    Cell(f"fedprox_mu={mu:g}", base, train, test, plan, {**describe, "mu": mu})
-                )
-        elif remedy == "fedper":
-            plan = federation.ClientPlan(**extra, personal=("w2",), personal_eval=FLAGS.fedper_eval)
-            info = {**describe, "personal": ["w2"], "evaluation": FLAGS.fedper_eval}
-            cells.append(Cell("fedper", base, train, test, plan, info))
-        elif remedy == "sharing":
-            shared, rest = noniid.share_queries(full_train, FLAGS.share_fraction, FLAGS.seed)
-            s_train, s_extra, s_holders = _partition(rest, n_clients, shared=shared)
-            if kind == 4:
-                s_extra["steps"] = tuple(steps)
-            info = {
-                **describe,
-                "grades": [list(h) for h in s_holders],
-                "shared_queries": shared.n_queries,
-                "warmup_interactions": FLAGS.warmup_interactions,
-            }
-            plan = federation.ClientPlan(**s_extra)
-            cells.append(Cell("sharing", base, s_train, full_test, plan, info, warmup=shared))
+        return cells
+    if remedy == "fedper":
+        plan = federation.ClientPlan(**extra, personal=("w2",), personal_eval=FLAGS.fedper_eval)
+        info = {**describe, "personal": ["w2"], "evaluation": FLAGS.fedper_eval}
+        return [Cell("fedper", config, train, test, plan, info)]
+    return []
+
+
+def _sharing_cell(config, full_train, full_test, n_clients, steps, describe) -> Cell:
+    """Data sharing: a share of the queries for everyone, the rest split as Type 2;
+    ``steps``: Type 4's local steps per client, None otherwise."""
+    shared, rest = noniid.share_queries(full_train, FLAGS.share_fraction, FLAGS.seed)
+    s_train, s_extra, s_holders = _partition(rest, n_clients, shared=shared)
+    if steps is not None:
+        s_extra["steps"] = tuple(steps)
+    info = {
+        **describe,
+        "grades": [list(h) for h in s_holders],
+        "shared_queries": shared.n_queries,
+        "warmup_interactions": FLAGS.warmup_interactions,
+    }
+    plan = federation.ClientPlan(**s_extra)
+    return Cell("sharing", config, s_train, full_test, plan, info, warmup=shared)
+
+
+def plan_cells(kind, remedies, mus, steps):
+    """(cells, data description) of the requested experiment."""
+    mix = FLAGS.mix if kind == 4 else "none"
+    mi, full_train, full_test, source = _load_data(kind == 1 or mix == "1")
+    n_grades = FLAGS.n_grades or click_models.n_grades_for(
+        max(full_train.max_label, full_test.max_label)
+    )
+    B = FLAGS.local_updates or 5
+    if kind == 4:
+        steps = steps or ([1, 3, 7, 9] if mix == "1" else list(noniid.TYPE4_STEPS))
+        B_iid = FLAGS.local_updates or round(np.mean(steps))
+    n_clients, clicks = _clients(kind, mix, mi, steps)
+
+    cells = []
+    noniid_b = max(steps) if kind == 4 else B
+    base = _config(n_clients, noniid_b, n_grades)
+    iid_config = dataclasses.replace(base, local_updates=B_iid) if kind == 4 else base
+    if FLAGS.iid:
+        cells.append(_iid_cell(iid_config, kind, mi, full_train, full_test, clicks))
+    # The non-IID data and its remedies.
+    train, test, extra, describe = _noniid_data(
+        kind, mix, mi, full_train, full_test, n_clients, clicks, steps
+    )
+    for remedy in ["none"] + [r for r in remedies if r != "none"]:
+        if remedy == "sharing":
+            type4_steps = steps if kind == 4 else None
+            cells.append(
+                _sharing_cell(base, full_train, full_test, n_clients, type4_steps, describe)
+            )
+        else:
+            cells += _remedy_cells(remedy, mus, base, train, test, extra, describe)
     return cells, {
         **source,
         "train": common.dataset_summary(full_train),

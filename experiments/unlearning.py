@@ -99,24 +99,9 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
         f"{len(config.cells())} unlearning cells (n′ x Δt x click model) in one program",
         file=sys.stderr,
     )
-    trained, seconds, logs = {}, {}, []
-    for kind in ("honest", "malicious", "retrained"):
-        spec, arrays = unlearning.build_training(config, train, test, kind)
-        fingerprint = loop.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
-        result = _run_result(finished.load(kind, fingerprint))
-        if result is None:
-            logs.append(common.ProgressLog(labels[kind]))
-            result = federation.run(
-                spec, arrays, progress=logs[-1], checkpoint=output.checkpoint(kind)
-            )
-            finished.save(kind, fingerprint, _plain(result))
-            if finished.enabled:  # the saved part holds it now
-                loop.remove_checkpoint(output.checkpoint(kind))
-        else:
-            print(f"[{labels[kind]}] finished by an earlier run, reused", file=sys.stderr)
-        trained[kind], seconds[kind] = result, result.run_seconds
-        if kind == "malicious":
-            malicious_spec, malicious_arrays = spec, arrays
+    trained, seconds, logs, (malicious_spec, malicious_arrays) = _train(
+        config, labels, train, test, output, finished
+    )
     history = trained["malicious"].history
     logs.append(common.ProgressLog(labels["unlearned"]))
     replayed = unlearning.replay(
@@ -128,39 +113,8 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
         checkpoint=output.checkpoint("replay"),
     )
 
-    training = []
-    for kind in ("honest", "malicious", "retrained"):
-        result = trained[kind]
-        curves = result.per_setting(result.offline_ndcg, n_clicks)
-        for c, click in enumerate(config.click_models):
-            training.append(
-                {
-                    "configuration": labels[kind],
-                    "click_model": click,
-                    "offline_ndcg": curves[c].tolist(),
-                    **common.offline_rounds(cfg, result),
-                    "final_offline_ndcg": curves[c, :, -1].tolist(),
-                    **{f"final_{k}": v for k, v in _stats(curves[c, :, -1]).items()},
-                }
-            )
-    finals = replayed.final_offline_ndcg()
-    curves = replayed.offline_ndcg.reshape(len(replayed.cells), n_runs, -1)
-    cells = []
-    for i, (click, steps, delta) in enumerate(replayed.cells):
-        rounds = int(replayed.rounds[i])
-        cells.append(
-            {
-                "configuration": labels["unlearned"],
-                "click_model": click,
-                "unlearn_local_updates": steps,
-                "delta_t": delta,
-                "offline_ndcg": curves[i, :, :rounds].tolist(),
-                "final_offline_ndcg": finals[i].tolist(),
-                **{f"final_{k}": v for k, v in _stats(finals[i]).items()},
-                "efficiency": unlearning.efficiency(config, steps, delta),
-            }
-        )
-    n_params = history.shape[-1]
+    training = _training_rows(config, labels, trained)
+    cells = _unlearning_rows(config, labels, replayed)
     return {
         "method": "fpdgd/unlearning",
         "config": {
@@ -180,28 +134,8 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
         "versions": common.versions(),
         "training": training,
         "unlearning": cells,
-        "history": {
-            "store_every": config.store_every,
-            "shape_per_run": list(history.shape[1:]),
-            "bytes_per_run": unlearning.history_bytes(
-                cfg.rounds, config.store_every, cfg.n_clients, n_params
-            ),
-            "bytes_per_run_1000_clients": unlearning.history_bytes(
-                cfg.rounds, config.store_every, 1000, n_params
-            ),
-        },
-        "wall_seconds": {
-            "honest_training": seconds["honest"],
-            "malicious_training_with_history": seconds["malicious"],
-            "retraining_from_scratch": seconds["retrained"],
-            "unlearning_grid": replayed.run_seconds,
-            "unlearning_compile": replayed.compile_seconds,
-            "note": (
-                f"each figure covers {n_clicks} click model(s) x {n_runs} run(s); the grid "
-                f"replays {len(replayed.cells)} cells, each padded to the longest (Δt = "
-                f"{min(config.delta_t)})"
-            ),
-        },
+        "history": _history(config, history),
+        "wall_seconds": _wall_seconds(config, seconds, replayed),
         "timings": common.timings(*logs),
         "interactions": {
             "retraining_from_scratch": trained["retrained"].interactions
@@ -209,6 +143,105 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
             // cfg.n_clients,
             "unlearning_grid": replayed.interactions,
         },
+    }
+
+
+def _train(config, labels, train, test, output, finished) -> tuple:
+    """(results, seconds, progress logs, the malicious training's (spec, arrays)) of the
+    trainings 10H-0M, 9H-1M and 9H-0M: each reused from ``finished``, or run (resuming
+    from its checkpoint) and saved there."""
+    trained, seconds, logs = {}, {}, []
+    for kind in ("honest", "malicious", "retrained"):
+        spec, arrays = unlearning.build_training(config, train, test, kind)
+        fingerprint = loop.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
+        result = _run_result(finished.load(kind, fingerprint))
+        if result is None:
+            logs.append(common.ProgressLog(labels[kind]))
+            result = federation.run(
+                spec, arrays, progress=logs[-1], checkpoint=output.checkpoint(kind)
+            )
+            finished.save(kind, fingerprint, _plain(result))
+            if finished.enabled:  # the saved part holds it now
+                loop.remove_checkpoint(output.checkpoint(kind))
+        else:
+            print(f"[{labels[kind]}] finished by an earlier run, reused", file=sys.stderr)
+        trained[kind], seconds[kind] = result, result.run_seconds
+        if kind == "malicious":
+            malicious = (spec, arrays)
+    return trained, seconds, logs, malicious
+
+
+def _training_rows(config, labels, trained) -> list[dict]:
+    """A row per trained configuration and click model: curves and final nDCG@10."""
+    training = []
+    for kind in ("honest", "malicious", "retrained"):
+        result = trained[kind]
+        curves = result.per_setting(result.offline_ndcg, len(config.click_models))
+        for c, click in enumerate(config.click_models):
+            training.append(
+                {
+                    "configuration": labels[kind],
+                    "click_model": click,
+                    "offline_ndcg": curves[c].tolist(),
+                    **common.offline_rounds(config.federation, result),
+                    "final_offline_ndcg": curves[c, :, -1].tolist(),
+                    **{f"final_{k}": v for k, v in _stats(curves[c, :, -1]).items()},
+                }
+            )
+    return training
+
+
+def _unlearning_rows(config, labels, replayed) -> list[dict]:
+    """A row per unlearning cell (click model, n′, Δt): curves, final nDCG@10, efficiency."""
+    finals = replayed.final_offline_ndcg()
+    curves = replayed.offline_ndcg.reshape(len(replayed.cells), config.federation.n_runs, -1)
+    cells = []
+    for i, (click, steps, delta) in enumerate(replayed.cells):
+        rounds = int(replayed.rounds[i])
+        cells.append(
+            {
+                "configuration": labels["unlearned"],
+                "click_model": click,
+                "unlearn_local_updates": steps,
+                "delta_t": delta,
+                "offline_ndcg": curves[i, :, :rounds].tolist(),
+                "final_offline_ndcg": finals[i].tolist(),
+                **{f"final_{k}": v for k, v in _stats(finals[i]).items()},
+                "efficiency": unlearning.efficiency(config, steps, delta),
+            }
+        )
+    return cells
+
+
+def _history(config, history) -> dict:
+    """The stored update history: its shape and bytes per run (and with 1000 clients)."""
+    cfg, n_params = config.federation, history.shape[-1]
+    return {
+        "store_every": config.store_every,
+        "shape_per_run": list(history.shape[1:]),
+        "bytes_per_run": unlearning.history_bytes(
+            cfg.rounds, config.store_every, cfg.n_clients, n_params
+        ),
+        "bytes_per_run_1000_clients": unlearning.history_bytes(
+            cfg.rounds, config.store_every, 1000, n_params
+        ),
+    }
+
+
+def _wall_seconds(config, seconds, replayed) -> dict:
+    """Each training's and the unlearning grid's wall time."""
+    cfg = config.federation
+    return {
+        "honest_training": seconds["honest"],
+        "malicious_training_with_history": seconds["malicious"],
+        "retraining_from_scratch": seconds["retrained"],
+        "unlearning_grid": replayed.run_seconds,
+        "unlearning_compile": replayed.compile_seconds,
+        "note": (
+            f"each figure covers {len(config.click_models)} click model(s) x {cfg.n_runs} "
+            f"run(s); the grid replays {len(replayed.cells)} cells, each padded to the longest "
+            f"(Δt = {min(config.delta_t)})"
+        ),
     }
 
 

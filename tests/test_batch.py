@@ -7,8 +7,8 @@ import subprocess
 import sys
 import time
 
+from binaries import run, without_timings
 from sample_data import REPO_ROOT
-from test_experiments import run, without_timings
 
 
 def batch(*args, tmp_path):

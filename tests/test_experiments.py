@@ -1,13 +1,11 @@
 """The binaries as a user runs them: results files, determinism, and bad input."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from sample_data import REPO_ROOT, SAMPLE_DIR, needs_sample
+from binaries import run, run_twice, without_timings  # test_engine imports run from here
+from sample_data import SAMPLE_DIR, needs_sample
 
 SMALL = [
     "--synthetic_queries=30",
@@ -18,42 +16,6 @@ SMALL = [
     "--rounds=6",
     "--chunk_rounds=4",
 ]
-TIMINGS = {"seconds", "compile_seconds", "interactions_per_second", "versions", "timings"}
-
-
-def run(module, *args, cache_dir, timeout=300):
-    """``python -m experiments.<module> args`` as a user runs it, with its own cache folder."""
-    env = {**os.environ, "FOLTR_JAX_CACHE": str(cache_dir), "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, "-m", f"experiments.{module}", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def without_timings(results: dict) -> dict:
-    """A results file without the fields that differ between identical runs."""
-    return {k: v for k, v in results.items() if k not in TIMINGS}
-
-
-def run_twice(module, *args, tmp_path):
-    """Runs a binary twice, into tmp_path/a and tmp_path/b.
-
-    Returns (results a, results b, the second process); both runs must succeed and
-    name their results file.
-    """
-    outputs = []
-    for name in ("a", "b"):
-        output = tmp_path / name
-        result = run(module, *args, f"--output_dir={output}", cache_dir=tmp_path / "cache")
-        assert result.returncode == 0, result.stderr
-        assert str(output / "results.json") in result.stdout
-        outputs.append(json.loads((output / "results.json").read_text()))
-    return outputs[0], outputs[1], result
 
 
 def test_fpdgd_writes_results_and_is_deterministic(tmp_path):

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_experiments import run, run_twice, without_timings
+from binaries import run, run_twice, without_timings
 
 from foltr_jax import data, fedips, ips
 from foltr_jax.federation import ConfigError

@@ -17,19 +17,18 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import math
-import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 
+import binaries  # tests/ is on sys.path: under pytest, and as a script
 import pytest
 
 try:
-    from tests.sample_data import REPO_ROOT, SAMPLE_DIR, needs_sample
+    from tests.sample_data import SAMPLE_DIR, needs_sample
 except ImportError:  # run as a script from the repository root
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    from tests.sample_data import REPO_ROOT, SAMPLE_DIR, needs_sample
+    from tests.sample_data import SAMPLE_DIR, needs_sample
 
 GOLDEN_DIR = pathlib.Path(__file__).resolve().parent / "golden"
 
@@ -169,15 +168,7 @@ def run_case(name: str, output_dir: pathlib.Path) -> dict:
     binary, args, env = CASES[name]
     paths = {"train": SAMPLE_DIR / "train.txt", "test": SAMPLE_DIR / "test.txt"}
     argv = [a.format(**paths) for a in args]
-    environment = {**os.environ, **env, "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run(
-        [sys.executable, "-m", f"experiments.{binary}", *argv, f"--output_dir={output_dir}"],
-        cwd=REPO_ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    done = binaries.run(binary, *argv, f"--output_dir={output_dir}", env=env, timeout=900)
     assert done.returncode == 0, f"{name} failed:\n{done.stderr[-3000:]}"
     grid = output_dir / "grid.json"
     if grid.exists():  # a grid: one results.json per cell

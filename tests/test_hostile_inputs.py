@@ -18,6 +18,7 @@ import time
 import warnings
 from typing import NamedTuple
 
+import binaries
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -262,16 +263,12 @@ def test_results_that_cannot_be_written_keep_the_checkpoint(whole, tmp_path):
 
 def test_results_json_as_a_folder_stops_the_binary_before_any_work(tmp_path):
     (tmp_path / "out" / "results.json").mkdir(parents=True)
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "FOLTR_JAX_CACHE": str(tmp_path / "cache")}
-    done = subprocess.run(
-        [sys.executable, "-m", "experiments.fpdgd", "--rounds=2", "--n_clients=2"]
-        + [f"--output_dir={tmp_path / 'out'}"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = binaries.run(
+        "fpdgd",
+        "--rounds=2",
+        "--n_clients=2",
+        f"--output_dir={tmp_path / 'out'}",
+        cache_dir=tmp_path / "cache",
     )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()

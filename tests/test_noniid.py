@@ -7,7 +7,7 @@ import jax
 import jax.flatten_util
 import numpy as np
 import pytest
-from test_experiments import run
+from binaries import run
 
 from foltr_jax import data, federation, metrics, noniid, rankers
 

@@ -2,13 +2,10 @@
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 
+import binaries
 import numpy as np
 import pytest
-from sample_data import REPO_ROOT
 
 from experiments import figures as report
 from foltr_jax import statistics
@@ -282,15 +279,7 @@ def test_a_folder_without_results(tmp_path):
 
 
 def run_binary(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.report", *args],
-        check=False,
-        cwd=REPO_ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return binaries.run("report", *args, timeout=120)
 
 
 def test_binary(results_dir, tmp_path):

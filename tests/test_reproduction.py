@@ -20,8 +20,8 @@ import pytest
 pytestmark = (
     pytest.mark.slow
 )  # ~3 min: FOLTR_JAX_SLOW_TESTS=1 python -m pytest tests/test_reproduction.py
+from binaries import run
 from sample_data import SAMPLE_DIR, needs_sample
-from test_experiments import run
 
 from experiments import figures as report
 

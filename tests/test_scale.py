@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import binaries
 import numpy as np
 import pytest
 from sample_data import REPO_ROOT
@@ -184,25 +185,16 @@ def test_the_length_ladder_gives_the_results_of_scoring_every_query_at_full_widt
 
 def test_benchmark_suite_writes_its_table_and_json(tmp_path):
     output = tmp_path / "suite.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.benchmark",
-            "--suite",
-            "--suite_clients=10",
-            "--suite_rankers=linear",
-            "--suite_variants=plain",
-            "--suite_interactions=40",
-            "--window_scoring=vmap",
-            f"--suite_output={output}",
-        ],
-        cwd=REPO_ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
+    done = binaries.run(
+        "benchmark",
+        "--suite",
+        "--suite_clients=10",
+        "--suite_rankers=linear",
+        "--suite_variants=plain",
+        "--suite_interactions=40",
+        "--window_scoring=vmap",
+        f"--suite_output={output}",
         timeout=600,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "10 clients, linear, plain" in done.stdout
