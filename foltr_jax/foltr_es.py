@@ -46,6 +46,14 @@ import optax
 from foltr_jax import click_models, engine, interaction, loop, metrics, pipeline, rankers
 from foltr_jax.config import ConfigError, Setting, check_schedule, resolve_window_scoring
 from foltr_jax.data import RankingDataset
+from foltr_jax.es_rewards import (
+    client_gradient,
+    epsilon_bound,
+    interaction_signs,
+    privatise_reward,
+    reward_index,
+    reward_values,
+)
 from foltr_jax.registry import Registry
 
 WINDOW_SCORING = ("auto", "map", "vmap")
@@ -136,72 +144,6 @@ class FoltrEsConfig:
     @property
     def model_attack(self) -> str | None:
         return None if self.attack in ("none", "data_poisoning") else self.attack
-
-
-def epsilon_bound(p: float, n_values: int = 11) -> float:
-    """ε ≤ log(p(n−1)/(1−p)) (thesis eq. 3.6): the LDP level of the privatised reward.
-
-    math.inf for p = 1 (no privatisation); ValueError outside (1/n, 1].
-    """
-    if not 1.0 / n_values < p <= 1.0:
-        raise ValueError(f"p must be in (1/{n_values}, 1], got {p}")
-    if p == 1.0:
-        return math.inf
-    return math.log(p * (n_values - 1) / (1.0 - p))
-
-
-def reward_values(n_values: int = 11) -> jax.Array:
-    """float32 [n]: the MaxRR value of each reward index: 0 (no click), 1, 1/2, ..., 1/(n−1)."""
-    ranks = jnp.arange(1, n_values, dtype=jnp.float32)
-    return jnp.concatenate([jnp.zeros(1, jnp.float32), 1.0 / ranks])
-
-
-def reward_index(clicks: jax.Array) -> jax.Array:
-    """int32 [...]: MaxRR as an index into ``reward_values``: rank of the top click, 0 if none."""
-    return jnp.where(jnp.any(clicks, axis=-1), jnp.argmax(clicks, axis=-1) + 1, 0).astype(jnp.int32)
-
-
-def privatise_reward(key: jax.Array, reward_index: jax.Array, p, n_values: int = 11):
-    """The privatisation procedure (thesis §3.1.1): per entry of ``reward_index``, the
-    true index with probability p, otherwise one of the other n − 1 indices uniformly.
-
-    One uniform u per entry decides both: u < p keeps the truth; otherwise
-    (u − p)/(1 − p) is uniform on [0, 1) and picks the shift 1..n−1 to another index.
-    """
-    u = jax.random.uniform(key, jnp.shape(reward_index))
-    rest = (u - p) / jnp.maximum(1.0 - p, 1e-12)
-    shift = 1 + jnp.clip(jnp.floor(rest * (n_values - 1)), 0, n_values - 2).astype(jnp.int32)
-    return jnp.where(u < p, reward_index, (reward_index + shift) % n_values).astype(jnp.int32)
-
-
-def interaction_signs(local_updates: int, antithetic: bool = True) -> np.ndarray:
-    """float32 [B]: +1 for interactions served by φ + ε, −1 for φ − ε (the last B/2)."""
-    signs = np.ones(local_updates, np.float32)
-    if antithetic:
-        signs[local_updates // 2 :] = -1.0
-    return signs
-
-
-def es_gradient(noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigma) -> jax.Array:
-    """ĝ of thesis eq. 3.5 from the clients' messages (public code's estimator).
-
-    Args:
-        noise: float [N, P] each client's perturbation ε_c (already scaled by σ).
-        rewards: float [N, B] privatised reward values, interaction i served by φ + s_i ε_c.
-        signs: float [B] the s_i; mean_i(s_i f_ci) = ½(f⁺_c − f⁻_c) with antithetic pairs.
-        sigma: σ.
-    Returns:
-        float [P]: 1/(N σ²) Σ_c mean_i(s_i f_ci) ε_c, an ascent direction for the reward.
-    """
-    scores = jnp.mean(rewards * signs, axis=-1)
-    return scores @ noise / (noise.shape[0] * sigma**2)
-
-
-def client_gradient(noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigma) -> jax.Array:
-    """float [N, P]: client c's term of ĝ, mean_i(s_i f_ci) ε_c / σ² (``es_gradient`` is
-    their mean).  The server's pipeline (attack, aggregator) runs over these messages."""
-    scores = jnp.mean(rewards * signs, axis=-1)
-    return scores[:, None] * noise / sigma**2
 
 
 # FOLtR-ES's own rankers (zero start suits evolution strategies, not PDGD): same entries
@@ -312,6 +254,23 @@ def rank_lanes(spec: Spec, arrays: Arrays, lane_params, queries) -> jax.Array:
     return jax.lax.map(one, (run, client, sign, queries))
 
 
+def lane_clicks(spec: Spec, arrays: Arrays, lane_positions, keys, labels, shown) -> jax.Array:
+    """bool [lanes, k]: the clicks on each lane's displayed list; with data poisoning the
+    malicious clients (positions below n_malicious) click with the 'poison' model."""
+    cfg = spec.config
+    if cfg.attack != "data_poisoning":
+        return jax.vmap(click_models.simulate_clicks, in_axes=(0, None, 0, 0))(
+            keys, arrays.click_model, labels, shown
+        )
+    poisoned = lane_positions < cfg.n_malicious
+    lane_model = jax.tree_util.tree_map(
+        lambda good, bad: jnp.where(poisoned.reshape((-1,) + (1,) * good.ndim), bad, good),
+        arrays.click_model,
+        arrays.poison_model,
+    )
+    return jax.vmap(click_models.simulate_clicks)(keys, lane_model, labels, shown)
+
+
 class RoundDetails(NamedTuple):
     """What happened in one round, per run (leading axis R), before the server's step."""
 
@@ -382,18 +341,8 @@ def es_round(
     shown = jnp.arange(k)[None, :] < jnp.minimum(lengths, k)[:, None]
     rows = train.query_offsets[queries][:, None] + rankings
     labels = jnp.where(shown, train.labels[rows], 0)
-    if cfg.attack == "data_poisoning":  # the malicious clients click with 'poison'
-        poisoned = jnp.tile(jnp.repeat(positions, b), n_runs) < cfg.n_malicious
-        lane_model = jax.tree_util.tree_map(
-            lambda good, bad: jnp.where(poisoned.reshape((-1,) + (1,) * good.ndim), bad, good),
-            arrays.click_model,
-            arrays.poison_model,
-        )
-        clicks = jax.vmap(click_models.simulate_clicks)(click_keys, lane_model, labels, shown)
-    else:
-        clicks = jax.vmap(click_models.simulate_clicks, in_axes=(0, None, 0, 0))(
-            click_keys, arrays.click_model, labels, shown
-        )
+    lane_positions = jnp.tile(jnp.repeat(positions, b), n_runs)
+    clicks = lane_clicks(spec, arrays, lane_positions, click_keys, labels, shown)
     true_reward = reward_index(clicks)
     private_reward = jax.vmap(privatise_reward, in_axes=(0, 0, None, None))(
         privacy_keys, true_reward, cfg.privacy_p, cfg.n_reward_values

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from test_experiments import run
+from binaries import run
 
 from foltr_jax import data, engine, fedips, foltr_es, pipeline
 from foltr_jax.config import ConfigError

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from binaries import run, run_twice, without_timings
 
-from foltr_jax import click_models, data, federation, foltr_es
+from foltr_jax import click_models, data, es_rewards, federation, foltr_es
 
 # Upper 0.1 % point of the chi-square distribution with 10 degrees of freedom.
 CHI2_10_999 = 29.588
@@ -22,7 +22,7 @@ def test_privatised_reward_distribution(p):
     n, per_value = 11, 20_000
     truth = jnp.repeat(jnp.arange(n), per_value)
     reported = np.asarray(
-        jax.jit(foltr_es.privatise_reward, static_argnums=3)(jax.random.PRNGKey(7), truth, p, n)
+        jax.jit(es_rewards.privatise_reward, static_argnums=3)(jax.random.PRNGKey(7), truth, p, n)
     )
     assert reported.min() >= 0 and reported.max() < n
     counts = np.zeros((n, n))
@@ -39,20 +39,20 @@ def test_privatised_reward_distribution(p):
 
 def test_no_privatisation_at_p_one():
     truth = jnp.arange(11).repeat(100)
-    out = foltr_es.privatise_reward(jax.random.PRNGKey(0), truth, 1.0, 11)
+    out = es_rewards.privatise_reward(jax.random.PRNGKey(0), truth, 1.0, 11)
     np.testing.assert_array_equal(out, truth)
 
 
 def test_epsilon_bound():
     for p, rounded in ((0.25, 1.2), (0.5, 2.3), (0.9, 4.5)):
         exact = math.log(p * 10 / (1 - p))
-        assert foltr_es.epsilon_bound(p) == pytest.approx(exact, rel=1e-12)
+        assert es_rewards.epsilon_bound(p) == pytest.approx(exact, rel=1e-12)
         assert round(exact, 1) == rounded
-    assert foltr_es.epsilon_bound(1.0) == math.inf
+    assert es_rewards.epsilon_bound(1.0) == math.inf
     assert foltr_es.FoltrEsConfig(privacy_p=0.5).epsilon == pytest.approx(math.log(10))
     for bad in (1 / 11, 0.05, 0.0, 1.5):
         with pytest.raises(ValueError):
-            foltr_es.epsilon_bound(bad)
+            es_rewards.epsilon_bound(bad)
 
 
 @pytest.mark.parametrize(
@@ -76,8 +76,8 @@ def test_config_refuses_bad_values(overrides, field):
 
 def test_odd_batches_without_antithetic_pairs_are_allowed():
     foltr_es.FoltrEsConfig(local_updates=3, antithetic=False).validate()
-    np.testing.assert_array_equal(foltr_es.interaction_signs(4), [1, 1, -1, -1])
-    np.testing.assert_array_equal(foltr_es.interaction_signs(3, antithetic=False), [1, 1, 1])
+    np.testing.assert_array_equal(es_rewards.interaction_signs(4), [1, 1, -1, -1])
+    np.testing.assert_array_equal(es_rewards.interaction_signs(3, antithetic=False), [1, 1, 1])
 
 
 def test_neural_ranker_is_zero_initialised_relu():
@@ -114,9 +114,9 @@ def test_es_gradient_matches_numpy(antithetic):
     rng = np.random.default_rng(0)
     noise = rng.normal(0, 0.01, (7, 5)).astype(np.float32)
     rewards = rng.integers(0, 11, (7, 4))
-    values = np.asarray(foltr_es.reward_values(11))[rewards]
-    signs = foltr_es.interaction_signs(4, antithetic)
-    got = foltr_es.es_gradient(jnp.asarray(noise), jnp.asarray(values), signs, 0.01)
+    values = np.asarray(es_rewards.reward_values(11))[rewards]
+    signs = es_rewards.interaction_signs(4, antithetic)
+    got = es_rewards.es_gradient(jnp.asarray(noise), jnp.asarray(values), signs, 0.01)
     want = reference_gradient(noise.astype(np.float64), rewards, 0.01, antithetic)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
