@@ -111,7 +111,11 @@ def fedavg(models: jax.Array, weights: jax.Array, n_malicious=0) -> jax.Array:
     """FedAvg (McMahan et al. 2017; FPDGD Alg. 2): Σ_c n_c θ_c / Σ_c n_c.  m is ignored."""
     del n_malicious
     weights = weights.astype(models.dtype)
-    return jnp.sum(weights[:, None] * models, axis=0) / jnp.sum(weights)
+    # One matrix-vector product, not sum(weights[:, None] * models, axis=0): XLA:CPU runs
+    # that reduction over the client axis ~100x slower (143 ms against 1.4 ms for 1,000
+    # x 8,832, the neural ranker's round).  HIGHEST keeps GPUs off TF32.
+    total = jnp.matmul(weights, models, precision=jax.lax.Precision.HIGHEST)
+    return total / jnp.sum(weights)
 
 
 def pairwise_distances(models: jax.Array, squared: bool) -> jax.Array:
