@@ -13,6 +13,7 @@ import numpy as np
 import optax
 import pytest
 from binaries import run
+from test_fedips import tiny_config, tiny_data
 
 from foltr_jax import data, engine, fedips, foltr_es, pipeline
 from foltr_jax.config import ConfigError
@@ -140,22 +141,8 @@ def test_foltr_es_in_chunks_and_every_kth_round_repeats_the_plain_run(es_data):
 
 @pytest.mark.parametrize("propensity", ["estimated", "known"])
 def test_fedips_in_chunks_and_every_kth_round_repeats_the_plain_run(propensity):
-    train, test = data.synthetic_train_test(
-        5, n_train_queries=12, n_test_queries=6, n_features=4, mean_docs_per_query=9
-    )
-    config = fedips.FedIpsConfig(
-        n_users=6,
-        queries_per_user=2,
-        top_k=3,
-        clicks_per_user=4,
-        max_sessions=6,
-        relevant_from=2,
-        local_lr=0.05,
-        propensity=propensity,
-        n_runs=2,
-        logging_steps=20,
-        rounds=4,
-    )
+    train, test = tiny_data()
+    config = tiny_config(propensity, n_users=6, rounds=4)
     plain = fedips.run(*fedips.build(config, train, test)[:2])
     chunked_config = dataclasses.replace(config, client_chunk=2, eval_every=2)
     chunked = fedips.run(*fedips.build(chunked_config, train, test)[:2])

@@ -1,6 +1,7 @@
 """FedIPS (FedIPS paper): eq. 9 unbiasedness, eq. 11 clicks, the federated update against a slow
 NumPy reference, the regression-EM, and the binary."""
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -122,10 +123,13 @@ def test_user_gammas_are_truncated_normal_with_sd():
 
 
 @functools.cache
-def tiny_experiment(propensity):
-    train, test = data.synthetic_train_test(
+def tiny_data():
+    return data.synthetic_train_test(
         5, n_train_queries=12, n_test_queries=6, n_features=4, mean_docs_per_query=9
     )
+
+
+def tiny_config(propensity, **changes):
     config = fedips.FedIpsConfig(
         n_users=3,
         queries_per_user=2,
@@ -142,7 +146,11 @@ def tiny_experiment(propensity):
         logging_steps=20,
         rounds=1,
     )
-    return fedips.build(config, train, test)
+    return dataclasses.replace(config, **changes)
+
+
+def tiny_experiment(propensity):
+    return fedips.build(tiny_config(propensity), *tiny_data())
 
 
 def numpy_local_sgd(dataset, shown_index, w, records, lr):
