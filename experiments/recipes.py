@@ -41,13 +41,25 @@ def _f(**values) -> tuple:
 
 def recipes(quick: bool) -> dict:
     """Every recipe; ``quick`` shrinks rounds, clients and runs."""
+    out = []
+    for paper in (
+        _fpdgd_recipes,
+        _noniid_recipes,
+        _poisoning_recipes,
+        _unlearning_recipes,
+        _fedips_recipes,
+    ):
+        out.extend(paper(quick))
+    return {recipe.name: recipe for recipe in out}
+
+
+def _fpdgd_recipes(quick: bool) -> list:
+    """FPDGD paper (ICTIR 2021): Figures 2-6 and Table 2."""
 
     def rounds(full, small):
         return small if quick else full
 
     out = []
-
-    # FPDGD paper (ICTIR 2021) -----------------------------------------------------------
     # Click models and (ε, Δ) pairs are grids run as one program by the fpdgd binary.
     clicks = _f(click_models=",".join(CLICKS))
     dp_grid = _f(privacy_grid=",".join(f"{e}:{d}" for e, d in DP_GRID))
@@ -124,8 +136,17 @@ def recipes(quick: bool) -> dict:
             "fpdgd_fig6", "FPDGD paper Figure 6: B under a fixed interaction budget", tuple(fig6)
         )
     )
+    return out
 
-    # Thesis ch. 4, non-IID data: a run per click model, each run's cells one program each ----
+
+def _noniid_recipes(quick: bool) -> list:
+    """Thesis ch. 4, non-IID data: a run per click model, each run's cells one program."""
+
+    def rounds(full, small):
+        return small if quick else full
+
+    out = []
+
     def per_click(name: str, values: tuple, own_data: bool = False, label: str = "") -> list:
         return [
             Run(f"{name}_{click}", "noniid", values + _f(click_model=click), own_data, label)
@@ -215,8 +236,16 @@ def recipes(quick: bool) -> dict:
             baseline="iid",
         )
     )
+    return out
 
-    # Poisoning paper (ICTIR 2023): one grid program covers Figures 2-4 ----------------------
+
+def _poisoning_recipes(quick: bool) -> list:
+    """Poisoning paper (ICTIR 2023): one grid program covers Figures 2-4."""
+
+    def rounds(full, small):
+        return small if quick else full
+
+    out = []
     out.append(
         Recipe(
             "poisoning_figs2_4",
@@ -231,8 +260,16 @@ def recipes(quick: bool) -> dict:
             ),
         )
     )
+    return out
 
-    # Unlearning paper (ECIR 2024): Figures 2-3 and Table 3 in one program -------------------
+
+def _unlearning_recipes(quick: bool) -> list:
+    """Unlearning paper (ECIR 2024): Figures 2-3 and Table 3 in one program."""
+
+    def rounds(full, small):
+        return small if quick else full
+
+    out = []
     unlearning = _f(rounds=rounds(10_000, 40), chunk_rounds=rounds(500, 20))
     if quick:
         unlearning += _f(delta_t="2,4", unlearn_local_updates="1,3")
@@ -245,8 +282,16 @@ def recipes(quick: bool) -> dict:
             paired=True,
         )
     )
+    return out
 
-    # FedIPS paper: Figure 1 (γ), Figure 2 (|U|; estimated propensities) ----------------------
+
+def _fedips_recipes(quick: bool) -> list:
+    """FedIPS paper: Figure 1 (γ), Figure 2 (|U|; estimated propensities)."""
+
+    def rounds(full, small):
+        return small if quick else full
+
+    out = []
     fig1 = []
     for gamma in (0.5, 1.0, 1.5, 2.0):
         for propensity in ("known", "none"):
@@ -301,4 +346,4 @@ def recipes(quick: bool) -> dict:
             "fedips_fig2", "FedIPS paper Figure 2: |U| and estimated propensities", tuple(fig2_ips)
         )
     )
-    return {recipe.name: recipe for recipe in out}
+    return out
