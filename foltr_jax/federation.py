@@ -19,7 +19,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import click_models, loop, metrics, multiprocess, pipeline, rankers
+from foltr_jax import click_models, engine, loop, metrics, multiprocess, rankers
 from foltr_jax.client_plan import ClientPlan, client_arrays
 from foltr_jax.config import (
     ConfigError,
@@ -35,7 +35,6 @@ from foltr_jax.rounds import (
     Arrays,
     Spec,
     evaluate,
-    evaluated_rounds,
     history_length,
     initial_server_state,
     noise_once,
@@ -93,12 +92,7 @@ def build(
     run_settings = _run_settings(spec, settings, names)
     if config.chunked:  # the stages depend on the spec, not on a setting's values
         slot = jax.tree_util.tree_map(lambda x: x[0], run_settings)
-        try:
-            pipeline.streaming_split(server_stages(spec, slot))
-        except ValueError as error:
-            raise ConfigError(
-                "client_chunk", f"streams the server pipeline over client chunks, but {error}"
-            ) from None
+        engine.check_streams(server_stages(spec, slot))
     arrays = Arrays(
         to_device(train, spec.window, config.top_k),
         to_device(test, spec.window, config.top_k, ranked=True),
@@ -315,9 +309,9 @@ def run(
         checkpoint,
     )
     curves = round_curves(outputs)
-    offline_rounds = np.asarray(evaluated_rounds(cfg.rounds, cfg.eval_every), np.int64)
-    for name in ("offline_ndcg", "offline_mrr"):  # skipped rounds hold NaN: left out
-        curves[name] = curves[name][:, offline_rounds - 1]
+    offline_rounds = engine.select_evaluated(
+        curves, ("offline_ndcg", "offline_mrr"), cfg.rounds, cfg.eval_every
+    )
     return RunResult(
         **curves,
         offline_rounds=offline_rounds,

@@ -378,12 +378,6 @@ class RoundMetrics(NamedTuple):
     sessions: jax.Array  # int32 [n_runs] lists shown, all users
 
 
-def user_keys(run_key, t, n_users: int):
-    """Key of user u in round t of a run: fold_in(fold_in(run_key, t), u)."""
-    round_key = jax.random.fold_in(run_key, t)
-    return jax.vmap(lambda u: jax.random.fold_in(round_key, u))(jnp.arange(n_users))
-
-
 def train_users(spec: Spec, arrays: Arrays, params, logs: ClickLog, propensities, start, size):
     """FedIPS's client update as ``engine.serve`` takes it: users ``start .. start + size
     − 1`` run Algorithm 1's local SGD over their click logs (one ``lax.map`` over every
@@ -414,7 +408,9 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, 
     Returns (new State, RoundMetrics, ClickLog with leaves [n_runs, n_users, ...]).
     """
     cfg = spec.config
-    keys = jax.vmap(lambda k: user_keys(k, t, cfg.n_users))(run_keys)
+    round_keys = engine.round_keys(run_keys, t)
+    users = jnp.arange(cfg.n_users)  # user u's key: fold_in(round key, u)
+    keys = jax.vmap(lambda k: jax.vmap(lambda u: jax.random.fold_in(k, u))(users))(round_keys)
     logs = jax.vmap(jax.vmap(functools.partial(user_click_log, spec, arrays.train)))(keys, gammas)
     propensities, em = round_propensities(spec, arrays, state.em, logs, gammas)
     flat_params = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(state.params)
@@ -425,7 +421,7 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, 
         jnp.zeros_like(flat_params),
         jnp.full(cfg.n_runs, cfg.n_malicious, jnp.int32),
         state.server,
-        engine.server_keys(engine.round_keys(run_keys, t), cfg.n_users),
+        engine.server_keys(round_keys, cfg.n_users),
         cfg.n_users,
         cfg.client_chunk,
     )

@@ -402,7 +402,7 @@ def run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
             history = jax.lax.dynamic_update_index_in_dim(history, stored, index, axis=1)
         return (params, server_state, history), round_metrics
 
-    return jax.lax.scan(body, state, first_round + jnp.arange(n_rounds))
+    return engine.scan_rounds(body, state, first_round, n_rounds)
 
 
 run_chunk_jit = jax.jit(run_chunk, static_argnums=(0, 1), donate_argnums=(3,))

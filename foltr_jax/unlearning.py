@@ -192,26 +192,30 @@ def calibrate(new_updates: jax.Array, stored_updates: jax.Array) -> jax.Array:
 def unlearning_round(global_model, new_updates, stored_updates, weights):
     """M ← M + Σ_i w_i ΔM_i^unlearn / Σ_i w_i (eqs. 1-2); forgotten clients have w_i = 0.
 
-    One slot of the replay's server side on given updates: the calibrated updates
-    through the server pipeline ``_replay_step`` runs (FedAvg, reference 0)."""
+    One slot of the replay's server side (``_serve_replay``) on given updates."""
     sent = engine.Sent(calibrate(new_updates, stored_updates)[None], weights[None], ())
-    zeros = jnp.zeros_like(global_model)[None]
+    keys = jax.random.PRNGKey(0)[None]
+    n_clients = new_updates.shape[0]
+    return _serve_replay(lambda start, size: sent, global_model[None], keys, n_clients)[0]
+
+
+def _serve_replay(train, flat_global, keys, n_clients: int, client_chunk: int = 0):
+    """The replay's server side for every slot: FedAvg of the calibrated updates that
+    ``train(start, size)`` sends (eq. 1; reference 0), added to ``flat_global`` [n_slots, d]."""
+    n_slots = flat_global.shape[0]
+    zeros = jnp.zeros_like(flat_global)
     step, _, _, _ = engine.serve(
-        lambda start, size: sent,
-        _replay_stages,
+        train,
+        lambda _: pipeline.server_stages(),
         None,
         zeros,
-        jnp.zeros(1, jnp.int32),
+        jnp.zeros(n_slots, jnp.int32),
         jax.vmap(pipeline.server_chain().init)(zeros),
-        jax.random.PRNGKey(0)[None],
-        new_updates.shape[0],
+        keys,
+        n_clients,
+        client_chunk,
     )
-    return global_model + step[0]
-
-
-def _replay_stages(_settings=None) -> tuple:
-    """The replay's server pipeline: FedAvg of the calibrated updates (eq. 1)."""
-    return pipeline.server_stages()
+    return flat_global + step
 
 
 class ReplayResult(NamedTuple):
@@ -252,12 +256,13 @@ def _unravel(spec: Spec):
     return jax.flatten_util.ravel_pytree(zeros)[1]
 
 
-def _replay_clients(spec: Spec, consts: _ReplayConsts, global_params, step_keys, s, start, size):
+def _replay_clients(spec: Spec, consts: _ReplayConsts, flat_global, step_keys, s, start, size):
     """The replay's client update as ``engine.serve`` takes it: clients ``start .. start +
     size − 1`` take n′ local PDGD steps from the global model on fresh interactions and
     send their new updates rescaled to the stored ones' norms (eq. 2), weighted 0 for the
     forgotten clients and 1 for the others (eq. 1's FedAvg)."""
     n_slots, arrays = step_keys.shape[0], consts.arrays
+    global_params = jax.vmap(_unravel(spec))(flat_global)
     ids = jax.lax.dynamic_slice_in_dim(arrays.client_ids, start, size)
     slot = jnp.repeat(jnp.arange(n_slots), size)
     lanes = interaction.Lanes(
@@ -277,7 +282,6 @@ def _replay_clients(spec: Spec, consts: _ReplayConsts, global_params, step_keys,
         consts.local_steps[slot],
     )
     flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])
-    flat_global = flat(global_params)
     new_updates = flat(client_params).reshape(n_slots, size, -1) - flat_global[:, None]
     index = jnp.minimum(s * consts.stride, consts.history.shape[1] - 1)
     stored = consts.history[consts.history_slot, index]  # [n_slots, n_clients, d]
@@ -291,23 +295,18 @@ def _replay_clients(spec: Spec, consts: _ReplayConsts, global_params, step_keys,
 def _replay_step(spec: Spec, consts: _ReplayConsts, flat_global, s):
     """Replayed round s for every slot: n′ local steps, calibration, FedAvg, evaluation
     (``engine.serve``); a slot whose ⌈T/Δt⌉ rounds are done keeps its model."""
-    n_slots, n_clients = flat_global.shape[0], consts.weights.shape[0]
+    n_clients = consts.weights.shape[0]
     unravel = _unravel(spec)
     step_keys = engine.round_keys(consts.slot_keys, s)
-    global_params = jax.vmap(unravel)(flat_global)
-    step, _, _, _ = engine.serve(
-        functools.partial(_replay_clients, spec, consts, global_params, step_keys, s),
-        _replay_stages,
-        None,
-        jnp.zeros_like(flat_global),
-        jnp.zeros(n_slots, jnp.int32),
-        jax.vmap(pipeline.server_chain().init)(flat_global),
+    replayed = _serve_replay(
+        functools.partial(_replay_clients, spec, consts, flat_global, step_keys, s),
+        flat_global,
         engine.server_keys(step_keys, n_clients),
         n_clients,
         spec.config.client_chunk,
     )
     active = (s < consts.rounds)[:, None]
-    flat_global = jnp.where(active, flat_global + step, flat_global)
+    flat_global = jnp.where(active, replayed, flat_global)
     ndcg, mrr = jax.vmap(lambda p: evaluate(spec, consts.arrays, unravel(p)))(flat_global)
     nan = jnp.float32(jnp.nan)
     return flat_global, (jnp.where(active[:, 0], ndcg, nan), jnp.where(active[:, 0], mrr, nan))
@@ -315,7 +314,7 @@ def _replay_step(spec: Spec, consts: _ReplayConsts, flat_global, s):
 
 def _replay_chunk(spec, n_steps, consts, flat_global, first):
     step = functools.partial(_replay_step, spec, consts)
-    return jax.lax.scan(step, flat_global, first + jnp.arange(n_steps))
+    return engine.scan_rounds(step, flat_global, first, n_steps)
 
 
 _replay_chunk_jit = jax.jit(_replay_chunk, static_argnums=(0, 1))
