@@ -89,12 +89,7 @@ flags.DEFINE_integer("n_grades", 0, "Click-table grades (2, 3 or 5); 0 infers fr
 flags.DEFINE_integer("n_runs", 5, "Repetitions (Type 1: intent reshuffles).")
 flags.DEFINE_integer("seed", 0, "Seed of the simulation and of the splits.")
 flags.DEFINE_integer("chunk_rounds", 500, "Rounds per compiled chunk (progress between chunks).")
-flags.DEFINE_integer(
-    "eval_every",
-    1,
-    "Offline metrics after rounds K, 2K, ... and the last only (a cell's offline_rounds lists "
-    "them); 1: every round.",
-)
+common.define_eval_every_flag()
 flags.DEFINE_string("window_scoring", "auto", "auto (map on a CPU, vmap on a GPU) | map | vmap.")
 flags.DEFINE_string("output_dir", "results/noniid", "Folder for results.json and table.txt.")
 common.define_poisoning_flags()

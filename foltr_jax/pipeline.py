@@ -182,10 +182,7 @@ def aggregate(
 
 # FedAvg a chunk at a time: Σ_c n_c θ_c and Σ_c n_c add up over chunks.
 _FEDAVG_STREAM = Streaming(
-    part=lambda u: (
-        jnp.matmul(u.weights, u.models, precision=jax.lax.Precision.HIGHEST),
-        jnp.sum(u.weights),
-    ),
+    part=lambda u: (aggregators.weighted_sum(u.models, u.weights), jnp.sum(u.weights)),
     finish=lambda sums, u: sums[0] / sums[1],
 )
 
