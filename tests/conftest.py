@@ -50,6 +50,16 @@ def _fresh_jax_caches():
     jax.clear_caches()
 
 
+@pytest.fixture(scope="module")
+def tiny():
+    """A small synthetic train/test split (seed 3) that the federation-level tests share."""
+    from foltr_jax import data
+
+    return data.synthetic_train_test(
+        3, n_train_queries=40, n_test_queries=20, n_features=8, mean_docs_per_query=20
+    )
+
+
 SLOW = os.environ.get("FOLTR_JAX_SLOW_TESTS") == "1"
 
 

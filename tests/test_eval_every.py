@@ -9,17 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from foltr_jax import data, federation, rounds
+from foltr_jax import federation, rounds
 from foltr_jax.config import ConfigError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return data.synthetic_train_test(
-        3, n_train_queries=40, n_test_queries=20, n_features=8, mean_docs_per_query=20
-    )
 
 
 def _config(**overrides):

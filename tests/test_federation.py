@@ -12,13 +12,6 @@ from foltr_jax import click_models, data, federation, interaction, rounds
 from foltr_jax.config import centralised
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return data.synthetic_train_test(
-        3, n_train_queries=40, n_test_queries=20, n_features=8, mean_docs_per_query=20
-    )
-
-
 def _run(tiny, **overrides):
     settings = dict(
         n_clients=8, local_updates=3, rounds=12, n_runs=2, chunk_rounds=5, click_model="perfect"

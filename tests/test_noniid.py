@@ -12,13 +12,6 @@ from binaries import run
 from foltr_jax import data, federation, metrics, noniid, rankers
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return data.synthetic_train_test(
-        3, n_train_queries=40, n_test_queries=20, n_features=8, mean_docs_per_query=20
-    )
-
-
 def _config(**overrides):
     base = {
         "n_clients": 5,
