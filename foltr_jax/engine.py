@@ -15,14 +15,17 @@ privacy → aggregation → server optimiser) on the messages with its state.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import pipeline
+from foltr_jax import loop, metrics, multiprocess, pipeline
 from foltr_jax.config import ConfigError
 
 
@@ -165,3 +168,189 @@ def select_evaluated(curves: dict, names, rounds: int, every: int):
     for name in names:
         curves[name] = curves[name][:, kept - 1]
     return kept
+
+
+# ---------------------------------------------------------------------------------------------
+# The run every method shares
+# ---------------------------------------------------------------------------------------------
+
+
+class Method(Protocol):
+    """What a method supplies to ``run`` (DESIGN.md "Architecture we want").
+
+    A method's *spec* is a frozen, hashable dataclass (one compilation per value) with a
+    ``config`` holding ``seed``, ``n_runs``, ``rounds``, ``chunk_rounds`` and
+    ``eval_every``, and these methods:
+
+    - ``repetitions()``: int [n_slots] the repetition of every run slot (slots of a grid's
+      cells that share a repetition share its keys: cells are compared on paired runs);
+    - ``init(arrays, init_keys) -> (consts, state)``: the round's constants (the device
+      data, and whatever the method derives from the slots' initialisation keys) and the
+      scan state before round 1 (the global models, leaves [n_slots, ...], and the
+      server's state);
+    - ``evaluate(consts, state)``: the offline metrics [n_slots] of the state's global
+      models, named by ``offline``;
+    - ``round(consts, state, train_keys, t, evaluate_now) -> (state, metrics)``: round t
+      (0-based, traced) of every slot, usually ``serve`` with the method's client update;
+      ``metrics`` is a NamedTuple of [n_slots] values whose ``offline`` fields are NaN
+      where ``evaluate_now`` is false (``offline_when``);
+    - ``finish(consts, state, curves) -> (final_params, extras, interactions)``: the
+      final models on the host, the result fields the method adds, and the number of
+      interactions the run simulated.
+    """
+
+    config: Any
+    offline: tuple
+
+    def repetitions(self) -> np.ndarray: ...
+
+    def init(self, arrays, init_keys): ...
+
+    def evaluate(self, consts, state): ...
+
+    def round(self, consts, state, train_keys, t, evaluate_now): ...
+
+    def finish(self, consts, state, curves: dict): ...
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What ``run`` returns for every method.
+
+    ``curves`` maps a metric's name to its values per run slot and round
+    ``[n_slots, rounds]``; an offline metric (named in ``offline``) holds the columns of
+    ``offline_rounds`` only (1-based; every round with ``eval_every`` = 1, else rounds K,
+    2K, ... and always the last, so ``[:, -1]`` is final).  ``initial`` maps each offline
+    metric to its value [n_slots] for the models before round 1; ``extras`` holds what a
+    method adds (FOLtR-ES's ε, FedIPS's propensities, an update history).  Every entry is
+    also an attribute: ``result.offline_ndcg``, ``result.initial_offline_ndcg``,
+    ``result.epsilon``.
+    """
+
+    curves: dict
+    initial: dict
+    final_params: Any
+    compile_seconds: float
+    run_seconds: float
+    interactions: int
+    offline_rounds: np.ndarray
+    offline: tuple = ()
+    extras: dict = dataclasses.field(default_factory=dict)
+
+    def __getattr__(self, name: str):
+        fields = self.__dict__
+        if name.startswith("__") or "curves" not in fields:
+            raise AttributeError(name)
+        if name in fields["curves"]:
+            return fields["curves"][name]
+        if name.startswith("initial_") and name[len("initial_") :] in fields["initial"]:
+            return fields["initial"][name[len("initial_") :]]
+        if name in fields["extras"]:
+            return fields["extras"][name]
+        raise AttributeError(f"{type(self).__name__} has no metric or field {name!r}")
+
+    @property
+    def metrics(self) -> dict:
+        """Every curve by name (the same mapping as ``curves``)."""
+        return self.curves
+
+    @property
+    def online_performance(self) -> np.ndarray:
+        """Σ_t γ^(t−1) online nDCG_t (thesis §2.2.1) of every slot, per round."""
+        return metrics.online_performance(self.curves["online_ndcg"])
+
+    @property
+    def interactions_per_second(self) -> float:
+        return self.interactions / max(self.run_seconds, 1e-9)
+
+    def per_setting(self, values: np.ndarray, n_settings: int) -> np.ndarray:
+        """Reshapes a per-slot array to [n_settings, n_runs, ...]."""
+        return values.reshape((n_settings, -1) + values.shape[1:])
+
+
+def run_chunk(method: Method, n_rounds: int, consts, state, first_round):
+    """``n_rounds`` rounds of ``method`` under ``lax.scan`` from ``first_round`` (the
+    body of a ``loop.scan_in_chunks`` chunk); ``consts`` = (the method's constants, the
+    slots' training keys)."""
+    arrays, train_keys = consts
+    cfg = method.config
+
+    def body(carry, t):
+        evaluate_now = is_evaluated(cfg.rounds, cfg.eval_every, t)
+        return method.round(arrays, carry, train_keys, t, evaluate_now)
+
+    return scan_rounds(body, state, first_round, n_rounds)
+
+
+run_chunk_jit = jax.jit(run_chunk, static_argnums=(0, 1), donate_argnums=(3,))
+
+
+@functools.cache
+def _run_chunk_replicated():
+    """``run_chunk_jit`` for a multi-process run: replicated outputs (multiprocess)."""
+    return multiprocess.replicated_jit(run_chunk, static_argnums=(0, 1), donate_argnums=(3,))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _initial(method: Method, arrays, init_keys):
+    consts, state = method.init(arrays, init_keys)
+    return consts, state, method.evaluate(consts, state)
+
+
+def run(method: Method, arrays, progress=None, checkpoint: str | None = None) -> RunResult:
+    """Runs ``config.rounds`` rounds of every run slot of ``method`` on ``arrays``.
+
+    Keys: slot s's repetition key fold_in(PRNGKey(seed), repetition) splits into its
+    initialisation and training keys (``loop.run_keys``); round t's key is
+    fold_in(training key, t) and client c's fold_in(round key, c) (``round_keys``,
+    ``client_keys``).  Rounds run in jit-compiled chunks of ``chunk_rounds`` (one
+    compilation per chunk length, timed apart) with ``progress(done, total, seconds)``
+    between chunks; over several processes the inputs are replicated global arrays.
+    ``checkpoint``: a file where the run saves its state after every chunk and from
+    which an interrupted run resumes (``loop.scan_in_chunks``).
+    """
+    cfg = method.config
+    init_keys, train_keys = loop.run_keys(cfg.seed, method.repetitions())
+    consts, state, initial = _initial(method, arrays, init_keys)
+    chunk_fn = _run_chunk_replicated() if multiprocess.is_multiprocess() else run_chunk_jit
+    state, outputs, compile_seconds, run_seconds = loop.scan_in_chunks(
+        chunk_fn,
+        method,
+        multiprocess.replicated((consts, train_keys)),
+        multiprocess.replicated(state),
+        cfg.rounds,
+        cfg.chunk_rounds,
+        progress,
+        checkpoint,
+    )
+    curves = loop.round_curves(outputs)
+    offline_rounds = select_evaluated(curves, method.offline, cfg.rounds, cfg.eval_every)
+    final_params, extras, interactions = method.finish(consts, state, curves)
+    return RunResult(
+        curves=curves,
+        initial={name: np.asarray(v) for name, v in zip(method.offline, initial)},
+        final_params=final_params,
+        compile_seconds=compile_seconds,
+        run_seconds=run_seconds,
+        interactions=int(interactions),
+        offline_rounds=offline_rounds,
+        offline=tuple(method.offline),
+        extras=extras,
+    )
+
+
+def client_keys(round_keys_: jax.Array, ids: jax.Array) -> jax.Array:
+    """[n_slots, size] keys of the clients ``ids`` in each slot's round: fold_in(round
+    key, client id), for every method."""
+    return jax.vmap(lambda k: jax.vmap(lambda c: jax.random.fold_in(k, c))(ids))(round_keys_)
+
+
+def flatten(params) -> jax.Array:
+    """Models with a leading axis (pytree leaves [n, ...]) as flat vectors [n, d]."""
+    return jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(params)
+
+
+def unflatten(flat: jax.Array, like):
+    """Flat vectors [n, d] as pytrees shaped like one model of ``like`` (leaves [n, ...])."""
+    unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda p: p[0], like))[1]
+    return jax.vmap(unravel)(flat)

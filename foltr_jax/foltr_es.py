@@ -175,9 +175,32 @@ class Spec:
     window: int  # candidate slice width: the longest training query, at least top_k
     widths: tuple  # scoring widths, narrowest first (interaction.window_widths)
 
+    offline = ("offline_ndcg", "offline_mrr")
+
     def unravel(self, flat: jax.Array):
         """A flat parameter vector [P] as the ranker's pytree."""
         return _unraveller(self.ranker)(flat)
+
+    # The method as ``engine.run`` takes it (``engine.Method``).
+    def repetitions(self) -> np.ndarray:
+        return np.arange(self.config.n_runs)
+
+    def init(self, arrays: Arrays, init_keys):
+        """The runs' flat models [R, P] (the rankers' zero start) and Adam's state."""
+        flat = engine.flatten(jax.vmap(self.ranker.init)(init_keys)).astype(jnp.float32)
+        return arrays, (flat, jax.vmap(server_chain(self).init)(flat))
+
+    def evaluate(self, arrays: Arrays, state):
+        return jax.vmap(functools.partial(evaluate, self, arrays))(state[0])
+
+    def round(self, arrays: Arrays, state, run_keys, t, evaluate_now):
+        return federated_round(self, arrays, state, run_keys, t, evaluate_now)
+
+    def finish(self, arrays: Arrays, state, curves):
+        cfg = self.config
+        final = jax.device_get(jax.vmap(self.unravel)(state[0]))
+        interactions = cfg.n_runs * cfg.n_clients * cfg.local_updates * cfg.rounds
+        return final, {"epsilon": cfg.epsilon}, interactions
 
 
 @functools.cache
@@ -306,9 +329,7 @@ def es_round(
     positions = start + jnp.arange(n_clients)
     n_params = flat_global.shape[1]
     round_keys = engine.round_keys(run_keys, round_index)
-    client_keys = jax.vmap(lambda key: jax.vmap(lambda c: jax.random.fold_in(key, c))(positions))(
-        round_keys
-    )  # [R, N]
+    client_keys = engine.client_keys(round_keys, positions)  # [R, N]
     # Per client: key 0 draws its perturbation, keys 1..B its interactions.
     keys = jax.vmap(jax.vmap(lambda key: jax.random.split(key, b + 1)))(client_keys)
     noise = cfg.sigma * jax.vmap(jax.vmap(lambda key: jax.random.normal(key, (n_params,))))(
@@ -452,95 +473,15 @@ def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index, ev
     )
 
 
-def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
-    arrays, run_keys = consts
-    cfg = spec.config
-
-    def body(carry, t):
-        evaluate_now = engine.is_evaluated(cfg.rounds, cfg.eval_every, t)
-        return federated_round(spec, arrays, carry, run_keys, t, evaluate_now)
-
-    return engine.scan_rounds(body, state, first_round, n_rounds)
-
-
-_run_chunk_jit = jax.jit(_run_chunk, static_argnums=(0, 1))
-
-
-@dataclasses.dataclass
-class RunResult:
-    """Per-round curves ``[n_runs, rounds]`` and timings (the fields of federation.RunResult)."""
-
-    offline_ndcg: np.ndarray
-    offline_mrr: np.ndarray
-    online_ndcg: np.ndarray
-    online_max_rr: np.ndarray
-    initial_offline_ndcg: np.ndarray  # [n_runs], the initial (zero) model
-    final_params: object  # the ranker's pytree, leading axis [n_runs]
-    compile_seconds: float
-    run_seconds: float
-    interactions: int
-    epsilon: float  # thesis eq. 3.6 bound; math.inf without privatisation
-    # int [len(offline_ndcg[0])]: the 1-based round of each offline column (eval_every)
-    offline_rounds: np.ndarray | None = None
-
-    @property
-    def online_performance(self) -> np.ndarray:
-        return metrics.online_performance(self.online_ndcg)
-
-    @property
-    def interactions_per_second(self) -> float:
-        return self.interactions / max(self.run_seconds, 1e-9)
-
-
-def initial_state(spec: Spec):
-    """(run keys [R], (flat params [R, P], Adam state)) of every run before round 1."""
-    cfg = spec.config
-    init_keys, train_keys = loop.run_keys(cfg.seed, jnp.arange(cfg.n_runs))
-    flat = jax.vmap(lambda key: jax.flatten_util.ravel_pytree(spec.ranker.init(key))[0])(
-        init_keys
-    ).astype(jnp.float32)
-    return train_keys, (flat, jax.vmap(server_chain(spec).init)(flat))
-
-
 def run(
     spec: Spec,
     arrays: Arrays,
     progress: loop.ProgressFn | None = None,
     checkpoint: str | None = None,
-) -> RunResult:
-    """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart.
+) -> engine.RunResult:
+    """Runs ``config.rounds`` rounds of every repetition (``engine.run``); the result adds
+    ``epsilon``, the thesis eq. 3.6 bound (math.inf without privatisation)."""
+    return engine.run(spec, arrays, progress, checkpoint)
 
-    ``checkpoint``: a file where the run saves its state after every chunk of rounds
-    and from which an interrupted run resumes (see ``loop.scan_in_chunks``).
-    """
-    cfg = spec.config
-    train_keys, state = initial_state(spec)
-    initial_ndcg, _ = jax.jit(jax.vmap(functools.partial(evaluate, spec), in_axes=(None, 0)))(
-        arrays, state[0]
-    )
 
-    consts = (arrays, train_keys)
-    state, outputs, compile_seconds, run_seconds = loop.scan_in_chunks(
-        _run_chunk_jit,
-        spec,
-        consts,
-        state,
-        cfg.rounds,
-        cfg.chunk_rounds,
-        progress,
-        checkpoint,
-    )
-    curves = loop.round_curves(outputs)
-    offline_rounds = engine.select_evaluated(
-        curves, ("offline_ndcg", "offline_mrr"), cfg.rounds, cfg.eval_every
-    )
-    return RunResult(
-        **curves,
-        offline_rounds=offline_rounds,
-        initial_offline_ndcg=np.asarray(initial_ndcg),
-        final_params=jax.device_get(jax.vmap(spec.unravel)(state[0])),
-        compile_seconds=compile_seconds,
-        run_seconds=run_seconds,
-        interactions=cfg.n_runs * cfg.n_clients * cfg.local_updates * cfg.rounds,
-        epsilon=cfg.epsilon,
-    )
+RunResult = engine.RunResult

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from binaries import run, run_twice, without_timings
 
-from foltr_jax import click_models, data, es_rewards, federation, foltr_es
+from foltr_jax import click_models, data, es_rewards, federation, foltr_es, loop
 
 # Upper 0.1 % point of the chi-square distribution with 10 degrees of freedom.
 CHI2_10_999 = 29.588
@@ -142,7 +142,7 @@ def test_one_round_matches_a_slow_numpy_implementation(tiny):
         jnp.array([0.0, 1, 1, 1, 1]), jnp.ones(5), jnp.float32(0.0)
     )
     arrays = arrays._replace(click_model=first_relevant)
-    run_keys, _ = foltr_es.initial_state(spec)
+    _, run_keys = loop.run_keys(config.seed, np.arange(config.n_runs))
     # Run 0 at the zero model (ranked by ±noise alone), run 1 at a random model.
     phi = np.stack([np.zeros(5), np.random.default_rng(1).normal(0, 0.02, 5)]).astype(np.float32)
     details = jax.jit(foltr_es.es_round, static_argnums=0)(
