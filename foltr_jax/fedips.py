@@ -33,7 +33,6 @@ import math
 from typing import NamedTuple
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -49,7 +48,6 @@ from foltr_jax.ips import (
     simulate_clicks,
 )
 from foltr_jax.lambdarank import TestData, evaluate, logging_queries, test_data, train_lambdarank
-from foltr_jax.loop import round_curves, scan_in_chunks
 
 PROPENSITIES = ("known", "estimated", "none")
 EM_SCOPES = ("user", "global")
@@ -192,6 +190,37 @@ class Spec:
     window: int  # candidate slice width: the longest training query
     widths: tuple  # slice widths, narrowest first (interaction.window_widths)
     relevant_from: int
+
+    offline = ("offline_ndcg5", "offline_ndcg10")
+
+    # The method as ``engine.run`` takes it (``engine.Method``).
+    def repetitions(self) -> np.ndarray:
+        return np.arange(self.config.n_runs)
+
+    def init(self, arrays: Arrays, init_keys):
+        """Constants (the data, every user's γ_s drawn from the run's initialisation key)
+        and the zero models, the EM's state and the server's."""
+        return (arrays, user_gammas(self.config, init_keys)), initial_state(self)
+
+    def evaluate(self, consts, state: State):
+        return jax.vmap(evaluate, in_axes=(0, None))(state.params, consts[0].test)
+
+    def round(self, consts, state: State, run_keys, t, evaluate_now):
+        arrays, gammas = consts
+        state, round_metrics, _ = fedips_round(
+            self, arrays, state, run_keys, gammas, t, evaluate_now
+        )
+        return state, round_metrics
+
+    def finish(self, consts, state: State, curves):
+        """Adds the users' γ_s and, with estimated propensities, the users' mean θ̂
+        relative to rank 1 (no floor) [n_runs, K]; interactions are the lists shown."""
+        theta = None
+        if state.em is not None:
+            theta = (state.em.examined / state.em.impressions).mean(axis=1)
+            theta = np.asarray(theta / theta[:, :1])
+        extras = {"estimated_propensities": theta, "user_gammas": np.asarray(consts[1])}
+        return jax.device_get(state.params), extras, int(curves["sessions"].sum())
 
 
 class Arrays(NamedTuple):
@@ -394,8 +423,7 @@ def train_users(spec: Spec, arrays: Arrays, params, logs: ClickLog, propensities
             lane(chunk(propensities)),
         ),
     )
-    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])
-    updates = (flat(local) - flat(lane_params)).reshape(n_runs, size, -1)
+    updates = (engine.flatten(local) - engine.flatten(lane_params)).reshape(n_runs, size, -1)
     return engine.Sent(updates, jnp.ones(updates.shape[:2], updates.dtype), ())
 
 
@@ -409,11 +437,10 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, 
     """
     cfg = spec.config
     round_keys = engine.round_keys(run_keys, t)
-    users = jnp.arange(cfg.n_users)  # user u's key: fold_in(round key, u)
-    keys = jax.vmap(lambda k: jax.vmap(lambda u: jax.random.fold_in(k, u))(users))(round_keys)
+    keys = engine.client_keys(round_keys, jnp.arange(cfg.n_users))  # user u: fold_in(·, u)
     logs = jax.vmap(jax.vmap(functools.partial(user_click_log, spec, arrays.train)))(keys, gammas)
     propensities, em = round_propensities(spec, arrays, state.em, logs, gammas)
-    flat_params = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(state.params)
+    flat_params = engine.flatten(state.params)
     step, server, _, _ = engine.serve(
         functools.partial(train_users, spec, arrays, state.params, logs, propensities),
         lambda _: server_stages(spec),
@@ -425,8 +452,7 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, 
         cfg.n_users,
         cfg.client_chunk,
     )
-    unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda g: g[0], state.params))[1]
-    params = jax.tree_util.tree_map(lambda g, d: g + d, state.params, jax.vmap(unravel)(step))
+    params = jax.tree_util.tree_map(jnp.add, state.params, engine.unflatten(step, state.params))
     ndcg5, ndcg10 = engine.offline_when(
         jax.vmap(lambda p: evaluate(p, arrays.test)), params, evaluate_now
     )
@@ -461,59 +487,19 @@ def server_chain(spec: Spec) -> pipeline.Stage:
     return pipeline.chain(*server_stages(spec))
 
 
-def _run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
-    arrays, run_keys, gammas = consts
-
-    cfg = spec.config
-
-    def body(s, t):
-        evaluate_now = engine.is_evaluated(cfg.rounds, cfg.eval_every, t)
-        s, m, _ = fedips_round(spec, arrays, s, run_keys, gammas, t, evaluate_now)
-        return s, m
-
-    return engine.scan_rounds(body, state, first_round, n_rounds)
-
-
-_run_chunk_jit = jax.jit(_run_chunk, static_argnums=(0, 1))
-
-
-@dataclasses.dataclass
-class FedIpsResult:
-    """Per-round curves ``[n_runs, rounds]`` and timings of one experiment."""
-
-    offline_ndcg5: np.ndarray
-    offline_ndcg10: np.ndarray
-    clicks: np.ndarray  # [n_runs, rounds] click records learnt from, all users
-    sessions: np.ndarray  # [n_runs, rounds] lists shown, all users
-    initial_offline_ndcg5: np.ndarray  # [n_runs]
-    initial_offline_ndcg10: np.ndarray
-    final_params: dict
-    # [n_runs, K] at the end: the users' mean θ̂ relative to rank 1 (no floor); None unless estimated
-    estimated_propensities: np.ndarray | None
-    user_gammas: np.ndarray  # [n_runs, n_users]
-    compile_seconds: float
-    run_seconds: float
-    # int [len(offline_ndcg5[0])]: the 1-based round of each offline column (eval_every)
-    offline_rounds: np.ndarray | None = None
-
-    @property
-    def interactions(self) -> int:
-        """Lists shown (sessions), all runs and rounds."""
-        return int(self.sessions.sum())
-
-    @property
-    def interactions_per_second(self) -> float:
-        return self.interactions / max(self.run_seconds, 1e-9)
+def user_gammas(config: FedIpsConfig, gamma_keys):
+    """[n_runs, n_users] every user's γ_s, from each run's key."""
+    return jax.vmap(
+        lambda k: sample_user_gammas(k, config.n_users, config.gamma, config.gamma_sd)
+    )(gamma_keys)
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def run_keys_and_gammas(config: FedIpsConfig):
-    """(training keys [n_runs], user γ_s [n_runs, n_users]) from (seed, run)."""
+    """(training keys [n_runs], user γ_s [n_runs, n_users]) from (seed, run), as ``run``
+    derives them."""
     gamma_keys, train_keys = loop.run_keys(config.seed, jnp.arange(config.n_runs))
-    gammas = jax.vmap(
-        lambda k: sample_user_gammas(k, config.n_users, config.gamma, config.gamma_sd)
-    )(gamma_keys)
-    return train_keys, gammas
+    return train_keys, user_gammas(config, gamma_keys)
 
 
 def initial_state(spec: Spec) -> State:
@@ -524,8 +510,7 @@ def initial_state(spec: Spec) -> State:
         em = jax.tree_util.tree_map(
             lambda x: jnp.broadcast_to(x, (cfg.n_runs,) + x.shape), init_em(spec)
         )
-    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(params)
-    return State(params, em, jax.vmap(server_chain(spec).init)(flat))
+    return State(params, em, jax.vmap(server_chain(spec).init)(engine.flatten(params)))
 
 
 def run(
@@ -533,44 +518,11 @@ def run(
     arrays: Arrays,
     progress: loop.ProgressFn | None = None,
     checkpoint: str | None = None,
-) -> FedIpsResult:
-    """Runs ``config.rounds`` rounds of every repetition (compiled chunks of ``chunk_rounds``).
+) -> engine.RunResult:
+    """Runs ``config.rounds`` rounds of every repetition (``engine.run``).  Curves:
+    offline_ndcg5, offline_ndcg10, clicks (records learnt from) and sessions (lists
+    shown), all users; the result adds ``estimated_propensities`` and ``user_gammas``."""
+    return engine.run(spec, arrays, progress, checkpoint)
 
-    ``checkpoint``: a file where the run saves its state after every chunk of rounds
-    and from which an interrupted run resumes (see ``scan_in_chunks``).
-    """
-    cfg = spec.config
-    train_keys, gammas = run_keys_and_gammas(cfg)
-    state = initial_state(spec)
-    init5, init10 = jax.jit(jax.vmap(evaluate, in_axes=(0, None)))(state.params, arrays.test)
 
-    consts = (arrays, train_keys, gammas)
-    state, outputs, compile_seconds, run_seconds = scan_in_chunks(
-        _run_chunk_jit,
-        spec,
-        consts,
-        state,
-        cfg.rounds,
-        cfg.chunk_rounds,
-        progress,
-        checkpoint,
-    )
-    curves = round_curves(outputs)
-    offline_rounds = engine.select_evaluated(
-        curves, ("offline_ndcg5", "offline_ndcg10"), cfg.rounds, cfg.eval_every
-    )
-    theta = None
-    if state.em is not None:
-        theta = (state.em.examined / state.em.impressions).mean(axis=1)  # no floor, for reading
-        theta = np.asarray(theta / theta[:, :1])
-    return FedIpsResult(
-        **curves,
-        offline_rounds=offline_rounds,
-        initial_offline_ndcg5=np.asarray(init5),
-        initial_offline_ndcg10=np.asarray(init10),
-        final_params=jax.device_get(state.params),
-        estimated_propensities=theta,
-        user_gammas=np.asarray(gammas),
-        compile_seconds=compile_seconds,
-        run_seconds=run_seconds,
-    )
+FedIpsResult = engine.RunResult
