@@ -12,14 +12,13 @@ every key is derived from (seed, run, round, client, interaction) by ``fold_in``
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import click_models, engine, loop, metrics, multiprocess, rankers
+from foltr_jax import click_models, engine, rankers
 from foltr_jax.client_plan import ClientPlan, client_arrays
 from foltr_jax.config import (
     ConfigError,
@@ -30,16 +29,11 @@ from foltr_jax.config import (
 )
 from foltr_jax.data import RankingDataset
 from foltr_jax.interaction import to_device, window_widths
-from foltr_jax.loop import ProgressFn, round_curves, scan_in_chunks
+from foltr_jax.loop import ProgressFn
 from foltr_jax.rounds import (
     Arrays,
     Spec,
-    evaluate,
-    history_length,
-    initial_server_state,
     noise_once,
-    run_chunk,
-    run_chunk_jit,
     server_stages,
 )
 
@@ -204,55 +198,7 @@ def _attack_names(settings) -> tuple:
     return tuple(used)
 
 
-@dataclasses.dataclass
-class RunResult:
-    """Per-round curves and timings of one experiment.
-
-    Slot s * n_runs + r is repetition r of setting s (see ``per_setting``).  The
-    online curves are ``[n_slots, rounds]``; the offline ones ``[n_slots, len(offline_rounds)]``,
-    their column i measured after round ``offline_rounds[i]`` (1-based): every round with
-    ``eval_every`` = 1, else rounds K, 2K, ... and always the last, so ``[:, -1]`` is final.
-    """
-
-    offline_ndcg: np.ndarray
-    offline_mrr: np.ndarray
-    online_ndcg: np.ndarray
-    online_max_rr: np.ndarray
-    initial_offline_ndcg: np.ndarray  # [n_runs], the initial model before any update
-    final_params: object
-    compile_seconds: float
-    run_seconds: float
-    interactions: int
-    # [n_slots, ⌈T/Δt⌉, n_clients, d] client updates at rounds 1, 1 + Δt, ...
-    # (clients in position order, see Arrays.client_ids), or None.
-    history: np.ndarray | None = None
-    # int [len(offline_ndcg[0])]: the 1-based round of each offline column (evaluated_rounds)
-    offline_rounds: np.ndarray | None = None
-
-    def per_setting(self, values: np.ndarray, n_settings: int) -> np.ndarray:
-        """Reshapes a per-slot array to [n_settings, n_runs, ...]."""
-        return values.reshape((n_settings, -1) + values.shape[1:])
-
-    @property
-    def online_performance(self) -> np.ndarray:
-        return metrics.online_performance(self.online_ndcg)
-
-    @property
-    def interactions_per_second(self) -> float:
-        return self.interactions / max(self.run_seconds, 1e-9)
-
-
-@functools.cache
-def _run_chunk_replicated():
-    """``run_chunk_jit`` for a multi-process run: replicated outputs (multiprocess)."""
-    return multiprocess.replicated_jit(run_chunk, static_argnums=(0, 1), donate_argnums=(3,))
-
-
-def _interactions_per_round(cfg: FederationConfig, arrays: Arrays) -> int:
-    """Σ_c n_c: B per client, or each client's own step count (Type 4)."""
-    if arrays.clients is not None and arrays.clients.steps is not None:
-        return int(np.sum(np.asarray(arrays.clients.steps)))
-    return cfg.n_clients * cfg.local_updates
+RunResult = engine.RunResult
 
 
 def run(
@@ -262,63 +208,16 @@ def run(
     initial_params=None,
     checkpoint: str | None = None,
 ) -> RunResult:
-    """Runs ``config.rounds`` rounds of every repetition; compile time is reported apart.
+    """Runs ``config.rounds`` rounds of every run slot (``engine.run``).
 
+    Slot s * n_runs + r is repetition r of setting s (``RunResult.per_setting``).
     ``initial_params`` (leaves [n_slots, ...]) replace the rankers' initialisation,
-    e.g. a warm-up model (data sharing, thesis §4.4.3).  With FedPer
-    ``final_params`` is (global params, personal params [n_slots, n_clients, ...]).
-    ``checkpoint``: a file where the run saves its state after every chunk of
-    rounds and from which an interrupted run resumes (see ``scan_in_chunks``).
+    e.g. a warm-up model (data sharing, thesis §4.4.3).  With FedPer ``final_params``
+    is (global params, personal params [n_slots, n_clients, ...]); with
+    ``history_every`` the result's ``history`` holds the stored client updates.
+    ``checkpoint``: a file where the run saves its state after every chunk of rounds
+    and from which an interrupted run resumes (see ``loop.scan_in_chunks``).
     """
-    cfg = spec.config
-    # Repetition r of every setting shares its keys: settings are compared on paired runs.
-    init_keys, train_keys = loop.run_keys(
-        cfg.seed, jnp.tile(jnp.arange(cfg.n_runs), spec.n_settings)
-    )
-    params = jax.vmap(spec.ranker.init)(init_keys)
     if initial_params is not None:
-        params = jax.tree_util.tree_map(
-            lambda p, q: jnp.asarray(q, p.dtype).reshape(p.shape), params, initial_params
-        )
-    initial_ndcg, _ = jax.jit(jax.vmap(functools.partial(evaluate, spec), in_axes=(None, 0)))(
-        arrays, params
-    )
-
-    history = None  # [n_slots, ⌈T/Δt⌉, n_clients, d] when storing updates
-    if spec.history_every:
-        d = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda p: p[0], params))[0].size
-        length = history_length(cfg.rounds, spec.history_every)
-        history = jnp.zeros((spec.n_slots, length, cfg.n_clients, d), jnp.float32)
-    if spec.personal_keys:  # FedPer: every client starts with the initial personal layers
-        personal = {
-            k: jnp.repeat(params[k][:, None], cfg.n_clients, axis=1) for k in spec.personal_keys
-        }
-        params = (params, personal)
-    server_state = initial_server_state(spec, arrays, params[0] if spec.personal_keys else params)
-    # Several processes: global inputs, replicated over every process's devices.
-    consts = multiprocess.replicated((arrays, train_keys))
-    state = multiprocess.replicated((params, server_state, history))
-    (params, _, history), outputs, compile_seconds, run_seconds = scan_in_chunks(
-        _run_chunk_replicated() if multiprocess.is_multiprocess() else run_chunk_jit,
-        spec,
-        consts,
-        state,
-        cfg.rounds,
-        cfg.chunk_rounds,
-        progress,
-        checkpoint,
-    )
-    curves = round_curves(outputs)
-    offline_rounds = engine.select_evaluated(
-        curves, ("offline_ndcg", "offline_mrr"), cfg.rounds, cfg.eval_every
-    )
-    return RunResult(
-        **curves,
-        offline_rounds=offline_rounds,
-        initial_offline_ndcg=np.asarray(initial_ndcg),
-        final_params=jax.device_get(params),
-        compile_seconds=compile_seconds,
-        run_seconds=run_seconds,
-        interactions=spec.n_slots * _interactions_per_round(cfg, arrays) * cfg.rounds,
-        history=None if history is None else np.asarray(history),
-    )
+        arrays = arrays._replace(initial_params=initial_params)
+    return engine.run(spec, arrays, progress, checkpoint)

@@ -489,9 +489,9 @@ def server_chain(spec: Spec) -> pipeline.Stage:
 
 def user_gammas(config: FedIpsConfig, gamma_keys):
     """[n_runs, n_users] every user's γ_s, from each run's key."""
-    return jax.vmap(
-        lambda k: sample_user_gammas(k, config.n_users, config.gamma, config.gamma_sd)
-    )(gamma_keys)
+    return jax.vmap(lambda k: sample_user_gammas(k, config.n_users, config.gamma, config.gamma_sd))(
+        gamma_keys
+    )
 
 
 @functools.partial(jax.jit, static_argnums=0)

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
+import numpy as np
 
 from foltr_jax import click_models, engine, pipeline
 from foltr_jax.client_plan import ClientArrays
@@ -42,9 +43,73 @@ class Spec:
     personal_keys: tuple = ()  # FedPer: parameters each client keeps (thesis §4.3.3)
     personal_eval: str = "clients"  # FedPer's offline model (client_plan.PERSONAL_EVALUATIONS)
 
+    offline = ("offline_ndcg", "offline_mrr")
+
     @property
     def n_slots(self) -> int:
         return self.n_settings * self.config.n_runs
+
+    # The method as ``engine.run`` takes it (``engine.Method``).
+    def repetitions(self) -> np.ndarray:
+        """Repetition r of every setting shares its keys: settings are compared on paired runs."""
+        return np.tile(np.arange(self.config.n_runs), self.n_settings)
+
+    def init(self, arrays: Arrays, init_keys):
+        """The scan state before round 1: (global params, server state, history).
+
+        The rankers' initialisation, or ``arrays.initial_params``; with FedPer the params
+        are (global, personal) with every client's personal layers the initial ones; the
+        history [n_slots, ⌈T/Δt⌉, n_clients, d] of zeros when ``history_every`` asks."""
+        cfg = self.config
+        params = jax.vmap(self.ranker.init)(init_keys)
+        if arrays.initial_params is not None:
+            params = jax.tree_util.tree_map(
+                lambda p, q: jnp.asarray(q, p.dtype).reshape(p.shape),
+                params,
+                arrays.initial_params,
+            )
+        server_state = initial_server_state(self, arrays, params)
+        history = None
+        if self.history_every:
+            d = engine.flatten(params).shape[1]
+            length = history_length(cfg.rounds, self.history_every)
+            history = jnp.zeros((self.n_slots, length, cfg.n_clients, d), jnp.float32)
+        if self.personal_keys:
+            personal = {
+                k: jnp.repeat(params[k][:, None], cfg.n_clients, axis=1) for k in self.personal_keys
+            }
+            params = (params, personal)
+        return arrays, (params, server_state, history)
+
+    def evaluate(self, arrays: Arrays, state):
+        params = state[0][0] if self.personal_keys else state[0]
+        return jax.vmap(lambda p: evaluate(self, arrays, p))(params)
+
+    def round(self, arrays: Arrays, state, slot_keys, t, evaluate_now):
+        """``federated_round``, storing the clients' updates of round t (0-based) at
+        t // Δt when t is a multiple of Δt."""
+        params, server_state, history = state
+        params, round_metrics, updates, server_state = federated_round(
+            self, arrays, params, slot_keys, t, server_state, evaluate_now
+        )
+        if history is not None:
+            index = t // self.history_every
+            current = jax.lax.dynamic_index_in_dim(history, index, axis=1, keepdims=False)
+            stored = jnp.where(t % self.history_every == 0, updates, current)
+            history = jax.lax.dynamic_update_index_in_dim(history, stored, index, axis=1)
+        return (params, server_state, history), round_metrics
+
+    def finish(self, arrays: Arrays, state, curves):
+        """The final params (FedPer: (global, personal [n_slots, n_clients, ...])), the
+        history [n_slots, ⌈T/Δt⌉, n_clients, d] (clients in position order) or None, and
+        Σ_c n_c interactions per slot and round (B each, or Type 4's own counts)."""
+        params, _, history = state
+        per_round = self.config.n_clients * self.config.local_updates
+        if arrays.clients is not None and arrays.clients.steps is not None:
+            per_round = int(np.sum(np.asarray(arrays.clients.steps)))
+        extras = {"history": None if history is None else np.asarray(history)}
+        interactions = self.n_slots * per_round * self.config.rounds
+        return jax.device_get(params), extras, interactions
 
 
 class Arrays(NamedTuple):
@@ -56,6 +121,7 @@ class Arrays(NamedTuple):
     settings: RunSettings  # [n_settings] each
     client_ids: jax.Array  # int [n_clients]: whose key stream the client at each position uses
     clients: ClientArrays | None = None  # how clients differ (non-IID); None: IID FPDGD
+    initial_params: object = None  # leaves [n_slots, ...]: replace the rankers' initialisation
 
 
 def server_stages(spec: Spec, settings: RunSettings) -> tuple:
@@ -376,33 +442,3 @@ def history_length(rounds: int, every: int) -> int:
 
 
 evaluated_rounds = engine.evaluated_rounds
-
-
-def is_evaluated(spec: Spec, t):
-    """Whether 0-based round ``t`` (traced) is evaluated (``engine.is_evaluated``)."""
-    return engine.is_evaluated(spec.config.rounds, spec.config.eval_every, t)
-
-
-def run_chunk(spec: Spec, n_rounds: int, consts, state, first_round):
-    """``n_rounds`` rounds under ``lax.scan``; ``state`` is (global params, the server
-    optimiser's state or None, history or None).  Rounds that ``is_evaluated`` rejects
-    output NaN offline metrics (``federated_round``'s ``evaluate_now``)."""
-    arrays, slot_keys = consts
-
-    def body(carry, t):
-        params, server_state, history = carry
-        params, round_metrics, updates, server_state = federated_round(
-            spec, arrays, params, slot_keys, t, server_state, is_evaluated(spec, t)
-        )
-        if history is not None:
-            # Round t (0-based) is stored when t is a multiple of Δt, at t // Δt.
-            index = t // spec.history_every
-            current = jax.lax.dynamic_index_in_dim(history, index, axis=1, keepdims=False)
-            stored = jnp.where(t % spec.history_every == 0, updates, current)
-            history = jax.lax.dynamic_update_index_in_dim(history, stored, index, axis=1)
-        return (params, server_state, history), round_metrics
-
-    return engine.scan_rounds(body, state, first_round, n_rounds)
-
-
-run_chunk_jit = jax.jit(run_chunk, static_argnums=(0, 1), donate_argnums=(3,))
