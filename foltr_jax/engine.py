@@ -106,6 +106,60 @@ def serve(
     return updates.aggregate, state, online, None
 
 
+def on_devices(train: Callable, inputs, n_devices: int) -> Callable[[Any, int], Sent]:
+    """``train(inputs, start, size) -> Sent`` as ``serve`` takes it (``train(start,
+    size)``), with the clients of every call split over ``n_devices`` devices.
+
+    Each device trains its ``size / n_devices`` clients (``shard_map`` over a one-axis
+    mesh ``clients``); a client's work depends only on its own key and the inputs, so
+    the models are the single-device models, gathered in client order, and the online
+    sums add the devices' parts.  ``inputs`` go in as an argument, replicated, not
+    closed over: over several processes they are global arrays the mapped function
+    must see in its own view.
+    """
+    if n_devices == 1:
+        return lambda start, size: train(inputs, start, size)
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), ("clients",))
+    whole, split = jax.sharding.PartitionSpec(), jax.sharding.PartitionSpec(None, "clients")
+
+    def call(start, size: int) -> Sent:
+        per_device = size // n_devices
+
+        def shard(inputs, start):
+            first = start + jax.lax.axis_index("clients") * per_device
+            sent = train(inputs, first, per_device)
+            return sent._replace(online=jax.tree_util.tree_map(lambda x: x[None], sent.online))
+
+        specs = Sent(split, split, jax.sharding.PartitionSpec("clients"), split)
+        sent = jax.shard_map(
+            shard, mesh=mesh, in_specs=(whole, whole), out_specs=specs, check_vma=False
+        )(inputs, jnp.asarray(start, jnp.int32))
+        return sent._replace(online=jax.tree_util.tree_map(lambda x: x.sum(0), sent.online))
+
+    return call
+
+
+def check_devices(n_devices: int, clients_per_call: int, what: str = "clients") -> None:
+    """Raises ConfigError('n_devices') unless ``n_devices`` devices are visible (every
+    process's devices in a multi-process run) and split ``clients_per_call`` evenly."""
+    if n_devices < 1:
+        raise ConfigError("n_devices", f"must be at least 1, got {n_devices}")
+    if jax.process_count() > 1 and n_devices != jax.device_count():
+        raise ConfigError(
+            "n_devices",
+            f"must be the {jax.device_count()} devices of the {jax.process_count()} processes "
+            f"in a multi-process run, got {n_devices}",
+        )
+    if n_devices > len(jax.devices()):
+        raise ConfigError(
+            "n_devices", f"asks for {n_devices} devices but {len(jax.devices())} are visible"
+        )
+    if clients_per_call % n_devices:
+        raise ConfigError(
+            "n_devices", f"must divide the {clients_per_call} {what} trained at a time"
+        )
+
+
 def check_streams(stages: tuple, flag: str = "client_chunk") -> None:
     """Raises ConfigError naming ``flag`` when ``stages`` cannot run a chunk of clients
     at a time (a stage needs every client of a round at once)."""

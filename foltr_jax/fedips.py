@@ -82,6 +82,7 @@ class FedIpsConfig:
     chunk_rounds: int = 50  # rounds per compiled scan chunk
     eval_every: int = 1  # offline metrics after rounds K, 2K, ... and T only
     client_chunk: int = 0  # users trained at a time (memory follows it); 0: all at once
+    n_devices: int = 1  # the users of a round (or chunk) split over this many devices
     # Model poisoning (poisoning paper §4) on FedIPS: the first n_malicious users are malicious.
     attack: str = "none"  # 'none' or a model attack (attacks.names()) on the users' updates
     aggregator: str = "fedavg"  # aggregators.names(), over the users' updates
@@ -293,8 +294,12 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
         ),
     )
     spec = Spec(config, train.n_features, window, widths, relevant_from)
-    if 0 < config.client_chunk < config.n_users:
+    chunked = 0 < config.client_chunk < config.n_users
+    if chunked:
         engine.check_streams(server_stages(spec))
+    engine.check_devices(
+        config.n_devices, config.client_chunk if chunked else config.n_users, "users"
+    )
     prepared = Prepared(
         train,
         test,
@@ -442,7 +447,11 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, 
     propensities, em = round_propensities(spec, arrays, state.em, logs, gammas)
     flat_params = engine.flatten(state.params)
     step, server, _, _ = engine.serve(
-        functools.partial(train_users, spec, arrays, state.params, logs, propensities),
+        engine.on_devices(
+            lambda inputs, start, size: train_users(spec, *inputs, start, size),
+            (arrays, state.params, logs, propensities),
+            cfg.n_devices,
+        ),
         lambda _: server_stages(spec),
         None,
         jnp.zeros_like(flat_params),

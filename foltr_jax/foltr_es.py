@@ -86,6 +86,7 @@ class FoltrEsConfig:
     chunk_rounds: int = 50  # rounds per compiled scan chunk
     eval_every: int = 1  # offline metrics after rounds K, 2K, ... and T only
     client_chunk: int = 0  # clients trained at a time (memory follows it); 0: all at once
+    n_devices: int = 1  # the clients of a round (or chunk) split over this many devices
     # Poisoning (poisoning paper §4) on FOLtR-ES: the first n_malicious clients are malicious.
     attack: str = "none"  # config.ATTACKS: data_poisoning clicks with 'poison', others craft
     aggregator: str = "fedavg"  # aggregators.names(), over the clients' gradient estimates
@@ -228,8 +229,10 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
     widths = interaction.window_widths(train.max_query_length, config.top_k)
     spec = Spec(config, make_ranker(config.ranker, train.n_features), widths[-1], widths)
-    if 0 < config.client_chunk < config.n_clients:
+    chunked = 0 < config.client_chunk < config.n_clients
+    if chunked:
         engine.check_streams(server_stages(spec))
+    engine.check_devices(config.n_devices, config.client_chunk if chunked else config.n_clients)
     arrays = Arrays(
         interaction.to_device(train, spec.window, config.top_k),
         interaction.to_device(test, spec.window, config.top_k, ranked=True),
@@ -453,7 +456,11 @@ def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index, ev
     flat_global, server_state = state
     n_runs = flat_global.shape[0]
     step, server_state, online, _ = engine.serve(
-        functools.partial(train_clients, spec, arrays, flat_global, run_keys, round_index),
+        engine.on_devices(
+            lambda inputs, start, size: train_clients(spec, *inputs, start, size),
+            (arrays, flat_global, run_keys, round_index),
+            cfg.n_devices,
+        ),
         lambda _: server_stages(spec),
         None,
         jnp.zeros_like(flat_global),
