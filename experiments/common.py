@@ -65,6 +65,7 @@ __all__ = [
     "define_checkpoint_flag",
     "define_data_flags",
     "define_distributed_flags",
+    "define_n_devices_flag",
     "define_federation_flags",
     "define_poisoning_flags",
     "fail",
@@ -168,9 +169,7 @@ def define_federation_flags():
         "server_learning_rate", defaults.server_learning_rate, "η_s of --server_optimizer."
     )
     define_client_chunk_flag(defaults.client_chunk)
-    flags.DEFINE_integer(
-        "n_devices", defaults.n_devices, "Shard the clients of a round over this many devices."
-    )
+    define_n_devices_flag(defaults.n_devices)
     define_distributed_flags()
     flags.DEFINE_bool("centralised", False, "Run the centralised PDGD baseline instead of FPDGD.")
     flags.DEFINE_string(
@@ -198,6 +197,13 @@ def define_client_chunk_flag(default: int = 0, clients: str = "clients"):
         default,
         f"Train a round's {clients} this many at a time (memory follows the chunk; the server "
         "pipeline must stream: FedAvg, privacy noise, a server optimiser); 0: all at once.",
+    )
+
+
+def define_n_devices_flag(default: int = 1, clients: str = "clients"):
+    """--n_devices (every method: ``engine.on_devices``, FPDGD's lanes)."""
+    flags.DEFINE_integer(
+        "n_devices", default, f"Shard the {clients} of a round over this many devices."
     )
 
 

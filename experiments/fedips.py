@@ -64,6 +64,7 @@ flags.DEFINE_integer("seed", _D.seed, "Seed (f₀'s queries, users' γ_s, querie
 flags.DEFINE_integer("chunk_rounds", _D.chunk_rounds, "Rounds per compiled chunk (progress).")
 common.define_eval_every_flag(_D.eval_every)
 common.define_client_chunk_flag(_D.client_chunk, "users")
+common.define_n_devices_flag(_D.n_devices, "users")
 flags.DEFINE_float(
     "logging_fraction", _D.logging_fraction, "Share of training queries f₀ is trained on."
 )
@@ -160,15 +161,18 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
     }
     if method == "lambdarank":
         return {**common_part, **run_lambdarank(prepared, arrays)}
-    print(
-        f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_users} users x "
-        f"{config.queries_per_user} queries, m = {config.clicks_per_user} clicks, "
-        f"K = {config.top_k}, γ = {config.gamma}, {prepared.train.n_queries} training queries; "
-        f"f₀ NDCG@5 {prepared.logging_ndcg5:.4f}",
-        file=sys.stderr,
-    )
+    common.check_same_everywhere(spec, arrays)
+    writer = common.is_writer()
+    if writer:
+        print(
+            f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_users} users "
+            f"x {config.queries_per_user} queries, m = {config.clicks_per_user} clicks, "
+            f"K = {config.top_k}, γ = {config.gamma}, {prepared.train.n_queries} training "
+            f"queries; f₀ NDCG@5 {prepared.logging_ndcg5:.4f}",
+            file=sys.stderr,
+        )
     log = common.ProgressLog(method)
-    result = fedips.run(spec, arrays, progress=log, checkpoint=checkpoint)
+    result = fedips.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
     n5, n10 = result.offline_ndcg5, result.offline_ndcg10
     return {
         **common_part,
@@ -242,18 +246,23 @@ def summary(results: dict) -> str:
 
 def main(argv):
     common.quiet_logs()
-    common.refuse_distributed("fedips", "FedIPS")
     if len(argv) > 1:
         common.fail(PROGRAM, f"unexpected arguments {argv[1:]}; flags look like --name=value")
     try:
+        common.start_distributed(PROGRAM)
         config = config_from_flags()
-        output = common.claim_output()  # before any work
+        if FLAGS.distributed and FLAGS.baseline == "lambdarank":
+            raise common.UserError(
+                "--distributed: the lambdarank baseline does not run over several processes"
+            )
+        output = common.on_every_process(common.claim_output)  # before any work
         results = run_experiment(config, output.checkpoint())
         path = output.write_json("results.json", results)
     except common.UserError as error:
         common.fail(PROGRAM, str(error))
     output.finish()
-    print(summary(results) + f"; results in {path}")
+    if common.is_writer():
+        print(summary(results) + f"; results in {path}")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ flags.DEFINE_integer(
 )
 common.define_eval_every_flag(_DEFAULTS.eval_every)
 common.define_client_chunk_flag(_DEFAULTS.client_chunk)
+common.define_n_devices_flag(_DEFAULTS.n_devices)
 flags.DEFINE_string(
     "window_scoring",
     _DEFAULTS.window_scoring,
@@ -96,6 +97,7 @@ def config_from_flags() -> foltr_es.FoltrEsConfig:
         chunk_rounds=FLAGS.chunk_rounds,
         eval_every=FLAGS.eval_every,
         client_chunk=FLAGS.client_chunk,
+        n_devices=FLAGS.n_devices,
         attack=FLAGS.attack,
         aggregator=FLAGS.aggregator,
         n_malicious=FLAGS.n_malicious,
@@ -113,16 +115,19 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
         spec, arrays = foltr_es.build(config, train, test)
     except federation.ConfigError as error:
         raise common.UserError(f"--{error.field}: {error.message}") from None
+    common.check_same_everywhere(spec, arrays)
     epsilon = config.epsilon
-    print(
-        f"foltr_es: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_clients} clients "
-        f"x {config.local_updates} interactions, {config.ranker} ranker, "
-        f"{config.click_model} clicks, p = {config.privacy_p} (epsilon <= {epsilon:.2f}), "
-        f"{train.n_queries} training queries",
-        file=sys.stderr,
-    )
+    writer = common.is_writer()
+    if writer:
+        print(
+            f"foltr_es: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_clients} "
+            f"clients x {config.local_updates} interactions, {config.ranker} ranker, "
+            f"{config.click_model} clicks, p = {config.privacy_p} (epsilon <= {epsilon:.2f}), "
+            f"{train.n_queries} training queries",
+            file=sys.stderr,
+        )
     log = common.ProgressLog("foltr_es")
-    result = foltr_es.run(spec, arrays, progress=log, checkpoint=checkpoint)
+    result = foltr_es.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
     results = common.results_file("foltr_es", config, result, train, test, source, log=log)
     results["epsilon"] = epsilon if math.isfinite(epsilon) else None
     return results
@@ -140,18 +145,19 @@ def summary(results: dict) -> str:
 
 def main(argv):
     common.quiet_logs()
-    common.refuse_distributed("foltr_es", "FOLtR-ES")
     if len(argv) > 1:
         common.fail("foltr_es", f"unexpected arguments {argv[1:]}; flags look like --name=value")
     try:
+        common.start_distributed("foltr_es")
         config = config_from_flags()
-        output = common.claim_output()  # before any work
+        output = common.on_every_process(common.claim_output)  # before any work
         results = run_experiment(config, output.checkpoint())
         path = output.write_json("results.json", results)
     except common.UserError as error:
         common.fail("foltr_es", str(error))
     output.finish()
-    print(summary(results) + f"; results in {path}")
+    if common.is_writer():
+        print(summary(results) + f"; results in {path}")
 
 
 if __name__ == "__main__":
