@@ -99,6 +99,9 @@ class UnlearningConfig:
             raise federation.ConfigError(
                 "aggregator", "unlearning replays FedAvg without attacks or privacy"
             )
+        # the replay splits each round's (or chunk's) clients over the devices
+        chunked = 0 < cfg.client_chunk < cfg.n_clients
+        engine.check_devices(cfg.n_devices, cfg.client_chunk if chunked else cfg.n_clients)
         return self
 
     @property
@@ -299,7 +302,11 @@ def _replay_step(spec: Spec, consts: _ReplayConsts, flat_global, s):
     unravel = _unravel(spec)
     step_keys = engine.round_keys(consts.slot_keys, s)
     replayed = _serve_replay(
-        functools.partial(_replay_clients, spec, consts, flat_global, step_keys, s),
+        engine.on_devices(
+            lambda inputs, start, size: _replay_clients(spec, *inputs, start, size),
+            (consts, flat_global, step_keys, s),
+            spec.config.n_devices,
+        ),
         flat_global,
         engine.server_keys(step_keys, n_clients),
         n_clients,

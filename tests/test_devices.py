@@ -1,6 +1,7 @@
-"""Every method's clients split over devices (``engine.on_devices``) give the one-device
-results: FOLtR-ES and FedIPS with 4 and 2 forced CPU devices, with and without client
-chunks (FPDGD's lanes: tests/test_scale.py)."""
+"""Every method's clients split over devices give the one-device results, with 4 and 2
+forced CPU devices: FOLtR-ES and FedIPS with and without client chunks, a non-IID Type 2
+cell with FedProx, and the unlearning training and replay (FPDGD's lanes:
+tests/test_scale.py)."""
 
 import os
 import subprocess
@@ -35,10 +36,34 @@ for run, base in ((es_run, es), (ips_run, ips)):
                         jax.tree_util.tree_leaves(one.final_params)):
             np.testing.assert_allclose(a, b, atol=1e-6)
     print(type(base).__name__, "matches")
+
+from foltr_jax import ClientPlan, FederationConfig, federation, noniid, unlearning
+def same(a, b):
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+flat, extra, _ = noniid.type2_setup(train, 4, 1, seed=1)
+cell = FederationConfig(n_clients=4, local_updates=3, rounds=3, n_runs=2)
+plan = ClientPlan(queries=extra["queries"], prox_mu=0.1)
+def cell_run(c):
+    return federation.run(*federation.build(c, flat, test, clients=plan))
+one, two = cell_run(cell), cell_run(dataclasses.replace(cell, n_devices=2))
+same((one.curves, one.final_params), (two.curves, two.final_params))
+print("non-IID cell matches")
+forget = unlearning.UnlearningConfig(
+    federation=dataclasses.replace(cell, rounds=4), click_models=("perfect",),
+    delta_t=(2,), unlearn_local_updates=(1, 2))
+def forget_run(config):
+    spec, arrays, trained = unlearning.train(config, train, test, "malicious")
+    replayed = unlearning.replay(config, spec, arrays, trained.history)
+    return trained.curves, trained.history, replayed.offline_ndcg, replayed.final_params
+two_devices = dataclasses.replace(
+    forget, federation=dataclasses.replace(forget.federation, n_devices=2))
+same(forget_run(forget), forget_run(two_devices))
+print("unlearning matches")
 """
 
 
-def test_foltr_es_and_fedips_over_devices_give_the_single_device_results():
+def test_every_method_over_devices_gives_the_single_device_results():
     env = {
         **os.environ,
         "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
@@ -54,4 +79,9 @@ def test_foltr_es_and_fedips_over_devices_give_the_single_device_results():
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[:2] == ["FoltrEsConfig matches", "FedIpsConfig matches"]
+    assert done.stdout.split("\n")[:4] == [
+        "FoltrEsConfig matches",
+        "FedIpsConfig matches",
+        "non-IID cell matches",
+        "unlearning matches",
+    ]
