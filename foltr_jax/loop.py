@@ -124,11 +124,10 @@ def run_keys(seed: int, repetitions) -> tuple[jax.Array, jax.Array]:
 
 
 def round_curves(outputs) -> dict:
-    """``scan_in_chunks``'s per-chunk metric tuples as curves ``{field: [slots, rounds]}``."""
-    return {
-        f: np.concatenate([np.asarray(getattr(o, f)) for o in outputs], axis=0).T
-        for f in outputs[0]._fields
-    }
+    """``scan_in_chunks``'s per-chunk metrics (NamedTuples or dicts of [rounds, slots]) as
+    curves ``{name: [slots, rounds]}``."""
+    as_dict = [o if isinstance(o, dict) else o._asdict() for o in outputs]
+    return {f: np.concatenate([np.asarray(o[f]) for o in as_dict], axis=0).T for f in as_dict[0]}
 
 
 _CHECKPOINT = "scan checkpoint"

@@ -1,6 +1,6 @@
 """Every method's clients split over devices give the one-device results, with 4 and 2
 forced CPU devices: FOLtR-ES and FedIPS with and without client chunks, a non-IID Type 2
-cell with FedProx, and the unlearning training and replay (FPDGD's lanes:
+cell with FedProx, the unlearning training and replay, and the README's example method (FPDGD's lanes:
 tests/test_scale.py)."""
 
 import os
@@ -41,8 +41,8 @@ from foltr_jax import ClientPlan, FederationConfig, federation, noniid, unlearni
 def same(a, b):
     for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
-flat, extra, _ = noniid.type2_setup(train, 4, 1, seed=1)
-cell = FederationConfig(n_clients=4, local_updates=3, rounds=3, n_runs=2)
+flat, extra, _ = noniid.type2_setup(train, 10, 1, seed=1)
+cell = FederationConfig(n_clients=10, local_updates=3, rounds=3, n_runs=2)
 plan = ClientPlan(queries=extra["queries"], prox_mu=0.1)
 def cell_run(c):
     return federation.run(*federation.build(c, flat, test, clients=plan))
@@ -60,6 +60,15 @@ two_devices = dataclasses.replace(
     forget, federation=dataclasses.replace(forget.federation, n_devices=2))
 same(forget_run(forget), forget_run(two_devices))
 print("unlearning matches")
+
+import sys
+sys.path.insert(0, "examples")
+import federated_dbgd as dbgd
+method = dbgd.DbgdConfig(n_clients=8, local_updates=2, rounds=3, n_runs=2, client_chunk=4)
+one = dbgd.run_dbgd(method, train, test)
+two = dbgd.run_dbgd(dataclasses.replace(method, n_devices=2), train, test)
+same((one.curves, one.final_params), (two.curves, two.final_params))
+print("federated DBGD matches")
 """
 
 
@@ -84,4 +93,5 @@ def test_every_method_over_devices_gives_the_single_device_results():
         "FedIpsConfig matches",
         "non-IID cell matches",
         "unlearning matches",
+        "federated DBGD matches",
     ]
