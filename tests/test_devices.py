@@ -88,7 +88,7 @@ def test_every_method_over_devices_gives_the_single_device_results():
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[:4] == [
+    assert done.stdout.split("\n")[:5] == [
         "FoltrEsConfig matches",
         "FedIpsConfig matches",
         "non-IID cell matches",
