@@ -1,6 +1,8 @@
 """foltr_jax: Federated Online Learning to Rank simulated in JAX.
 
-The Python API: the config objects and one ``run_*`` per method.
+The Python API: the config objects and one ``run_*`` per method (FPDGD and centralised
+PDGD, with non-IID client plans through ``clients=``; FOLtR-ES; FedIPS; the unlearning
+protocol), every one on ``engine.run`` and returning its ``RunResult``.
 
     import foltr_jax
     train, test = foltr_jax.data.synthetic_train_test(seed=0)
@@ -14,11 +16,13 @@ binary can then name (see the README's "Use from Python").
 
 __version__ = "0.1.0"
 
-from foltr_jax import aggregators, attacks, click_models, data, rankers  # noqa: E402
+from foltr_jax import aggregators, attacks, click_models, data, engine, noniid, rankers  # noqa: E402
 from foltr_jax.client_plan import ClientPlan  # noqa: E402
 from foltr_jax.config import ConfigError, FederationConfig, Setting  # noqa: E402
+from foltr_jax.engine import RunResult  # noqa: E402
 from foltr_jax.fedips import FedIpsConfig  # noqa: E402
 from foltr_jax.foltr_es import FoltrEsConfig  # noqa: E402
+from foltr_jax.unlearning import UnlearningConfig  # noqa: E402
 
 
 def run_fpdgd(
@@ -72,19 +76,39 @@ def run_fedips(
     return fedips.run(spec, arrays, progress, checkpoint)
 
 
+def run_unlearning(
+    config: UnlearningConfig,
+    train: data.RankingDataset,
+    test: data.RankingDataset,
+    *,
+    progress=None,
+):
+    """The unlearning paper's protocol (§3-4): trains 10H-0M, 9H-1M (storing the update
+    history) and 9H-0M, then replays U(9H-1M) in every cell n′ × Δt × click model: an
+    ``unlearning.ProtocolResult`` (the trainings' RunResults by kind, the replay)."""
+    from foltr_jax import unlearning
+
+    return unlearning.run_protocol(config, train, test, progress)
+
+
 __all__ = [
     "ClientPlan",
     "ConfigError",
     "FedIpsConfig",
     "FederationConfig",
     "FoltrEsConfig",
+    "RunResult",
     "Setting",
+    "UnlearningConfig",
     "aggregators",
     "attacks",
     "click_models",
     "data",
+    "engine",
+    "noniid",
     "rankers",
     "run_fedips",
     "run_foltr_es",
     "run_fpdgd",
+    "run_unlearning",
 ]

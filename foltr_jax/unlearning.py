@@ -423,3 +423,24 @@ def efficiency(config: UnlearningConfig, local_steps: int, delta_t: int) -> dict
         "local_update_reduction": cfg.local_updates * cfg.rounds / (local_steps * rounds),
         "round_reduction": cfg.rounds / rounds,
     }
+
+
+class ProtocolResult(NamedTuple):
+    """The unlearning paper's comparison (§4, eqs. 3-4): each training's RunResult by kind
+    ('honest' 10H-0M, 'malicious' 9H-1M with its update history, 'retrained' 9H-0M) and
+    the replay of every cell, U(9H-1M)."""
+
+    trained: dict
+    replayed: ReplayResult
+
+
+def run_protocol(config: UnlearningConfig, train_set, test_set, progress=None) -> ProtocolResult:
+    """Trains the three configurations and unlearns ``config.forget_clients`` from the
+    malicious one in every cell (n′ × Δt × click model) of ``config.cells()``."""
+    trained = {}
+    for kind in ("honest", "malicious", "retrained"):
+        spec, arrays, trained[kind] = train(config, train_set, test_set, kind, progress)
+        if kind == "malicious":
+            malicious = (spec, arrays)
+    replayed = replay(config, *malicious, trained["malicious"].history, progress)
+    return ProtocolResult(trained, replayed)

@@ -143,3 +143,57 @@ def test_registered_ranker_is_what_the_clients_train():
     np.testing.assert_allclose(w_doubled, 2 * w_linear, rtol=1e-5, atol=1e-7)
     with pytest.raises(foltr_jax.ConfigError, match="ranker"):
         foltr_jax.FederationConfig(ranker="doubled_linaer").validate()
+
+
+@pytest.fixture(scope="module")
+def public_data():
+    return foltr_jax.data.synthetic_train_test(
+        0, n_train_queries=30, n_test_queries=15, n_features=6, mean_docs_per_query=10
+    )
+
+
+def test_every_method_runs_through_the_public_names(public_data):
+    """run_fpdgd (IID and a non-IID Type 2 plan), run_foltr_es, run_fedips and
+    run_unlearning, each giving the one RunResult with its metrics."""
+    train, test = public_data
+    small = {"rounds": 3, "n_runs": 2}
+    results = {
+        "fpdgd": foltr_jax.run_fpdgd(
+            foltr_jax.FederationConfig(n_clients=5, local_updates=2, **small), train, test
+        ),
+        "foltr_es": foltr_jax.run_foltr_es(
+            foltr_jax.FoltrEsConfig(n_clients=6, local_updates=2, **small), train, test
+        ),
+        "fedips": foltr_jax.run_fedips(
+            foltr_jax.FedIpsConfig(n_users=4, top_k=3, clicks_per_user=3, **small), train, test
+        ),
+    }
+    flat, plan, holders = foltr_jax.noniid.type2_setup(train, 5, 1, seed=0)
+    results["noniid"] = foltr_jax.run_fpdgd(
+        foltr_jax.FederationConfig(n_clients=5, local_updates=2, **small),
+        flat,
+        test,
+        clients=foltr_jax.ClientPlan(**plan),
+    )
+    assert sorted(len(h) for h in holders) == [1] * 5
+    for name, result in results.items():
+        assert isinstance(result, foltr_jax.RunResult), name
+        offline = result.offline[0]
+        assert result.metrics[offline].shape == (2, 3), name
+        assert np.all(np.isfinite(result.metrics[offline])), name
+        assert result.initial[offline].shape == (2,), name
+        assert result.interactions > 0, name
+    assert results["foltr_es"].epsilon == np.inf
+    assert not np.allclose(results["noniid"].online_ndcg, results["fpdgd"].online_ndcg)
+
+    config = foltr_jax.UnlearningConfig(
+        federation=foltr_jax.FederationConfig(n_clients=4, local_updates=2, rounds=4, n_runs=2),
+        click_models=("perfect",),
+        delta_t=(2,),
+        unlearn_local_updates=(1,),
+    )
+    protocol = foltr_jax.run_unlearning(config, train, test)
+    assert sorted(protocol.trained) == ["honest", "malicious", "retrained"]
+    assert protocol.trained["malicious"].history.shape[:3] == (2, 2, 4)
+    assert protocol.replayed.offline_ndcg.shape == (2, 2)
+    assert np.all(np.isfinite(protocol.replayed.final_offline_ndcg()))
