@@ -35,6 +35,15 @@ import jax.numpy as jnp
 from foltr_jax.registry import Registry
 
 
+class Stream(NamedTuple):
+    """How a rule runs over a round's clients a chunk at a time (``--client_chunk``):
+    ``part(models [k, d], weights [k])`` of every chunk are added up (a pytree of sums),
+    then ``finish(sums) -> [d]`` gives the rule's value on all the clients."""
+
+    part: Callable[[jax.Array, jax.Array], object]
+    finish: Callable[[object], jax.Array]
+
+
 class Aggregator(NamedTuple):
     """A registered aggregation rule: ``rule(models, weights, n_malicious[, squared=])``."""
 
@@ -43,6 +52,7 @@ class Aggregator(NamedTuple):
     summary: str  # one line for --help
     distances: bool  # takes ``squared`` (static): Euclidean or squared distances
     check: Callable[[int, int], None] | None  # raises ValueError for an impossible (n, m)
+    stream: Stream | None = None  # the rule in chunks of clients; None: needs every client
 
 
 _REGISTRY: Registry[Aggregator] = Registry("aggregator")
@@ -54,16 +64,18 @@ def register(
     *,
     distances: bool = False,
     check: Callable[[int, int], None] | None = None,
+    stream: Stream | None = None,
 ):
     """Decorator: registers ``rule(models [n, d], weights [n], n_malicious) -> [d]`` as ``name``.
 
     The rule must accept a traced ``n_malicious`` (see the module doc).  Once registered
     it can be named in a config (``aggregator=name``), a grid ``Setting`` and the
-    binaries' ``--aggregator``; ``distances`` rules also get ``squared=``.
+    binaries' ``--aggregator``; ``distances`` rules also get ``squared=``.  A rule given a
+    ``stream`` (sums over chunks of clients, then the value) also runs with client chunks.
     """
 
     def add(rule):
-        _REGISTRY.add(name, Aggregator(name, rule, summary, distances, check))
+        _REGISTRY.add(name, Aggregator(name, rule, summary, distances, check, stream))
         return rule
 
     return add
@@ -106,7 +118,15 @@ def _as_int(n_malicious) -> jax.Array:
     return jnp.asarray(n_malicious, dtype=jnp.int32)
 
 
-@register("fedavg", "weighted mean of the client models")
+@register(
+    "fedavg",
+    "weighted mean of the client models",
+    # Σ_c n_c θ_c and Σ_c n_c add up over chunks
+    stream=Stream(
+        part=lambda models, weights: (weighted_sum(models, weights), jnp.sum(weights)),
+        finish=lambda sums: sums[0] / sums[1],
+    ),
+)
 def fedavg(models: jax.Array, weights: jax.Array, n_malicious=0) -> jax.Array:
     """FedAvg (McMahan et al. 2017; FPDGD Alg. 2): Σ_c n_c θ_c / Σ_c n_c.  m is ignored."""
     del n_malicious

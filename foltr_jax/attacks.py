@@ -386,22 +386,28 @@ class Attack(NamedTuple):
     attack: Callable[..., jax.Array]  # (key, models, global_model, n_malicious) -> models
     summary: str  # one line for --help
     krum_distances: bool  # simulates the server's Krum: takes ``krum_squared=``
+    per_client: bool = False  # each malicious row from that row alone (streams over chunks)
 
 
 _REGISTRY: Registry[Attack] = Registry("attack")
 
 
-def register(name: str, summary: str, attack, *, krum_distances: bool = False) -> None:
+def register(
+    name: str, summary: str, attack, *, krum_distances: bool = False, per_client: bool = False
+) -> None:
     """Registers ``attack(key, models, global_model, n_malicious) -> models`` as ``name``.
 
     The attack must replace only the first m rows and accept a traced m (module doc).  It
     can then be named in a config, a grid ``Setting`` and every binary's ``--attack``.
     ``krum_distances`` attacks also receive ``krum_squared=`` (the server's Krum distances).
+    A ``per_client`` attack crafts each malicious row from that row alone, without drawing
+    from ``key``: it then runs a chunk of clients at a time (``--client_chunk``).
     """
-    _REGISTRY.add(name, Attack(name, attack, summary, krum_distances))
+    _REGISTRY.add(name, Attack(name, attack, summary, krum_distances, per_client))
 
 
 names = _REGISTRY.names  # every registered model attack, 'none' (the identity) first
+get = _REGISTRY.get
 help_text = _REGISTRY.help_text
 
 
@@ -426,7 +432,7 @@ def by_index(index, key, models, global_model, n_malicious, *, krum_squared: boo
     return jax.lax.switch(jnp.asarray(index, jnp.int32), branches, key, models, global_model, m)
 
 
-register("none", "the identity", no_attack)
+register("none", "the identity", no_attack, per_client=True)
 register("lie", "μ − zσ of the attackers' models, Baruch et al.", little_is_enough)
 for _knowledge in ("full", "partial"):
     register(
@@ -441,7 +447,12 @@ for _knowledge in ("full", "partial"):
         f"Fang et al.'s attack on Trimmed Mean and Median, {_knowledge} knowledge",
         functools.partial(fang_trimmed_mean, full_knowledge=_knowledge == "full"),
     )
-register("scaled_negation", "−z·θ with z = 2, the unlearning paper's eq. 3", scaled_negation)
+register(
+    "scaled_negation",
+    "−z·θ with z = 2, the unlearning paper's eq. 3",
+    scaled_negation,
+    per_client=True,
+)
 
 # The attacks above, in registration order (registering more extends ``names()``, not this).
 BUILT_IN = names()

@@ -106,13 +106,16 @@ def model_attack(names: tuple, index, krum_squared_distances: bool = True) -> St
     the server's Krum.
     """
     functions = [attacks.by_name(name, krum_squared=krum_squared_distances) for name in names]
+    per_client = all(attacks.get(name).per_client for name in names)
 
     def apply(updates: ClientUpdates, key):
         m = jnp.asarray(updates.n_malicious, jnp.int32)
+        if per_client:  # the malicious among these rows: positions first_client.. below m
+            m = jnp.maximum(m - jnp.asarray(updates.first_client, jnp.int32), 0)
         models = _select(functions, index, key, updates.models, updates.global_model, m)
         return updates._replace(models=models)
 
-    return stateless(apply, name="model attacks")
+    return stateless(apply, name="model attacks", per_client=per_client)
 
 
 def gamma_noise(n_clients: int, sensitivity, epsilon) -> Stage:
@@ -176,15 +179,14 @@ def aggregate(
             aggregate=_select(functions, index, updates.models, updates.weights, m)
         )
 
-    streaming = _FEDAVG_STREAM if tuple(names) == ("fedavg",) else None
+    streaming = None
+    stream = aggregators.get(names[0]).stream if len(names) == 1 else None
+    if stream is not None:  # the registered rule streams over client chunks
+        streaming = Streaming(
+            part=lambda u: stream.part(u.models, u.weights),
+            finish=lambda sums, u: stream.finish(sums),
+        )
     return stateless(apply, name=f"aggregator {'/'.join(names)}", streaming=streaming)
-
-
-# FedAvg a chunk at a time: Σ_c n_c θ_c and Σ_c n_c add up over chunks.
-_FEDAVG_STREAM = Streaming(
-    part=lambda u: (aggregators.weighted_sum(u.models, u.weights), jnp.sum(u.weights)),
-    finish=lambda sums, u: sums[0] / sums[1],
-)
 
 
 def sum_of_updates() -> Stage:

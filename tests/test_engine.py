@@ -198,3 +198,42 @@ def test_binaries_take_eval_every_and_client_chunk(tmp_path):
     lines = bad.stderr.strip().splitlines()
     assert bad.returncode == 2 and lines[-1].startswith("fedips: error: --client_chunk: must")
     assert "n_users = 6" in lines[-1]
+
+
+def test_a_registered_streaming_rule_and_a_per_client_attack_run_in_chunks(tiny):
+    """An aggregator registered with a ``stream`` and a ``per_client`` attack pass the
+    client_chunk check, and the chunked run repeats the plain one."""
+    from foltr_jax import aggregators, attacks, federation
+
+    if "unweighted_mean" not in aggregators.names():
+
+        @aggregators.register(
+            "unweighted_mean",
+            "mean of the client models, ignoring n_c",
+            stream=aggregators.Stream(
+                part=lambda models, weights: (models.sum(axis=0), models.shape[0]),
+                finish=lambda sums: sums[0] / sums[1],
+            ),
+        )
+        def unweighted_mean(models, weights, n_malicious):
+            return models.mean(axis=0)
+
+    assert attacks.get("scaled_negation").per_client and not attacks.get("lie").per_client
+    base = federation.FederationConfig(
+        n_clients=9,
+        local_updates=2,
+        rounds=3,
+        n_runs=2,
+        aggregator="unweighted_mean",
+        attack="scaled_negation",
+        n_malicious=4,  # spans the first two chunks
+    )
+    plain = federation.run(*federation.build(base, *tiny))
+    chunked = federation.run(*federation.build(dataclasses.replace(base, client_chunk=3), *tiny))
+    no_attack = dataclasses.replace(base, attack="none", n_malicious=0)
+    honest = federation.run(*federation.build(no_attack, *tiny))
+    assert not np.allclose(plain.final_params["w"], honest.final_params["w"])
+    np.testing.assert_allclose(chunked.final_params["w"], plain.final_params["w"], atol=1e-6)
+    np.testing.assert_allclose(chunked.online_ndcg, plain.online_ndcg, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ConfigError, match="model attacks needs every client"):
+        federation.build(dataclasses.replace(base, attack="lie", client_chunk=3), *tiny)
