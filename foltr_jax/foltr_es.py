@@ -54,7 +54,6 @@ from foltr_jax.es_rewards import (
     reward_index,
     reward_values,
 )
-from foltr_jax.registry import Registry
 
 WINDOW_SCORING = ("auto", "map", "vmap")
 
@@ -76,7 +75,7 @@ class FoltrEsConfig:
     sigma: float = 0.01  # σ, standard deviation of the perturbations (public code)
     privacy_p: float = 1.0  # p, probability of reporting the true reward
     antithetic: bool = True  # half the interactions use +ε, half −ε
-    ranker: str = "linear"  # linear | neural (10 ReLU hidden units, zero init)
+    ranker: str = "linear"  # rankers.names(); neural: 10 ReLU hidden units, zero init (relu)
     click_model: str = "informational"
     n_grades: int = 0  # 2, 3 or 5; 0 infers it from the labels
     n_runs: int = 1
@@ -127,7 +126,7 @@ class FoltrEsConfig:
                 f"reward carries no signal and the bound log(p({n}-1)/(1-p)) is not positive",
             )
         choices = {
-            "ranker": RANKERS,
+            "ranker": tuple(rankers.names()),
             "window_scoring": WINDOW_SCORING,
             "n_grades": (0,) + click_models.N_GRADES,
         }
@@ -147,24 +146,20 @@ class FoltrEsConfig:
         return None if self.attack in ("none", "data_poisoning") else self.attack
 
 
-# FOLtR-ES's own rankers (zero start suits evolution strategies, not PDGD): same entries
-# as ``rankers``, another registry.
-_RANKERS: Registry[rankers.Entry] = Registry("FOLtR-ES ranker")
-_RANKERS.add("linear", rankers.Entry(rankers.LinearRanker, "x · w, zero start"))
-_RANKERS.add(
-    "neural",
-    rankers.Entry(
-        functools.partial(rankers.ReluRanker, hidden_units=10),
-        "one hidden layer of 10 ReLU units with biases, zero start",
-    ),
-)
-RANKERS = _RANKERS.names()
-ranker_help = _RANKERS.help_text
+# FOLtR-ES's reading of a ranker name: the thesis's neural ranker for ES is the zero-start
+# ReLU network (§3.1.2; public code), registered as 'relu'; every other registered ranker
+# (the one registry, ``rankers``) is itself.
+RANKER_ALIASES = {"neural": "relu"}
 
 
 def make_ranker(name: str, n_features: int):
-    """FOLtR-ES's rankers: 'linear' (zero init) or 'neural' (10 ReLU units, zero init)."""
-    return _RANKERS.get(name).make(n_features)
+    """A registered ranker for FOLtR-ES: 'linear' (zero init), 'neural' = 'relu' (10 ReLU
+    units, zero init), or any other name of ``rankers.names()``."""
+    return rankers.make_ranker(RANKER_ALIASES.get(name, name), n_features)
+
+
+def ranker_help() -> str:
+    return f"{rankers.help_text()}; 'neural' is 'relu' for FOLtR-ES"
 
 
 @dataclasses.dataclass(frozen=True)

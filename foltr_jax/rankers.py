@@ -109,4 +109,9 @@ def make_ranker(name: str, n_features: int):
 
 register("linear", "x · w, zero start", LinearRanker)
 register("neural", "one hidden layer of 64 sigmoid units with biases", NeuralRanker)
+register(
+    "relu",
+    "one hidden layer of 10 ReLU units with biases, zero start (FOLtR-ES's neural ranker)",
+    ReluRanker,
+)
 RANKERS = names()  # the built-in rankers

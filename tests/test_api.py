@@ -143,6 +143,14 @@ def test_registered_ranker_is_what_the_clients_train():
     np.testing.assert_allclose(w_doubled, 2 * w_linear, rtol=1e-5, atol=1e-7)
     with pytest.raises(foltr_jax.ConfigError, match="ranker"):
         foltr_jax.FederationConfig(ranker="doubled_linaer").validate()
+    # One registry: FOLtR-ES takes the registered ranker too ('neural' is its ReLU network).
+    train, test = foltr_jax.data.synthetic_train_test(
+        0, n_train_queries=20, n_test_queries=10, n_features=6, mean_docs_per_query=8
+    )
+    es = foltr_jax.FoltrEsConfig(n_clients=4, local_updates=2, rounds=1, ranker="doubled_linear")
+    result = foltr_jax.run_foltr_es(es, train, test)
+    assert set(result.final_params) == {"w"} and np.abs(result.final_params["w"]).max() > 0
+    assert set(foltr_jax.foltr_es.make_ranker("neural", 6).init(None)) == {"w1", "b1", "w2"}
 
 
 @pytest.fixture(scope="module")
