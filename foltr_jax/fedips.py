@@ -41,7 +41,7 @@ from foltr_jax import engine, loop, pipeline
 from foltr_jax.config import ConfigError, Setting, check_schedule
 from foltr_jax.data import RankingDataset
 from foltr_jax.fedips_em import EmState, init_em, round_propensities
-from foltr_jax.interaction import window_widths
+from foltr_jax.interaction import at_narrowest_width, window_widths
 from foltr_jax.ips import (
     hinge_rank_bound,
     sample_user_gammas,
@@ -395,8 +395,7 @@ def local_sgd(spec: Spec, train: TrainData, params, log: ClickLog, propensities)
         return jax.lax.scan(step, params, records)[0]
 
     longest = jnp.max(jnp.where(log.record_valid, train.query_lengths[log.record_query], 1))
-    branch = jnp.searchsorted(jnp.asarray(spec.widths), longest)
-    return jax.lax.switch(branch, [functools.partial(at_width, w) for w in spec.widths], params)
+    return at_narrowest_width(spec.widths, longest, at_width, params)
 
 
 class State(NamedTuple):

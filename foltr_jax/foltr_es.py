@@ -264,13 +264,13 @@ def rank_lanes(spec: Spec, arrays: Arrays, lane_params, queries) -> jax.Array:
         return jax.vmap(lambda r, c, s, q: at_width(spec.window, params_of(r, c, s), q))(
             run, client, sign, queries
         )
-    branches = [functools.partial(at_width, w) for w in spec.widths]
-    widths = jnp.asarray(spec.widths)
 
     def one(args):
         r, c, s, query = args
-        branch = jnp.searchsorted(widths, train.query_lengths[query])
-        return jax.lax.switch(branch, branches, params_of(r, c, s), query)
+        length = train.query_lengths[query]
+        return interaction.at_narrowest_width(
+            spec.widths, length, at_width, params_of(r, c, s), query
+        )
 
     return jax.lax.map(one, (run, client, sign, queries))
 

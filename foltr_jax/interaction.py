@@ -141,6 +141,15 @@ def window_widths(max_length: int, k: int) -> tuple:
     return tuple(widths) + (longest,)
 
 
+def at_narrowest_width(widths: tuple, length, fn, *args):
+    """``fn(width, *args)`` at the narrowest of ``widths`` that holds ``length`` (a traced
+    query length): one ``lax.switch`` branch per width, so the work of scoring a window
+    follows the query's own length, not the longest query's.  Every method that scores
+    candidate windows (FPDGD, FOLtR-ES, FedIPS) picks its width here."""
+    branches = [functools.partial(fn, width) for width in widths]
+    return jax.lax.switch(jnp.searchsorted(jnp.asarray(widths), length), branches, *args)
+
+
 def display_lists(
     spec: Spec, arrays: Arrays, lane_params, keys, queries, lane_slots, global_scores
 ):
@@ -173,12 +182,10 @@ def display_lists(
         if spec.config.window_scoring == "vmap":
             scores = jax.vmap(functools.partial(at_width, spec.window))(lane_params, queries)
         else:
-            branches = [functools.partial(at_width, w) for w in spec.widths]
-            widths = jnp.asarray(spec.widths)
 
             def one(args):
                 params, query, length = args
-                return jax.lax.switch(jnp.searchsorted(widths, length), branches, params, query)
+                return at_narrowest_width(spec.widths, length, at_width, params, query)
 
             scores = jax.lax.map(one, (lane_params, queries, lengths))
     return _display_in_groups(spec, keys, scores, lengths)
@@ -203,13 +210,19 @@ def _display_in_groups(spec: Spec, keys, scores, lengths):
     def display_at(width, k, s, n):
         return display(k, s[:, :width], n)
 
-    branches = [functools.partial(display_at, w) for w in spec.widths]
-    widths = jnp.asarray(spec.widths)
     parts = []
     for g in range(n_groups):
         lanes = order[g * size : (g + 1) * size]
-        branch = jnp.searchsorted(widths, lengths[lanes[-1]])
-        parts.append(jax.lax.switch(branch, branches, keys[lanes], scores[lanes], lengths[lanes]))
+        parts.append(
+            at_narrowest_width(
+                spec.widths,
+                lengths[lanes[-1]],
+                display_at,
+                keys[lanes],
+                scores[lanes],
+                lengths[lanes],
+            )
+        )
     inverse = jnp.argsort(order[:n_lanes])
     return jax.tree_util.tree_map(lambda *p: jnp.concatenate(p)[inverse], *parts)
 
