@@ -96,7 +96,10 @@ def run_experiment(config, settings, checkpoint: str | None = None) -> list:
             file=sys.stderr,
         )
     log = common.ProgressLog(method)
-    result = federation.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
+    with common.stop_if_not_finite([cell_name(s) for s in settings or []], config.n_runs):
+        result = federation.run(
+            spec, arrays, progress=log if writer else None, checkpoint=checkpoint
+        )
     if not settings:
         return [(None, results_of(method, config, result, slice(None), train, test, source, log))]
     cells = []

@@ -407,21 +407,23 @@ def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) 
             f"{PROGRAM}: [{cell.name}] warm-up on {cell.warmup.n_queries} shared queries",
             file=sys.stderr,
         )
-        initial, _ = noniid.warm_up(
-            cell.config,
-            cell.warmup,
-            cell.test,
-            FLAGS.warmup_interactions,
-            checkpoint=output.checkpoint(f"{cell.name}-warmup"),
-        )
+        with common.stop_if_not_finite([f"{cell.name} warm-up"], cell.config.n_runs):
+            initial, _ = noniid.warm_up(
+                cell.config,
+                cell.warmup,
+                cell.test,
+                FLAGS.warmup_interactions,
+                checkpoint=output.checkpoint(f"{cell.name}-warmup"),
+            )
     log = common.ProgressLog(f"{PROGRAM} {cell.name}")
-    result = federation.run(
-        spec,
-        arrays,
-        progress=log,
-        initial_params=initial,
-        checkpoint=output.checkpoint(cell.name),
-    )
+    with common.stop_if_not_finite([cell.name], cell.config.n_runs):
+        result = federation.run(
+            spec,
+            arrays,
+            progress=log,
+            initial_params=initial,
+            checkpoint=output.checkpoint(cell.name),
+        )
     final = result.offline_ndcg[:, -1]
     performance = result.online_performance
 

@@ -4,6 +4,7 @@ saved results of finished parts, strict (finite-only) atomic writes of results."
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import json
 import math
@@ -260,6 +261,30 @@ class ReadOnlyOutput:
 
     def release(self) -> None:
         pass
+
+
+@contextlib.contextmanager
+def stop_if_not_finite(cells=(), n_runs: int = 1, what: str = "cell"):
+    """Turns a run's ``loop.NonFiniteModel`` (a model or server state with a NaN or an
+    infinity) into a UserError of one line naming the run slot, or with ``cells`` (the
+    names of the program's settings, ``n_runs`` slots each) the cell and repetition, and
+    the round: the binary exits with status 2 and writes no results."""
+    try:
+        yield
+    except loop.NonFiniteModel as error:
+        raise UserError(error.describe(slot_namer(cells, n_runs, what))) from None
+
+
+def slot_namer(cells=(), n_runs: int = 1, what: str = "cell"):
+    """``name(slot)``: 'run slot s' or, with ``cells``, '<what> <name>, repetition r'."""
+    cells = list(cells)
+
+    def name(slot: int) -> str:
+        if cells and 0 <= slot // max(n_runs, 1) < len(cells):
+            return f"{what} {cells[slot // n_runs]}, repetition {slot % n_runs} (run slot {slot})"
+        return f"run slot {slot}" + (f" (repetition {slot})" if n_runs > 1 and not cells else "")
+
+    return name
 
 
 def check_finite(value, where: str) -> None:

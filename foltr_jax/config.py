@@ -22,6 +22,14 @@ WINDOW_SCORING = ("auto", "map", "vmap")
 # (pipeline.gamma_noise_once); 'per_client': every client draws its own share, always.
 PRIVACY_NOISE = ("auto", "per_client")
 SERVER_OPTIMIZER_NAMES = ("none",) + tuple(pipeline.SERVER_OPTIMIZERS)
+FLOAT32_MAX = 3.4028234663852886e38  # what a model's numbers (float32) can hold
+
+
+def check_derived(field: str, what: str, value: float) -> None:
+    """Raises ConfigError naming ``field`` when a quantity derived from it (a noise
+    scale, a clipping norm) is not a finite float32: it would break every model."""
+    if not (math.isfinite(value) and abs(value) <= FLOAT32_MAX):
+        raise ConfigError(field, f"gives {what} = {value}, beyond float32's finite range")
 
 
 def check_schedule(
@@ -139,6 +147,7 @@ class FederationConfig:
             raise ConfigError("clip_factor", f"must be positive and finite, got {self.clip_factor}")
         if self.n_devices < 1:
             raise ConfigError("n_devices", f"must be at least 1, got {self.n_devices}")
+        check_derived("clip_factor", "a clipping norm clip_factor·Δ", self.clip_factor * self.sensitivity)
         self.setting().validate(self.n_clients)
         return self
 
@@ -221,6 +230,12 @@ class Setting:
             raise ConfigError("epsilon", f"must be positive, got {self.epsilon}")
         if self.epsilon > 0 and not self.sensitivity > 0:
             raise ConfigError("sensitivity", "must be positive when epsilon is set")
+        if self.sensitivity > 0:
+            try:
+                scale = self.sensitivity / self.epsilon
+            except OverflowError:
+                scale = math.inf
+            check_derived("epsilon", "a noise scale Δ/ε", scale)
         return self
 
 
