@@ -140,7 +140,9 @@ def non_finite_slots(state) -> np.ndarray:
     global parameters, server state, ...) hold a NaN or an infinity; a leaf without the
     slot axis counts for every slot.  One reduction on the device, a few bytes back."""
     leaves = [
-        x for x in jax.tree_util.tree_leaves(state) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+        x
+        for x in jax.tree_util.tree_leaves(state)
+        if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
     ]
     if not leaves:
         return np.zeros(1, bool)

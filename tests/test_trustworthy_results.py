@@ -122,7 +122,11 @@ def test_a_users_aggregator_returning_nan_is_never_a_result(tiny_split, nan_aggr
 
 @pytest.mark.parametrize(
     "epsilon, sensitivity, clip_factor, field",
-    [(1e-320, 5.0, 0.5, "epsilon"), (1e-38, 1e3, 0.5, "epsilon"), (4.5, 3e38, 2.0, "clip_factor")],
+    [
+        (1e-320, 5.0, 0.5, "epsilon"),
+        (1e-38, 1e3, 0.5, "epsilon"),
+        (4.5, 3e38, 2.0, "clip_factor"),
+    ],
 )
 def test_settings_whose_noise_scale_or_clipping_norm_overflow_are_refused(
     epsilon, sensitivity, clip_factor, field
