@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import fcntl
 import json
 import math
 import os
 import pathlib
+import stat
 import tempfile
 import warnings
 
@@ -25,10 +27,10 @@ FLAGS = flags.FLAGS
 EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parent
 
 
-def checkpoint_file(output_dir, part: str = "") -> str | None:
+def checkpoint_file(output_dir, part: str = "", enabled: bool | None = None) -> str | None:
     """The checkpoint of the run (or of one ``part`` of it) under ``output_dir``; None
-    with --nocheckpoint."""
-    if not FLAGS.checkpoint:
+    with --nocheckpoint (``enabled`` None: the flag decides)."""
+    if not (FLAGS.checkpoint if enabled is None else enabled):
         return None
     name = f".checkpoint-{part}.npz" if part else ".checkpoint.npz"
     return str(pathlib.Path(output_dir) / name)
@@ -50,18 +52,21 @@ class FinishedParts:
     def __init__(self, folder):
         self.folder = None if folder is None else pathlib.Path(folder)
         self.code = files.code_version(EXPERIMENTS_DIR)
+        self._named: set[str] = set()  # the parts this run named: the only ones it removes
 
     @property
     def enabled(self) -> bool:
         return self.folder is not None
 
     def _path(self, name: str) -> pathlib.Path:
+        self._named.add(name)
         return self.folder / f"{name}.npz"
 
     def load(self, name: str, fingerprint: str):
         """The saved result of part ``name`` when it is this run's, else None (with a
-        warning when a file was there)."""
-        if self.folder is None or not self._path(name).exists():
+        warning when a file was there; a folder or FIFO there is never read, and the part
+        is then not saved)."""
+        if self.folder is None or not os.path.lexists(self._path(name)):
             return None
         try:
             meta, arrays = files.load_arrays(self._path(name), fingerprint, self.code)
@@ -74,16 +79,23 @@ class FinishedParts:
         if self.folder is None:
             return
         check_finite(result, f"part {name!r}")
+        if files.special_file(self._path(name)):
+            return  # a folder or FIFO stands there: load warned, the part is not kept
         arrays = []
         meta = {"result": files.to_plain(result, arrays)}
         files.save_arrays(self._path(name), fingerprint, meta, arrays, self.code)
 
     def clear(self) -> None:
-        """Removes the saved parts (and the folder when nothing else is in it)."""
-        if self.folder is None or not self.folder.is_dir():
+        """Removes the parts this run saved or looked for, and what their killed writers
+        left (``.<part>.npz.*.tmp``), and the folder when nothing else is in it: files it
+        did not name are left alone."""
+        if self.folder is None or not self.folder.is_dir() or self.folder.is_symlink():
             return
-        for path in [*self.folder.glob("*.npz"), *self.folder.glob(".*.tmp")]:
-            path.unlink(missing_ok=True)
+        for name in sorted(self._named):
+            path = self._path(name)
+            for leftover in files.leftovers(path):
+                files.remove_own(leftover)
+            files.remove_own(path)
         try:
             self.folder.rmdir()
         except OSError:
@@ -100,8 +112,12 @@ class Output:
     lock and removes the folders it created when they are empty.
     """
 
-    def __init__(self, path, outputs=("results.json",), flag: str = "output_dir"):
+    def __init__(
+        self, path, outputs=("results.json",), flag: str = "output_dir", checkpoints=None
+    ):
         self.path, self.flag = pathlib.Path(path), flag
+        self.checkpoints = checkpoints  # None: --checkpoint decides
+        self._named = {self.path / name for name in outputs}  # what finish may tidy
         self._created: list[pathlib.Path] = []
         self._lock_fd: int | None = None
         where = f"--{flag}: {self.path}"
@@ -140,12 +156,20 @@ class Output:
     def _lock(self) -> None:
         lock = self.path / ".lock"
         while True:
-            try:
-                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # never through a planted link, never waiting on a FIFO
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
             except OSError as error:
+                why = error.strerror or error
+                if error.errno == errno.ELOOP:
+                    why = "it is a symbolic link, which is never followed; remove it"
                 raise UserError(
-                    f"--{self.flag}: cannot write into {self.path} ({error.strerror or error})"
+                    f"--{self.flag}: cannot lock {lock} ({why})"
                 ) from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise UserError(
+                    f"--{self.flag}: cannot lock {lock}: it is not a regular file; remove it"
+                )
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -177,11 +201,15 @@ class Output:
 
     def checkpoint(self, part: str = "") -> str | None:
         """The checkpoint of the run or of one ``part`` (None with --nocheckpoint)."""
-        return checkpoint_file(self.path, part)
+        path = checkpoint_file(self.path, part, self.checkpoints)
+        if path:
+            self._named.add(pathlib.Path(path))
+        return path
 
     def finished_parts(self, folder: str) -> FinishedParts:
         """Finished parts kept in ``<output_dir>/<folder>`` (disabled with --nocheckpoint)."""
-        return FinishedParts(self.path / folder if FLAGS.checkpoint else None)
+        enabled = FLAGS.checkpoint if self.checkpoints is None else self.checkpoints
+        return FinishedParts(self.path / folder if enabled else None)
 
     def write_json(self, name, payload: dict) -> pathlib.Path:
         """Writes ``<output_dir>/<name>`` as strict JSON; UserError naming the flag if it
@@ -206,10 +234,14 @@ class Output:
             ) from None
 
     def finish(self) -> None:
-        """After the results are written: removes the run's checkpoints, what a killed
-        writer left half-written (``.*.tmp``) and the lock."""
-        for path in [*self.path.glob(".checkpoint*.npz"), *self.path.glob(".*.tmp")]:
-            loop.remove_checkpoint(path)
+        """After the results are written: removes the checkpoints this run named, what a
+        killed writer left half-written beside the files it names (``.<name>.*.tmp``) and
+        the lock.  Files the run did not name are left alone."""
+        for path in sorted(self._named):
+            for leftover in files.leftovers(path):
+                files.remove_own(leftover)
+            if path.name.startswith(".checkpoint"):
+                files.remove_own(path)
         self._created = []  # the folders hold results now
         self.release()
 

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import pathlib
+import stat
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -44,6 +45,57 @@ def write_atomically(path, write: Callable[[BinaryIO], None]) -> None:
         except OSError:
             pass
         raise
+
+
+def special_file(path) -> str | None:
+    """What stands at ``path`` when it is neither missing nor a regular file (after
+    links): 'a folder', 'a FIFO', 'a device', 'a socket'; None when nothing is there or a
+    regular file is.  Such a path is never opened: reading a FIFO would wait forever."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as error:  # a link loop, a path through a file, ...
+        return f"unusable ({error.strerror or error})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device or other special file"
+
+
+def remove_own(path) -> None:
+    """Removes ``path`` when it is a regular file or a link (never a folder or anything a
+    planted link points to); a missing file is fine."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        pathlib.Path(path).unlink(missing_ok=True)
+
+
+def leftovers(path) -> list:
+    """The temporary files ``write_atomically`` left beside ``path`` when its writer was
+    killed (``.<name>.<random>.tmp``): regular files only."""
+    path = pathlib.Path(path)
+    found = []
+    for candidate in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
+        try:
+            if stat.S_ISREG(os.lstat(candidate).st_mode):
+                found.append(candidate)
+        except OSError:
+            pass
+    return found
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters taken literally."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 # --------------------------------------------------------------------------
@@ -97,6 +149,9 @@ def load_arrays(path, fingerprint: str, code: str | None = None) -> tuple[dict, 
     ``allow_pickle=False`` and only after the format, code version and fingerprint
     match.  Raises StoredFileError saying why the file is not this run's.
     """
+    special = special_file(path)
+    if special:
+        raise StoredFileError(f"{special}, not a file: never read")
     try:
         with open(path, "rb") as stream:
             if stream.read(4) != _ZIP_MAGIC:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pathlib
 import time
 import warnings
 from collections.abc import Callable
@@ -59,6 +58,14 @@ def scan_in_chunks(
     outputs, done = [], 0
     earlier = {"compile": 0.0, "run": 0.0}  # seconds of earlier invocations
     writer = multiprocess.is_writer()
+    if checkpoint and writer and files.special_file(checkpoint):
+        warnings.warn(
+            f"ignoring {checkpoint}: it is {files.special_file(checkpoint)}, not a file; "
+            "this run keeps no checkpoint",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        writer = False  # neither read nor written (the other processes still take part)
     if checkpoint and checkpoint_key is None and writer:
         checkpoint_key = fingerprint(static, consts, state)
     if checkpoint:
@@ -181,9 +188,10 @@ def _name_the_round(chunk_fn, static, consts, finite_at, compiled, chunk_start, 
 
 
 def remove_checkpoint(path) -> None:
-    """Removes a checkpoint once the run's results are stored (a missing file is fine)."""
+    """Removes a checkpoint once the run's results are stored (a missing file is fine;
+    a folder or FIFO standing there is left alone)."""
     if path:
-        pathlib.Path(path).unlink(missing_ok=True)
+        files.remove_own(path)
 
 
 def _since(start: float) -> float:
@@ -240,7 +248,7 @@ def _load_checkpoint(path, key, total, state, out_shapes):
     """(state, [outputs so far], rounds done, earlier seconds) from ``path`` when it holds
     a checkpoint of this very run (settings, data, code, shapes); else None, with a
     warning when a file was there."""
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return None
     try:
         meta, arrays = files.load_arrays(path, key)
