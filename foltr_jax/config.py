@@ -147,9 +147,9 @@ class FederationConfig:
             raise ConfigError("clip_factor", f"must be positive and finite, got {self.clip_factor}")
         if self.n_devices < 1:
             raise ConfigError("n_devices", f"must be at least 1, got {self.n_devices}")
+        self.setting().validate(self.n_clients)
         clipping = self.clip_factor * self.sensitivity
         check_derived("clip_factor", "a clipping norm clip_factor·Δ", clipping)
-        self.setting().validate(self.n_clients)
         return self
 
     def setting(self) -> Setting:

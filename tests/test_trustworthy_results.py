@@ -176,3 +176,125 @@ def test_binary_with_a_users_nan_aggregator_writes_nothing(tmp_path):
     assert len(errors) == 1, done.stderr
     assert "cell perfect_eps0_delta0, repetition 0" in errors[0] and "after round 1" in errors[0]
     assert not list((tmp_path / "out").rglob("results.json"))
+
+
+# ---------------------------------------------------------------------------------------
+# 2. A run touches only the files it names; special files are never read or waited on
+# ---------------------------------------------------------------------------------------
+
+
+def test_a_planted_lock_symlink_is_never_followed(tmp_path):
+    out, victim = tmp_path / "out", tmp_path / "precious.txt"
+    out.mkdir()
+    victim.write_text("keep me")
+    (out / ".lock").symlink_to(victim)
+    with pytest.raises(common.UserError, match=r"^--output_dir: cannot lock .*symbolic link"):
+        common.Output(out)
+    assert victim.read_text() == "keep me"
+
+
+def test_a_fifo_as_lock_file_is_refused_without_waiting(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / ".lock")
+    with pytest.raises(common.UserError, match="not a regular file"):
+        common.Output(out)
+
+
+def test_finishing_removes_only_what_the_run_named(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    foreign = [
+        out / ".checkpoint-someone-else.npz",
+        out / ".notes.txt.abc.tmp",
+        out / "mine.npz",
+    ]
+    for path in foreign:
+        path.write_text("not the run's")
+    output = common.Output(out, checkpoints=True)
+    own = pathlib.Path(output.checkpoint("cell"))
+    own.write_text("the run's checkpoint")
+    leftover = out / ".results.json.x1y2.tmp"  # what a killed writer of results.json left
+    leftover.write_text("half")
+    output.write_json("results.json", {"x": 1})
+    output.finish()
+    assert not own.exists() and not leftover.exists()
+    assert all(path.read_text() == "not the run's" for path in foreign)
+    assert (out / "results.json").exists() and not (out / ".lock").exists()
+
+
+def test_clearing_finished_parts_leaves_other_files(tmp_path):
+    parts = common.FinishedParts(tmp_path / ".cells")
+    parts.save("mine", "f", {"x": np.arange(3.0)})
+    (tmp_path / ".cells" / "theirs.npz").write_text("someone else's")
+    parts.clear()
+    assert not (tmp_path / ".cells" / "mine.npz").exists()
+    assert (tmp_path / ".cells" / "theirs.npz").read_text() == "someone else's"
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_special_file_where_the_checkpoint_goes_is_ignored_with_one_warning(kind, tmp_path):
+    checkpoint = tmp_path / ".checkpoint.npz"
+    os.mkdir(checkpoint) if kind == "folder" else os.mkfifo(checkpoint)
+    with pytest.warns(RuntimeWarning) as caught:
+        state, _, _, _ = _toy(breaks_at=99, checkpoint=str(checkpoint))
+    assert len(caught) == 1 and "not a file" in str(caught[0].message)
+    assert np.array_equal(np.asarray(state), np.full((3, 2), 9.0))
+    assert checkpoint.is_dir() if kind == "folder" else stat.S_ISFIFO(os.lstat(checkpoint).st_mode)
+    loop.remove_checkpoint(str(checkpoint))  # finishing leaves it alone too
+    assert os.path.lexists(checkpoint)
+
+
+LETOR = "2 qid:1 1:0.5 2:0.1\n0 qid:1 1:0.1 2:0.9\n1 qid:2 1:0.3 2:0.3\n0 qid:2 1:0.7 2:0.2\n"
+
+
+def _cached(tmp_path):
+    path, cache = tmp_path / "train.txt", tmp_path / "cache"
+    path.write_text(LETOR)
+    data.read_letor(path, n_features=2, cache_dir=cache)
+    (entry,) = cache.glob("*.npz")
+    return path, cache, entry
+
+
+def test_a_fifo_where_a_cache_entry_goes_is_never_read(tmp_path):
+    path, cache, entry = _cached(tmp_path)
+    entry.unlink()
+    os.mkfifo(entry)
+    with pytest.warns(RuntimeWarning, match="FIFO, not a file") as caught:
+        dataset = data.read_letor(path, n_features=2, cache_dir=cache)
+    assert len(caught) == 1 and dataset.n_queries == 2
+    assert stat.S_ISFIFO(os.lstat(entry).st_mode)
+
+
+# ---------------------------------------------------------------------------------------
+# 4. What is read back is checked against its content
+# ---------------------------------------------------------------------------------------
+
+
+def test_a_cache_entry_whose_arrays_belong_to_other_data_is_rebuilt(tmp_path):
+    path, cache, entry = _cached(tmp_path)
+    fresh = data.read_letor(path, n_features=2, use_cache=False)
+    with np.load(entry, allow_pickle=False) as z:
+        stored = {k: z[k] for k in z.files}
+    stored["labels"] = stored["labels"][::-1].copy()  # same header, shapes and ranges
+    np.savez(entry, **stored)
+    with pytest.warns(RuntimeWarning, match="do not match their checksum"):
+        again = data.read_letor(path, n_features=2, cache_dir=cache)
+    np.testing.assert_array_equal(again.labels, fresh.labels)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"labels": [0, 40]}, "at most 31"),
+        ({"features": [[np.nan], [0.0]]}, "finite"),
+        ({"features": [[1e300], [0.0]]}, "finite"),  # float64 beyond float32: infinity
+    ],
+)
+def test_the_python_api_refuses_labels_and_features_that_break_metrics(change, message):
+    fields = dict(
+        features=[[0.5], [0.1]], labels=[1, 0], query_offsets=[0], query_lengths=[2],
+        query_ids=["q"],
+    )
+    with pytest.raises(ValueError, match=message):
+        data.RankingDataset(**{**fields, **change})
