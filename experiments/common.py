@@ -31,10 +31,12 @@ from experiments.output import (
     check_finite,
     checkpoint_file,
     claim_output,
+    probe_output_file,
     slot_namer,
     stop_if_not_finite,
     write_bytes_atomic,
     write_json_atomic,
+    write_output_file,
     write_text_atomic,
 )
 from experiments.results import (
@@ -76,6 +78,7 @@ __all__ = [
     "offline_rounds",
     "on_every_process",
     "peak_rss_mb",
+    "probe_output_file",
     "quiet_logs",
     "refuse_distributed",
     "results_file",
@@ -86,6 +89,7 @@ __all__ = [
     "versions",
     "write_bytes_atomic",
     "write_json_atomic",
+    "write_output_file",
     "write_text_atomic",
 ]
 

@@ -260,11 +260,46 @@ class Output:
 
 
 def claim_output(outputs=("results.json",)):
-    """``Output`` of --output_dir (UserError naming the flag when it cannot be used); a
-    ``ReadOnlyOutput`` on the processes of a --distributed run other than process 0."""
+    """``Output`` of --output_dir (UserError naming the flag when it cannot be used, or
+    is empty: never the current folder by accident); a ``ReadOnlyOutput`` on the processes
+    of a --distributed run other than process 0."""
+    if not FLAGS.output_dir.strip():
+        raise UserError("--output_dir: empty; name the folder for the results")
     if not is_writer():
         return ReadOnlyOutput(FLAGS.output_dir)
     return Output(FLAGS.output_dir, outputs)
+
+
+def probe_output_file(path, flag: str) -> pathlib.Path:
+    """Checks, before any work, that the file ``path`` of ``--flag`` can be written: a
+    name that is not empty, not a folder or special file, in a folder that exists or can be
+    created and takes a new file (probed).  UserError naming the flag otherwise."""
+    if not str(path).strip():
+        raise UserError(f"--{flag}: empty; name the file to write")
+    target = pathlib.Path(path)
+    where = f"--{flag}: {target}"
+    if target.name in ("", ".", ".."):
+        raise UserError(f"{where} names a folder, not a file")
+    special = files.special_file(target)
+    if special:
+        raise UserError(f"{where} is {special}, not a file that can be replaced")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise UserError(f"{where}: cannot write there ({error.strerror or error})") from None
+    return target
+
+
+def write_output_file(path, payload: dict, flag: str) -> None:
+    """``write_json_atomic`` of a file probed with ``probe_output_file``: a failure now
+    (a full disk, a folder removed meanwhile) is one UserError naming the flag."""
+    try:
+        write_json_atomic(pathlib.Path(path), payload)
+    except OSError as error:
+        raise UserError(f"--{flag}: cannot write {path} ({error.strerror or error})") from None
 
 
 class ReadOnlyOutput:

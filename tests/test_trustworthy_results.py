@@ -298,3 +298,58 @@ def test_the_python_api_refuses_labels_and_features_that_break_metrics(change, m
     )
     with pytest.raises(ValueError, match=message):
         data.RankingDataset(**{**fields, **change})
+
+
+# ---------------------------------------------------------------------------------------
+# 3. Every output path is claimed and probed before any work
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["folder", "fifo", "parent_is_a_file", "read_only", "empty"])
+def test_an_unusable_output_file_is_refused_before_any_work(case, tmp_path):
+    target = tmp_path / "budget.json"
+    if case == "folder":
+        target.mkdir()
+    elif case == "fifo":
+        os.mkfifo(target)
+    elif case == "parent_is_a_file":
+        (tmp_path / "file").write_text("x")
+        target = tmp_path / "file" / "budget.json"
+    elif case == "read_only":
+        (tmp_path / "ro").mkdir()
+        os.chmod(tmp_path / "ro", 0o500)
+        target = tmp_path / "ro" / "budget.json"
+        if os.access(tmp_path / "ro", os.W_OK):
+            pytest.skip("running as a user who may write anywhere")
+    elif case == "empty":
+        target = ""
+    with pytest.raises(common.UserError) as caught:
+        common.probe_output_file(target, "output")
+    assert str(caught.value).startswith("--output: ") and "\n" not in str(caught.value)
+    assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob(".*probe*"))
+
+
+def test_a_writable_output_file_is_probed_without_leaving_anything(tmp_path):
+    target = common.probe_output_file(tmp_path / "new" / "suite.json", "suite_output")
+    assert target.parent.is_dir() and list(target.parent.iterdir()) == []
+    common.write_output_file(target, {"x": 1}, "suite_output")
+    assert json.loads(target.read_text()) == {"x": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "module, args, flag",
+    [
+        ("paper_budget", ["--recipes=fpdgd_fig2"], "--output"),
+        ("benchmark", ["--suite", "--suite_clients=10"], "--suite_output"),
+        ("report", ["--results_dir={tmp}"], "--output_dir"),
+    ],
+)
+def test_binaries_refuse_an_unusable_output_before_measuring(module, args, flag, tmp_path):
+    (tmp_path / "taken").write_text("a file where a folder must go")
+    target = tmp_path / "taken" / "out"
+    args = [a.format(tmp=tmp_path) for a in args]
+    done = binaries.run(module, *args, f"{flag}={target}", timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(f"{module}: error: {flag}: ")
+    assert "interactions/s" not in done.stdout and "recipe" not in done.stdout
