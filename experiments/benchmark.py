@@ -164,7 +164,7 @@ def main(argv):
     except common.UserError as error:
         common.fail("benchmark", str(error))
     try:
-        with common.stop_if_not_finite():
+        with common.stop_cleanly():
             results = [federation.run(spec, arrays) for _ in range(max(FLAGS.repeats, 1))]
     except common.UserError as error:
         common.fail("benchmark", str(error))

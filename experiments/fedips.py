@@ -168,7 +168,7 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
         file=sys.stderr,
     )
     log = common.ProgressLog(method)
-    with common.stop_if_not_finite():
+    with common.stop_cleanly():
         result = fedips.run(spec, arrays, progress=log, checkpoint=checkpoint)
     n5, n10 = result.offline_ndcg5, result.offline_ndcg10
     return {

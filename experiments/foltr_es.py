@@ -122,7 +122,7 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
         file=sys.stderr,
     )
     log = common.ProgressLog("foltr_es")
-    with common.stop_if_not_finite():
+    with common.stop_cleanly():
         result = foltr_es.run(spec, arrays, progress=log, checkpoint=checkpoint)
     results = common.results_file("foltr_es", config, result, train, test, source, log=log)
     results["epsilon"] = epsilon if math.isfinite(epsilon) else None

@@ -96,7 +96,7 @@ def run_experiment(config, settings, checkpoint: str | None = None) -> list:
             file=sys.stderr,
         )
     log = common.ProgressLog(method)
-    with common.stop_if_not_finite([cell_name(s) for s in settings or []], config.n_runs):
+    with common.stop_cleanly([cell_name(s) for s in settings or []], config.n_runs):
         result = federation.run(
             spec, arrays, progress=log if writer else None, checkpoint=checkpoint
         )

@@ -407,7 +407,7 @@ def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) 
             f"{PROGRAM}: [{cell.name}] warm-up on {cell.warmup.n_queries} shared queries",
             file=sys.stderr,
         )
-        with common.stop_if_not_finite([f"{cell.name} warm-up"], cell.config.n_runs):
+        with common.stop_cleanly([f"{cell.name} warm-up"], cell.config.n_runs):
             initial, _ = noniid.warm_up(
                 cell.config,
                 cell.warmup,
@@ -416,7 +416,7 @@ def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) 
                 checkpoint=output.checkpoint(f"{cell.name}-warmup"),
             )
     log = common.ProgressLog(f"{PROGRAM} {cell.name}")
-    with common.stop_if_not_finite([cell.name], cell.config.n_runs):
+    with common.stop_cleanly([cell.name], cell.config.n_runs):
         result = federation.run(
             spec,
             arrays,

@@ -70,7 +70,10 @@ class FinishedParts:
             return None
         try:
             meta, arrays = files.load_arrays(self._path(name), fingerprint, self.code)
-            return files.from_plain(meta.get("result"), arrays)
+            result = files.from_plain(meta.get("result"), arrays)
+            if _first_non_finite(result, "") is not None:
+                raise files.StoredFileError("a result that is not finite")
+            return result
         except files.StoredFileError as error:
             warnings.warn(f"ignoring {self._path(name)}: {error}; the part runs again")
             return None
@@ -331,15 +334,19 @@ class ReadOnlyOutput:
 
 
 @contextlib.contextmanager
-def stop_if_not_finite(cells=(), n_runs: int = 1, what: str = "cell"):
-    """Turns a run's ``loop.NonFiniteModel`` (a model or server state with a NaN or an
-    infinity) into a UserError of one line naming the run slot, or with ``cells`` (the
-    names of the program's settings, ``n_runs`` slots each) the cell and repetition, and
-    the round: the binary exits with status 2 and writes no results."""
+def stop_cleanly(cells=(), n_runs: int = 1, what: str = "cell"):
+    """Around a run: turns its ``loop.NonFiniteModel`` (a model or server state with a
+    NaN or an infinity) into a UserError of one line naming the run slot, or with
+    ``cells`` (the names of the program's settings, ``n_runs`` slots each) the cell and
+    repetition, and the round; and a checkpoint that could not be saved
+    (``loop.CheckpointError``) into one line naming --checkpoint.  The binary then exits
+    with status 2 and writes no results."""
     try:
         yield
     except loop.NonFiniteModel as error:
         raise UserError(error.describe(slot_namer(cells, n_runs, what))) from None
+    except loop.CheckpointError as error:
+        raise UserError(f"--checkpoint: {error}") from None
 
 
 def slot_namer(cells=(), n_runs: int = 1, what: str = "cell"):

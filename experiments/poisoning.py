@@ -112,7 +112,7 @@ def main(argv):
         log = common.ProgressLog("poisoning")
         progress = log if writer else None
         names = [f"{s.click_model} m={s.n_malicious} {s.attack}/{s.aggregator}" for s in settings]
-        with common.stop_if_not_finite(names, config.n_runs):
+        with common.stop_cleanly(names, config.n_runs):
             result = federation.run(
                 spec, arrays, progress=progress, checkpoint=output.checkpoint()
             )

@@ -104,7 +104,7 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
     )
     history = trained["malicious"].history
     logs.append(common.ProgressLog(labels["unlearned"]))
-    with common.stop_if_not_finite(what="unlearning replay"):
+    with common.stop_cleanly(what="unlearning replay"):
         replayed = unlearning.replay(
             config,
             malicious_spec,
@@ -159,7 +159,7 @@ def _train(config, labels, train, test, output, finished) -> tuple:
         if result is None:
             logs.append(common.ProgressLog(labels[kind]))
             names = [f"{labels[kind]} {c}" for c in config.click_models]
-            with common.stop_if_not_finite(names, config.federation.n_runs, "training"):
+            with common.stop_cleanly(names, config.federation.n_runs, "training"):
                 result = federation.run(
                     spec, arrays, progress=logs[-1], checkpoint=output.checkpoint(kind)
                 )

@@ -103,7 +103,7 @@ def glob_escape(name: str) -> str:
 # --------------------------------------------------------------------------
 
 ARRAYS_FORMAT = "foltr_jax.arrays"
-ARRAYS_VERSION = 1
+ARRAYS_VERSION = 2  # 2: the header holds a SHA-256 of the arrays
 _ZIP_MAGIC = b"PK\x03\x04"
 _META = "meta"
 
@@ -125,6 +125,16 @@ def code_version(*folders) -> str:
     return digest.hexdigest()[:16]
 
 
+def arrays_digest(arrays) -> str:
+    """SHA-256 of a list of arrays: dtype, shape and bytes of each, in order."""
+    digest = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        digest.update(f"{a.dtype.str} {a.shape}\0".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
 def save_arrays(path, fingerprint: str, meta: dict, arrays, code: str | None = None) -> None:
     """Writes ``arrays`` and the JSON ``meta`` as one ``.npz`` (atomically), stamped with
     the format, ``fingerprint`` and the code version (``code``, default ``code_version()``)."""
@@ -135,6 +145,7 @@ def save_arrays(path, fingerprint: str, meta: dict, arrays, code: str | None = N
         "code": code or code_version(),
         "fingerprint": fingerprint,
         "arrays": len(arrays),
+        "sha256": arrays_digest(arrays),
         "meta": meta,
     }
     entries = {f"a{i}": a for i, a in enumerate(arrays)}
@@ -177,6 +188,8 @@ def load_arrays(path, fingerprint: str, code: str | None = None) -> tuple[dict, 
             ):
                 raise StoredFileError("its arrays do not match its header")
             arrays = [z[f"a{i}"] for i in range(count)]
+            if header.get("sha256") != arrays_digest(arrays):
+                raise StoredFileError("its arrays do not match their checksum (damaged or swapped)")
     except StoredFileError:
         raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:

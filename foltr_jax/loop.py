@@ -5,6 +5,7 @@ chunks, progress between chunks, checkpoint and resume, and run fingerprints.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import time
 import warnings
@@ -75,7 +76,7 @@ def scan_in_chunks(
 
         saved = None
         if writer:
-            saved = _load_checkpoint(checkpoint, checkpoint_key, total, state, out_shapes)
+            saved = _load_checkpoint(checkpoint, checkpoint_key, total, chunk, state, out_shapes)
         if multiprocess.is_multiprocess():
             saved = _share_checkpoint(saved, state, out_shapes)
         if saved is not None:
@@ -104,13 +105,23 @@ def scan_in_chunks(
             _name_the_round(chunk_fn, static, consts, finite_at, compiled, done - n, done, bad)
         if checkpoint and writer:
             seconds = {"compile": compile_seconds, "run": earlier["run"] + _since(run_start)}
-            _save_checkpoint(checkpoint, checkpoint_key, total, done, state, outputs, seconds)
+            try:
+                _save_checkpoint(checkpoint, checkpoint_key, total, done, state, outputs, seconds)
+            except OSError as error:  # a full disk, a removed folder: the old file stays
+                raise CheckpointError(
+                    f"cannot save {checkpoint} after round {done} ({error.strerror or error}); "
+                    "the previous checkpoint is kept: the same command resumes from it"
+                ) from None
         if progress is not None:
             progress(done, total, time.perf_counter() - run_start)
         if checkpoint:
             finite_at = (done, jax.device_get(state))  # fetched for the checkpoint anyway
     state = jax.block_until_ready(state)
     return state, outputs, compile_seconds, earlier["run"] + time.perf_counter() - run_start
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be saved (the previous one is kept); the message is one line."""
 
 
 class NonFiniteModel(ValueError):
@@ -244,7 +255,7 @@ def _save_checkpoint(path, key, total, done, state, outputs, seconds) -> None:
     files.save_arrays(path, key, meta, state_leaves + out_leaves)
 
 
-def _load_checkpoint(path, key, total, state, out_shapes):
+def _load_checkpoint(path, key, total, chunk, state, out_shapes):
     """(state, [outputs so far], rounds done, earlier seconds) from ``path`` when it holds
     a checkpoint of this very run (settings, data, code, shapes); else None, with a
     warning when a file was there."""
@@ -259,16 +270,25 @@ def _load_checkpoint(path, key, total, state, out_shapes):
             raise files.StoredFileError(f"not a checkpoint of {total} steps")
         if not (isinstance(done, int) and 0 < done <= total):
             raise files.StoredFileError(f"a step count {done!r} outside 1..{total}")
+        if not (done == total or done % chunk == 0):
+            raise files.StoredFileError(f"{done} steps done, not whole chunks of {chunk}")
         if not (
             isinstance(seconds, dict)
-            and all(isinstance(seconds.get(k), (int, float)) for k in ("compile", "run"))
+            and all(
+                isinstance(seconds.get(k), (int, float))
+                and not isinstance(seconds.get(k), bool)
+                and 0 <= seconds[k] < math.inf
+                for k in ("compile", "run")
+            )
         ):
-            raise files.StoredFileError("no timings")
+            raise files.StoredFileError("no timings (finite seconds)")
         if meta.get("state_tree") != str(state_tree) or meta.get("state_leaves") != n:
             raise files.StoredFileError("a state of another structure")
         for saved, live in zip(arrays, state_leaves):
             if saved.shape != np.shape(live) or saved.dtype != live.dtype:
                 raise files.StoredFileError("a state of other shapes or types")
+        if non_finite_slots(arrays[:n]).any():
+            raise files.StoredFileError("a state that is not finite")
         expected, tree = jax.tree_util.tree_flatten(out_shapes())  # one chunk's outputs
         outputs = arrays[n:]
         if meta.get("output_tree") != str(tree) or len(outputs) != len(expected):

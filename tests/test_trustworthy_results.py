@@ -5,7 +5,9 @@ integers and types are checked where they are read, names never collide, and fil
 the user's umask.  Most tests call the library in-process; those that start a binary are
 marked slow."""
 
+import errno
 import functools
+import math
 import json
 import os
 import pathlib
@@ -113,7 +115,7 @@ def test_a_users_aggregator_returning_nan_is_never_a_result(tiny_split, nan_aggr
     assert caught.value.slots == [0, 1] and caught.value.round == 1
     # what a binary prints: one line naming the cell, repetition and round
     with pytest.raises(common.UserError) as line:
-        with common.stop_if_not_finite(["perfect_eps0_delta0"], 2):
+        with common.stop_cleanly(["perfect_eps0_delta0"], 2):
             raise caught.value
     message = str(line.value)
     assert message.startswith("cell perfect_eps0_delta0, repetition 0 (run slot 0) (and 1 more")
@@ -353,3 +355,96 @@ def test_binaries_refuse_an_unusable_output_before_measuring(module, args, flag,
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(f"{module}: error: {flag}: ")
     assert "interactions/s" not in done.stdout and "recipe" not in done.stdout
+
+
+def _stored(path):
+    """(header, arrays) of a stored .npz, read as plain data."""
+    with np.load(path, allow_pickle=False) as z:
+        header = json.loads(str(z["meta"][()]))
+        return header, [z[f"a{i}"] for i in range(header["arrays"])]
+
+
+def _store(path, header, arrays, checksum=True):
+    """Writes a stored .npz by hand, as a hostile or buggy tool would: any header (even
+    JSON's Infinity), the checksum recomputed unless ``checksum`` is False."""
+    if checksum:
+        header = {**header, "sha256": files.arrays_digest(arrays)}
+    entries = {f"a{i}": a for i, a in enumerate(arrays)}
+    np.savez(path, meta=np.str_(json.dumps(header)), **entries)
+
+
+def _finished_toy(tmp_path):
+    checkpoint = tmp_path / ".checkpoint.npz"
+    state, _, _, _ = _toy(breaks_at=99, checkpoint=str(checkpoint))
+    return checkpoint, np.asarray(state)
+
+
+def _edit_meta(header, **meta):
+    return {**header, "meta": {**header["meta"], **meta}}
+
+
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        ("done_off_chunk", "not whole chunks"),
+        ("infinite_seconds", "finite seconds"),
+        ("nan_state", "not finite"),
+        ("swapped_arrays", "checksum"),
+    ],
+)
+def test_a_checkpoint_consistent_in_its_header_but_not_its_content_is_rebuilt(
+    damage, reason, tmp_path
+):
+    checkpoint, whole = _finished_toy(tmp_path)
+    header, arrays = _stored(checkpoint)  # arrays: state [3, 2], outputs [9, 3]
+    if damage == "done_off_chunk":
+        _store(checkpoint, _edit_meta(header, done=4), [arrays[0], arrays[1][:4]])
+    elif damage == "infinite_seconds":
+        _store(checkpoint, _edit_meta(header, seconds={"compile": 1.0, "run": math.inf}), arrays)
+    elif damage == "nan_state":
+        _store(checkpoint, header, [np.full_like(arrays[0], np.nan), arrays[1]])
+    else:
+        _store(checkpoint, header, [arrays[0] + 1, arrays[1]], checksum=False)
+    with pytest.warns(RuntimeWarning, match=reason) as caught:
+        state, _, _, _ = _toy(breaks_at=99, checkpoint=str(checkpoint))
+    assert len(caught) == 1
+    np.testing.assert_array_equal(np.asarray(state), whole)  # started over, same result
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # replaced: the next run resumes from it silently
+        _toy(breaks_at=99, checkpoint=str(checkpoint))
+
+
+def test_a_failed_checkpoint_save_keeps_the_previous_one_and_ends_in_one_line(
+    tmp_path, monkeypatch
+):
+    checkpoint = tmp_path / ".checkpoint.npz"
+    real, calls = loop._save_checkpoint, []
+
+    def disk_fills(*args):
+        calls.append(args)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(*args)
+
+    monkeypatch.setattr(loop, "_save_checkpoint", disk_fills)
+    with pytest.raises(common.UserError) as caught:
+        with common.stop_cleanly():
+            _toy(breaks_at=99, checkpoint=str(checkpoint))
+    message = str(caught.value)
+    assert message.startswith("--checkpoint: cannot save") and "No space left" in message
+    assert "previous checkpoint is kept" in message and "\n" not in message
+    header, _ = _stored(checkpoint)
+    assert header["meta"]["done"] == 3  # the first chunk's save, intact
+    monkeypatch.setattr(loop, "_save_checkpoint", real)
+    state, _, _, _ = _toy(breaks_at=99, checkpoint=str(checkpoint))  # resumes from it
+    np.testing.assert_array_equal(np.asarray(state), np.full((3, 2), 9.0))
+
+
+def test_a_finished_part_that_is_not_finite_is_run_again(tmp_path):
+    parts = common.FinishedParts(tmp_path / ".phases")
+    parts.save("honest", "f", {"curve": np.arange(3.0)})
+    path = tmp_path / ".phases" / "honest.npz"
+    header, arrays = _stored(path)
+    _store(path, header, [np.array([0.0, np.nan, 1.0])])
+    with pytest.warns(UserWarning, match="not finite"):
+        assert parts.load("honest", "f") is None
