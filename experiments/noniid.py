@@ -307,11 +307,12 @@ def _remedy_cells(remedy, mus, config, train, test, extra, describe) -> list[Cel
         return [Cell("noniid", config, train, test, federation.ClientPlan(**extra), describe)]
     if remedy == "fedprox":
         cells = []
-        for mu in mus:
+        names = common.unique_names(
+            [f"fedprox_mu={mu:g}" for mu in mus], [f"fedprox_mu={mu!r}" for mu in mus], "prox_mu"
+        )
+        for name, mu in zip(names, mus):
             plan = federation.ClientPlan(**extra, prox_mu=mu)
-            cells.append(
-                Cell(f"fedprox_mu={mu:g}", config, train, test, plan, {**describe, "mu": mu})
-            )
+            cells.append(Cell(name, config, train, test, plan, {**describe, "mu": mu}))
         return cells
     if remedy == "fedper":
         plan = federation.ClientPlan(**extra, personal=("w2",), personal_eval=FLAGS.fedper_eval)

@@ -349,6 +349,19 @@ def stop_cleanly(cells=(), n_runs: int = 1, what: str = "cell"):
         raise UserError(f"--checkpoint: {error}") from None
 
 
+def unique_names(short, full, flag: str) -> list:
+    """Names of a grid's cells, unique by construction: each cell's ``short`` name (e.g.
+    values printed with ``:g``) where no other cell shares it, else its ``full`` name
+    (values printed with ``repr``, which tells every two floats apart).  Two cells with
+    the same full name are the same cell twice: UserError naming ``--flag``."""
+    short, full = list(short), list(full)
+    repeated = sorted({f for f in full if full.count(f) > 1})
+    if repeated:
+        raise UserError(f"--{flag}: the cell {repeated[0]} is asked for twice")
+    names = [s if short.count(s) == 1 else f for s, f in zip(short, full)]
+    return names if len(set(names)) == len(names) else full
+
+
 def slot_namer(cells=(), n_runs: int = 1, what: str = "cell"):
     """``name(slot)``: 'run slot s' or, with ``cells``, '<what> <name>, repetition r'."""
     cells = list(cells)

@@ -24,7 +24,17 @@ import pytest
 from sample_data import REPO_ROOT
 
 from experiments import common
-from foltr_jax import FederationConfig, Setting, aggregators, data, federation, files, loop
+from foltr_jax import (
+    FederationConfig,
+    FedIpsConfig,
+    Setting,
+    aggregators,
+    data,
+    federation,
+    files,
+    loop,
+)
+from foltr_jax.foltr_es import FoltrEsConfig
 from foltr_jax.config import ConfigError
 
 
@@ -448,3 +458,124 @@ def test_a_finished_part_that_is_not_finite_is_run_again(tmp_path):
     _store(path, header, [np.array([0.0, np.nan, 1.0])])
     with pytest.warns(UserWarning, match="not finite"):
         assert parts.load("honest", "f") is None
+
+
+# ---------------------------------------------------------------------------------------
+# 5. Integers are range-checked where they are read; configs check types, naming the field
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, field, words",
+    [
+        (lambda: FederationConfig(rounds=2.5), "rounds", "must be an int"),
+        (lambda: FederationConfig(n_clients="10"), "n_clients", "must be an int"),
+        (lambda: FederationConfig(n_runs=True), "n_runs", "must be an int"),
+        (lambda: FederationConfig(learning_rate="0.1"), "learning_rate", "must be a float"),
+        (lambda: FederationConfig(ranker=3), "ranker", "must be a str"),
+        (lambda: FederationConfig(seed=2**64), "seed", "0..4294967295"),
+        (lambda: FederationConfig(seed=-1), "seed", "0..4294967295"),
+        (lambda: FederationConfig(rounds=2**31), "rounds", "2147483647"),
+        (lambda: FedIpsConfig(n_users=1.5), "n_users", "must be an int"),
+        (lambda: FoltrEsConfig(local_updates="4"), "local_updates", "must be an int"),
+    ],
+)
+def test_python_configs_name_the_field_of_a_wrong_type_or_range(make, field, words):
+    with pytest.raises(ConfigError) as caught:
+        make().validate()
+    assert caught.value.field == field and words in caught.value.message
+
+
+def test_a_grid_cell_of_a_wrong_type_names_the_field():
+    with pytest.raises(ConfigError, match="^n_malicious must be an int"):
+        Setting(n_malicious=1.0).validate(10)
+
+
+def test_numpy_numbers_are_accepted_where_python_ones_are():
+    FederationConfig(rounds=np.int64(3), learning_rate=np.float32(0.1), seed=np.uint32(7)).validate()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        (f"--seed={2**64}", "--seed: must lie in 0..4294967295"),
+        (f"--rounds={2**31}", "--rounds: must lie in"),
+        ("--synthetic_docs_per_query=inf", "--synthetic_docs_per_query must lie in 2.."),
+        ("--synthetic_docs_per_query=nan", "--synthetic_docs_per_query must lie in 2.."),
+        (f"--synthetic_queries={10**12}", "--synthetic_queries must lie in 1..2147483647"),
+        (f"--synthetic_queries={10**9}", "--synthetic_queries: about"),
+        ("--synthetic_seed=-1", "--synthetic_seed must lie in 0.."),
+        ("--fold_dir=somewhere", "--fold_dir: given with --train_path"),
+        ("--output_dir=", "--output_dir: empty"),
+    ],
+)
+def test_binaries_refuse_out_of_range_and_conflicting_flags_in_one_line(flag, message, tmp_path):
+    args = [f"--output_dir={tmp_path / 'out'}", "--rounds=2", flag]
+    if flag.startswith("--fold_dir"):
+        args += ["--train_path=a.txt", "--test_path=b.txt"]
+    done = binaries.run("fpdgd", *args, timeout=120)
+    assert done.returncode == 2, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if "error" in x]
+    assert line.startswith("fpdgd: error: " + message.split(" ")[0].rstrip(":")), line
+    assert message in line, line
+    assert not (tmp_path / "out").exists() and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# 6. Names are unique by construction; conflicts are refused; a batch redoes unreadable runs
+# ---------------------------------------------------------------------------------------
+
+
+def test_cells_whose_values_print_alike_get_distinct_names():
+    names = common.unique_names(
+        ["perfect_eps1_delta5", "perfect_eps1_delta5", "perfect_eps4.5_delta5"],
+        ["perfect_eps1.0000001_delta5.0", "perfect_eps1.0000002_delta5.0", "x"],
+        "privacy_grid",
+    )
+    assert names == [
+        "perfect_eps1.0000001_delta5.0",
+        "perfect_eps1.0000002_delta5.0",
+        "perfect_eps4.5_delta5",
+    ]
+
+
+def test_the_same_cell_asked_for_twice_is_refused_naming_the_flag():
+    with pytest.raises(common.UserError, match="^--prox_mu: the cell fedprox_mu=0.1 is asked"):
+        common.unique_names(["fedprox_mu=0.1"] * 2, ["fedprox_mu=0.1"] * 2, "prox_mu")
+
+
+@pytest.mark.slow
+def test_a_privacy_grid_of_close_epsilons_writes_two_folders(tmp_path):
+    done = binaries.run(
+        "fpdgd",
+        *_fpdgd_flags(tmp_path, "--learning_rate=0.1", "--privacy_grid=1.0000001:5,1.0000002:5"),
+    )
+    assert done.returncode == 0, done.stderr
+    cells = json.loads((tmp_path / "out" / "grid.json").read_text())["cells"]
+    assert len(set(cells)) == 2
+    for cell in cells:
+        results = json.loads((tmp_path / "out" / cell / "results.json").read_text())
+        assert results["config"]["epsilon"] in (1.0000001, 1.0000002)
+
+
+def test_a_batch_counts_only_readable_results_as_done(tmp_path, capsys):
+    from experiments import batch
+
+    run = tmp_path / "run"
+    run.mkdir()
+    assert not batch._complete(run)
+    (run / "results.json").write_text('{"offline_ndcg": [[0.5')  # a truncated file
+    assert not batch._complete(run)
+    assert "cannot be read as results; running it again" in capsys.readouterr().err
+    (run / "results.json").write_text('{"offline_ndcg": [[0.5]]}')
+    assert batch._complete(run)
+    grid = tmp_path / "grid"
+    grid.mkdir()
+    (grid / "grid.json").write_text('{"cells": ["a", "b"]}')
+    (grid / "a").mkdir()
+    (grid / "a" / "results.json").write_text("{}")
+    assert not batch._complete(grid)  # cell b is missing
+    (grid / "b").mkdir()
+    (grid / "b" / "results.json").write_text("{}")
+    assert batch._complete(grid)
