@@ -157,7 +157,8 @@ def test_a_grid_cell_whose_noise_scale_overflows_is_refused():
 def _fpdgd_flags(tmp_path, *extra):
     return [
         "--synthetic_queries=20", "--synthetic_features=8", "--synthetic_docs_per_query=10",
-        "--n_clients=4", "--local_updates=2", "--rounds=4", "--chunk_rounds=2", "--click_model=perfect",
+        "--n_clients=4", "--local_updates=2", "--rounds=4", "--chunk_rounds=2",
+        "--click_model=perfect",
         f"--output_dir={tmp_path / 'out'}", *extra,
     ]
 
@@ -492,7 +493,8 @@ def test_a_grid_cell_of_a_wrong_type_names_the_field():
 
 
 def test_numpy_numbers_are_accepted_where_python_ones_are():
-    FederationConfig(rounds=np.int64(3), learning_rate=np.float32(0.1), seed=np.uint32(7)).validate()
+    config = FederationConfig(rounds=np.int64(3), learning_rate=np.float32(0.1), seed=np.uint32(7))
+    config.validate()
 
 
 @pytest.mark.slow
