@@ -27,13 +27,30 @@ from typing import BinaryIO
 import numpy as np
 
 
+def umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (/proc), else
+    by setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
 def write_atomically(path, write: Callable[[BinaryIO], None]) -> None:
     """Calls ``write(stream)`` on a binary temporary file beside ``path``, then renames it
-    over ``path`` (creating the folder first)."""
+    over ``path`` (creating the folder first).  The file gets the mode a plain ``open``
+    would give it (0666 less the umask), not the temporary file's 0600."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(handle, 0o666 & ~umask())
         with os.fdopen(handle, "wb") as stream:
             write(stream)
             stream.flush()

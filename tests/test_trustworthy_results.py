@@ -581,3 +581,27 @@ def test_a_batch_counts_only_readable_results_as_done(tmp_path, capsys):
     (grid / "b").mkdir()
     (grid / "b" / "results.json").write_text("{}")
     assert batch._complete(grid)
+
+
+# ---------------------------------------------------------------------------------------
+# 7. Files are created with the user's umask
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+def test_results_checkpoints_and_cache_entries_follow_the_umask(mask, tmp_path):
+    old = os.umask(mask)
+    try:
+        assert files.umask() == mask
+        output = common.Output(tmp_path / "out", checkpoints=True)
+        written = [output.write_json("results.json", {"x": 1})]
+        checkpoint = output.checkpoint()
+        _toy(breaks_at=99, total=3, checkpoint=checkpoint)
+        written.append(pathlib.Path(checkpoint))
+        path, cache, entry = _cached(tmp_path)
+        written.append(entry)
+        for path in written:
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~mask, path
+        output.finish()
+    finally:
+        os.umask(old)
