@@ -378,11 +378,20 @@ def load_datasets():
     try:
         if FLAGS.fold_dir:
             fold = data.load_fold(FLAGS.fold_dir, **cache)
+            if fold["train"].n_features < 1:
+                raise UserError(
+                    f"--fold_dir: {FLAGS.fold_dir}: no line of train.txt or test.txt carries a "
+                    "feature (id:value)"
+                )
             return fold["train"], fold["test"], {"fold_dir": os.path.abspath(FLAGS.fold_dir)}
         if FLAGS.train_path or FLAGS.test_path:
             if not (FLAGS.train_path and FLAGS.test_path):
                 raise UserError("--train_path and --test_path go together (or use --fold_dir)")
             train = data.read_letor(FLAGS.train_path, **cache)
+            if train.n_features < 1:  # the test file is read with the training file's width
+                raise UserError(
+                    f"--train_path: {FLAGS.train_path}: no line carries a feature (id:value)"
+                )
             test = data.read_letor(FLAGS.test_path, n_features=train.n_features, **cache)
             data.warn_without_relevant(test, FLAGS.test_path)
             return (

@@ -605,3 +605,25 @@ def test_results_checkpoints_and_cache_entries_follow_the_umask(mask, tmp_path):
         output.finish()
     finally:
         os.umask(old)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["paths", "fold"])
+def test_training_data_without_any_feature_is_refused_in_one_line(layout, tmp_path):
+    fold = tmp_path / "Fold1"
+    fold.mkdir()
+    for name in ("train.txt", "test.txt"):
+        (fold / name).write_text("1 qid:1\n0 qid:1\n1 qid:2\n0 qid:2\n")
+    data_flags = (
+        [f"--fold_dir={fold}"]
+        if layout == "fold"
+        else [f"--train_path={fold / 'train.txt'}", f"--test_path={fold / 'test.txt'}"]
+    )
+    done = binaries.run(
+        "fpdgd", *data_flags, f"--output_dir={tmp_path / 'out'}", "--rounds=2",
+        cache_dir=tmp_path / "cache", timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if "error" in x]
+    assert "no line" in line and "carries a feature" in line
+    assert not (tmp_path / "out").exists()
