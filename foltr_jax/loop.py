@@ -103,10 +103,13 @@ def scan_in_chunks(
         bad = non_finite_slots(state)
         if bad.any():
             _name_the_round(chunk_fn, static, consts, finite_at, compiled, done - n, done, bad)
+        if checkpoint:  # on the host for the checkpoint, and kept as the last finite state
+            finite_at = (done, jax.device_get(state))
         if checkpoint and writer:
             seconds = {"compile": compile_seconds, "run": earlier["run"] + _since(run_start)}
+            host = finite_at[1]
             try:
-                _save_checkpoint(checkpoint, checkpoint_key, total, done, state, outputs, seconds)
+                _save_checkpoint(checkpoint, checkpoint_key, total, done, host, outputs, seconds)
             except OSError as error:  # a full disk, a removed folder: the old file stays
                 raise CheckpointError(
                     f"cannot save {checkpoint} after round {done} ({error.strerror or error}); "
@@ -114,8 +117,6 @@ def scan_in_chunks(
                 ) from None
         if progress is not None:
             progress(done, total, time.perf_counter() - run_start)
-        if checkpoint:
-            finite_at = (done, jax.device_get(state))  # fetched for the checkpoint anyway
     state = jax.block_until_ready(state)
     return state, outputs, compile_seconds, earlier["run"] + time.perf_counter() - run_start
 

@@ -627,3 +627,12 @@ def test_training_data_without_any_feature_is_refused_in_one_line(layout, tmp_pa
     (line,) = [x for x in done.stderr.splitlines() if "error" in x]
     assert "no line" in line and "carries a feature" in line
     assert not (tmp_path / "out").exists()
+
+
+def test_deeply_nested_json_given_to_the_report_is_one_line(tmp_path):
+    from experiments import series
+
+    path = tmp_path / "results.json"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(series.ReportError, match="nested too deeply"):
+        series.read_results(path, "x")
