@@ -28,6 +28,8 @@ experiments/noniid.py --intent_files directly).
 from __future__ import annotations
 
 import concurrent.futures
+import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -38,6 +40,7 @@ from absl import app, flags
 from experiments import common, paper_figures
 from experiments import figures as report
 from experiments.recipes import CLICKS, DP_GRID, Recipe, Run, recipes  # noqa: F401
+from foltr_jax import files
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("recipe", [], "Recipes to run (see --list), or 'all'.")
@@ -101,8 +104,35 @@ def _commands(recipe: Recipe, results_dir: pathlib.Path, folds, n_runs: int, qui
 
 
 def _complete(out: pathlib.Path) -> bool:
-    """A run is done when its results.json (or a grid's grid.json, written last) exists."""
-    return (out / "results.json").is_file() or (out / "grid.json").is_file()
+    """A run is done when its results.json (or a grid's grid.json, written last, and every
+    cell's results.json it lists) exists and reads as a JSON object.  One whose files exist
+    but cannot be read is not done: it runs again, and the batch says so."""
+    grid = out / "grid.json"
+    names = ["results.json"]
+    if os.path.lexists(grid):
+        listed = _read_object(grid)
+        cells = listed.get("cells") if isinstance(listed, dict) else None
+        if not (isinstance(cells, list) and all(isinstance(c, str) for c in cells)):
+            print(f"{grid}: cannot be read as a grid; running it again", file=sys.stderr)
+            return False
+        names = [f"{cell}/results.json" for cell in cells]
+    elif not os.path.lexists(out / "results.json"):
+        return False
+    for name in names:
+        if not isinstance(_read_object(out / name), dict):
+            print(f"{out / name}: cannot be read as results; running it again", file=sys.stderr)
+            return False
+    return True
+
+
+def _read_object(path: pathlib.Path):
+    """The JSON in a regular file ``path``, or None when it cannot be read."""
+    if files.special_file(path) or not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
 
 
 def run_recipe(

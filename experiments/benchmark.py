@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import pathlib
 import platform
 import subprocess
 import sys
@@ -108,6 +107,10 @@ def run_suite() -> None:
         cases = suite_cases()
     except ValueError:
         common.fail("benchmark", f"--suite_clients must be integers, got {FLAGS.suite_clients}")
+    try:
+        output = common.probe_output_file(FLAGS.suite_output, "suite_output")  # before any case
+    except common.UserError as error:
+        common.fail("benchmark", str(error))
     rows = []
     print(f"{'case':<34}{'interactions/s':>16}{'peak RSS':>11}{'compile':>9}", flush=True)
     for name, args in cases:
@@ -131,14 +134,15 @@ def run_suite() -> None:
             f"{record['peak_rss_mb'] / 1024:>9.1f} GB{record['compile_seconds']:>8.1f}s",
             flush=True,
         )
-    common.write_json_atomic(
-        pathlib.Path(FLAGS.suite_output),
-        {
-            "cases": rows,
-            "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
-            "versions": common.versions(),
-        },
-    )
+    record = {
+        "cases": rows,
+        "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
+        "versions": common.versions(),
+    }
+    try:
+        common.write_output_file(output, record, "suite_output")
+    except common.UserError as error:  # the table above keeps the measurements
+        common.fail("benchmark", str(error))
     print(f"suite written to {FLAGS.suite_output}")
 
 
@@ -159,7 +163,11 @@ def main(argv):
         spec, arrays = common.on_every_process(common.build, config, train, test)
     except common.UserError as error:
         common.fail("benchmark", str(error))
-    results = [federation.run(spec, arrays) for _ in range(max(FLAGS.repeats, 1))]
+    try:
+        with common.stop_cleanly():
+            results = [federation.run(spec, arrays) for _ in range(max(FLAGS.repeats, 1))]
+    except common.UserError as error:
+        common.fail("benchmark", str(error))
     best = min(results, key=lambda r: r.run_seconds)
     compile_seconds = results[0].compile_seconds  # later repeats reuse the compiled program
     if not common.is_writer():  # process 0 of a --distributed run reports

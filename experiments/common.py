@@ -31,8 +31,13 @@ from experiments.output import (
     check_finite,
     checkpoint_file,
     claim_output,
+    probe_output_file,
+    slot_namer,
+    stop_cleanly,
+    unique_names,
     write_bytes_atomic,
     write_json_atomic,
+    write_output_file,
     write_text_atomic,
 )
 from experiments.results import (
@@ -45,7 +50,13 @@ from experiments.results import (
     versions,
 )
 from foltr_jax import aggregators, attacks, click_models, data, federation, rankers
-from foltr_jax.config import PRIVACY_NOISE, FederationConfig, centralised, resolve_window_scoring
+from foltr_jax.config import (
+    INT32_MAX,
+    PRIVACY_NOISE,
+    FederationConfig,
+    centralised,
+    resolve_window_scoring,
+)
 
 __all__ = [
     "EXPERIMENTS_DIR",
@@ -75,14 +86,19 @@ __all__ = [
     "offline_rounds",
     "on_every_process",
     "peak_rss_mb",
+    "probe_output_file",
     "quiet_logs",
     "refuse_distributed",
     "results_file",
+    "slot_namer",
     "start_distributed",
+    "stop_cleanly",
+    "unique_names",
     "timings",
     "versions",
     "write_bytes_atomic",
     "write_json_atomic",
+    "write_output_file",
     "write_text_atomic",
 ]
 
@@ -333,17 +349,55 @@ def build(config, train, test, settings=None):
     return spec, arrays
 
 
+def check_synthetic_flags() -> None:
+    """UserError naming the synthetic-data flag that is out of range: sizes within int32
+    (documents are counted in int32), a finite number of documents per query, a seed numpy
+    takes."""
+    limits = {
+        "synthetic_queries": (1, INT32_MAX),
+        "synthetic_test_queries": (0, INT32_MAX),
+        "synthetic_features": (1, INT32_MAX),
+        "synthetic_seed": (0, 2**64 - 1),
+    }
+    for name, (low, high) in limits.items():
+        if not low <= getattr(FLAGS, name) <= high:
+            raise UserError(f"--{name} must lie in {low}..{high}, got {getattr(FLAGS, name)}")
+    docs = FLAGS.synthetic_docs_per_query
+    if not 2 <= docs <= INT32_MAX:  # NaN and infinity fail too
+        raise UserError(f"--synthetic_docs_per_query must lie in 2..{INT32_MAX}, got {docs}")
+    queries = FLAGS.synthetic_queries + (FLAGS.synthetic_test_queries or FLAGS.synthetic_queries)
+    if queries * docs > INT32_MAX:
+        raise UserError(
+            f"--synthetic_queries: about {queries * docs:.3g} documents, more than int32 "
+            f"offsets can address ({INT32_MAX})"
+        )
+
+
 def load_datasets():
     """(train, test, description) from the data flags."""
+    if FLAGS.fold_dir and (FLAGS.train_path or FLAGS.test_path):
+        raise UserError(
+            "--fold_dir: given with --train_path/--test_path; name the data once (a fold "
+            "folder, or the two files)"
+        )
     cache = {"normalise": FLAGS.normalise, "cache_dir": FLAGS.cache_dir or None}
     try:
         if FLAGS.fold_dir:
             fold = data.load_fold(FLAGS.fold_dir, **cache)
+            if fold["train"].n_features < 1:
+                raise UserError(
+                    f"--fold_dir: {FLAGS.fold_dir}: no line of train.txt or test.txt carries a "
+                    "feature (id:value)"
+                )
             return fold["train"], fold["test"], {"fold_dir": os.path.abspath(FLAGS.fold_dir)}
         if FLAGS.train_path or FLAGS.test_path:
             if not (FLAGS.train_path and FLAGS.test_path):
                 raise UserError("--train_path and --test_path go together (or use --fold_dir)")
             train = data.read_letor(FLAGS.train_path, **cache)
+            if train.n_features < 1:  # the test file is read with the training file's width
+                raise UserError(
+                    f"--train_path: {FLAGS.train_path}: no line carries a feature (id:value)"
+                )
             test = data.read_letor(FLAGS.test_path, n_features=train.n_features, **cache)
             data.warn_without_relevant(test, FLAGS.test_path)
             return (
@@ -356,25 +410,21 @@ def load_datasets():
             )
     except (data.LetorFormatError, data.DatasetError) as error:
         raise UserError(str(error)) from None
-    for name in ("synthetic_queries", "synthetic_features"):
-        if getattr(FLAGS, name) < 1:
-            raise UserError(f"--{name} must be at least 1, got {getattr(FLAGS, name)}")
-    if FLAGS.synthetic_test_queries < 0:
-        raise UserError(
-            f"--synthetic_test_queries must be at least 0, got {FLAGS.synthetic_test_queries}"
-        )
-    if not FLAGS.synthetic_docs_per_query >= 2:
-        raise UserError(
-            f"--synthetic_docs_per_query must be at least 2, got {FLAGS.synthetic_docs_per_query}"
-        )
+    check_synthetic_flags()
     n_test = FLAGS.synthetic_test_queries or max(FLAGS.synthetic_queries // 2, 1)
-    train, test = data.synthetic_train_test(
-        FLAGS.synthetic_seed,
-        n_train_queries=FLAGS.synthetic_queries,
-        n_test_queries=n_test,
-        n_features=FLAGS.synthetic_features,
-        mean_docs_per_query=FLAGS.synthetic_docs_per_query,
-    )
+    try:
+        train, test = data.synthetic_train_test(
+            FLAGS.synthetic_seed,
+            n_train_queries=FLAGS.synthetic_queries,
+            n_test_queries=n_test,
+            n_features=FLAGS.synthetic_features,
+            mean_docs_per_query=FLAGS.synthetic_docs_per_query,
+        )
+    except MemoryError:
+        raise UserError(
+            "--synthetic_queries: the synthetic dataset does not fit in memory; ask for fewer "
+            "queries, features or documents per query"
+        ) from None
     return (
         train,
         test,

@@ -172,7 +172,8 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
             file=sys.stderr,
         )
     log = common.ProgressLog(method)
-    result = fedips.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
+    with common.stop_cleanly():
+        result = fedips.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
     n5, n10 = result.offline_ndcg5, result.offline_ndcg10
     return {
         **common_part,

@@ -127,7 +127,8 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
             file=sys.stderr,
         )
     log = common.ProgressLog("foltr_es")
-    result = foltr_es.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
+    with common.stop_cleanly():
+        result = foltr_es.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
     results = common.results_file("foltr_es", config, result, train, test, source, log=log)
     results["epsilon"] = epsilon if math.isfinite(epsilon) else None
     return results

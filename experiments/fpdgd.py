@@ -75,8 +75,21 @@ def grid_settings(config: federation.FederationConfig) -> list | None:
     return settings
 
 
-def cell_name(setting: federation.Setting) -> str:
+def cell_name(setting: federation.Setting, exact: bool = False) -> str:
+    if exact:  # repr tells every two floats apart
+        return f"{setting.click_model}_eps{setting.epsilon!r}_delta{setting.sensitivity!r}"
     return f"{setting.click_model}_eps{setting.epsilon:g}_delta{setting.sensitivity:g}"
+
+
+def cell_names(settings) -> list:
+    """The grid's folder names, unique by construction (``common.unique_names``): cells
+    whose ε or Δ print alike with 6 digits get their exact values."""
+    flag = "click_models" if len(set(FLAGS.click_models)) < len(FLAGS.click_models) else (
+        "privacy_grid"
+    )
+    return common.unique_names(
+        [cell_name(s) for s in settings], [cell_name(s, exact=True) for s in settings], flag
+    )
 
 
 def run_experiment(config, settings, checkpoint: str | None = None) -> list:
@@ -96,7 +109,11 @@ def run_experiment(config, settings, checkpoint: str | None = None) -> list:
             file=sys.stderr,
         )
     log = common.ProgressLog(method)
-    result = federation.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
+    names = cell_names(settings) if settings else []
+    with common.stop_cleanly(names, config.n_runs):
+        result = federation.run(
+            spec, arrays, progress=log if writer else None, checkpoint=checkpoint
+        )
     if not settings:
         return [(None, results_of(method, config, result, slice(None), train, test, source, log))]
     cells = []
@@ -110,7 +127,7 @@ def run_experiment(config, settings, checkpoint: str | None = None) -> list:
         slots = slice(i * config.n_runs, (i + 1) * config.n_runs)
         cells.append(
             (
-                cell_name(setting),
+                names[i],
                 results_of(method, cell_config, result, slots, train, test, source, log),
             )
         )
@@ -131,7 +148,7 @@ def main(argv):
     try:
         config = common.federation_config("fpdgd")
         settings = grid_settings(config)
-        names = [cell_name(s) for s in settings or []]
+        names = cell_names(settings) if settings else []
         files = [f"{n}/results.json" for n in names] + ["grid.json"] if names else ["results.json"]
         output = common.on_every_process(common.claim_output, files)  # before any work
         cells = run_experiment(config, settings, output.checkpoint())

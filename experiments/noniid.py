@@ -307,11 +307,12 @@ def _remedy_cells(remedy, mus, config, train, test, extra, describe) -> list[Cel
         return [Cell("noniid", config, train, test, federation.ClientPlan(**extra), describe)]
     if remedy == "fedprox":
         cells = []
-        for mu in mus:
+        names = common.unique_names(
+            [f"fedprox_mu={mu:g}" for mu in mus], [f"fedprox_mu={mu!r}" for mu in mus], "prox_mu"
+        )
+        for name, mu in zip(names, mus):
             plan = federation.ClientPlan(**extra, prox_mu=mu)
-            cells.append(
-                Cell(f"fedprox_mu={mu:g}", config, train, test, plan, {**describe, "mu": mu})
-            )
+            cells.append(Cell(name, config, train, test, plan, {**describe, "mu": mu}))
         return cells
     if remedy == "fedper":
         plan = federation.ClientPlan(**extra, personal=("w2",), personal_eval=FLAGS.fedper_eval)
@@ -407,21 +408,23 @@ def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) 
             f"{PROGRAM}: [{cell.name}] warm-up on {cell.warmup.n_queries} shared queries",
             file=sys.stderr,
         )
-        initial, _ = noniid.warm_up(
-            cell.config,
-            cell.warmup,
-            cell.test,
-            FLAGS.warmup_interactions,
-            checkpoint=output.checkpoint(f"{cell.name}-warmup"),
-        )
+        with common.stop_cleanly([f"{cell.name} warm-up"], cell.config.n_runs):
+            initial, _ = noniid.warm_up(
+                cell.config,
+                cell.warmup,
+                cell.test,
+                FLAGS.warmup_interactions,
+                checkpoint=output.checkpoint(f"{cell.name}-warmup"),
+            )
     log = common.ProgressLog(f"{PROGRAM} {cell.name}")
-    result = federation.run(
-        spec,
-        arrays,
-        progress=log,
-        initial_params=initial,
-        checkpoint=output.checkpoint(cell.name),
-    )
+    with common.stop_cleanly([cell.name], cell.config.n_runs):
+        result = federation.run(
+            spec,
+            arrays,
+            progress=log,
+            initial_params=initial,
+            checkpoint=output.checkpoint(cell.name),
+        )
     final = result.offline_ndcg[:, -1]
     performance = result.online_performance
 

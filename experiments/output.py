@@ -4,11 +4,14 @@ saved results of finished parts, strict (finite-only) atomic writes of results."
 from __future__ import annotations
 
 import atexit
+import contextlib
+import errno
 import fcntl
 import json
 import math
 import os
 import pathlib
+import stat
 import tempfile
 import warnings
 
@@ -24,10 +27,10 @@ FLAGS = flags.FLAGS
 EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parent
 
 
-def checkpoint_file(output_dir, part: str = "") -> str | None:
+def checkpoint_file(output_dir, part: str = "", enabled: bool | None = None) -> str | None:
     """The checkpoint of the run (or of one ``part`` of it) under ``output_dir``; None
-    with --nocheckpoint."""
-    if not FLAGS.checkpoint:
+    with --nocheckpoint (``enabled`` None: the flag decides)."""
+    if not (FLAGS.checkpoint if enabled is None else enabled):
         return None
     name = f".checkpoint-{part}.npz" if part else ".checkpoint.npz"
     return str(pathlib.Path(output_dir) / name)
@@ -49,22 +52,28 @@ class FinishedParts:
     def __init__(self, folder):
         self.folder = None if folder is None else pathlib.Path(folder)
         self.code = files.code_version(EXPERIMENTS_DIR)
+        self._named: set[str] = set()  # the parts this run named: the only ones it removes
 
     @property
     def enabled(self) -> bool:
         return self.folder is not None
 
     def _path(self, name: str) -> pathlib.Path:
+        self._named.add(name)
         return self.folder / f"{name}.npz"
 
     def load(self, name: str, fingerprint: str):
         """The saved result of part ``name`` when it is this run's, else None (with a
-        warning when a file was there)."""
-        if self.folder is None or not self._path(name).exists():
+        warning when a file was there; a folder or FIFO there is never read, and the part
+        is then not saved)."""
+        if self.folder is None or not os.path.lexists(self._path(name)):
             return None
         try:
             meta, arrays = files.load_arrays(self._path(name), fingerprint, self.code)
-            return files.from_plain(meta.get("result"), arrays)
+            result = files.from_plain(meta.get("result"), arrays)
+            if _first_non_finite(result, "") is not None:
+                raise files.StoredFileError("a result that is not finite")
+            return result
         except files.StoredFileError as error:
             warnings.warn(f"ignoring {self._path(name)}: {error}; the part runs again")
             return None
@@ -73,16 +82,23 @@ class FinishedParts:
         if self.folder is None:
             return
         check_finite(result, f"part {name!r}")
+        if files.special_file(self._path(name)):
+            return  # a folder or FIFO stands there: load warned, the part is not kept
         arrays = []
         meta = {"result": files.to_plain(result, arrays)}
         files.save_arrays(self._path(name), fingerprint, meta, arrays, self.code)
 
     def clear(self) -> None:
-        """Removes the saved parts (and the folder when nothing else is in it)."""
-        if self.folder is None or not self.folder.is_dir():
+        """Removes the parts this run saved or looked for, and what their killed writers
+        left (``.<part>.npz.*.tmp``), and the folder when nothing else is in it: files it
+        did not name are left alone."""
+        if self.folder is None or not self.folder.is_dir() or self.folder.is_symlink():
             return
-        for path in [*self.folder.glob("*.npz"), *self.folder.glob(".*.tmp")]:
-            path.unlink(missing_ok=True)
+        for name in sorted(self._named):
+            path = self._path(name)
+            for leftover in files.leftovers(path):
+                files.remove_own(leftover)
+            files.remove_own(path)
         try:
             self.folder.rmdir()
         except OSError:
@@ -99,8 +115,12 @@ class Output:
     lock and removes the folders it created when they are empty.
     """
 
-    def __init__(self, path, outputs=("results.json",), flag: str = "output_dir"):
+    def __init__(
+        self, path, outputs=("results.json",), flag: str = "output_dir", checkpoints=None
+    ):
         self.path, self.flag = pathlib.Path(path), flag
+        self.checkpoints = checkpoints  # None: --checkpoint decides
+        self._named = {self.path / name for name in outputs}  # what finish may tidy
         self._created: list[pathlib.Path] = []
         self._lock_fd: int | None = None
         where = f"--{flag}: {self.path}"
@@ -139,12 +159,20 @@ class Output:
     def _lock(self) -> None:
         lock = self.path / ".lock"
         while True:
-            try:
-                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # never through a planted link, never waiting on a FIFO
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
             except OSError as error:
+                why = error.strerror or error
+                if error.errno == errno.ELOOP:
+                    why = "it is a symbolic link, which is never followed; remove it"
                 raise UserError(
-                    f"--{self.flag}: cannot write into {self.path} ({error.strerror or error})"
+                    f"--{self.flag}: cannot lock {lock} ({why})"
                 ) from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise UserError(
+                    f"--{self.flag}: cannot lock {lock}: it is not a regular file; remove it"
+                )
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -176,11 +204,15 @@ class Output:
 
     def checkpoint(self, part: str = "") -> str | None:
         """The checkpoint of the run or of one ``part`` (None with --nocheckpoint)."""
-        return checkpoint_file(self.path, part)
+        path = checkpoint_file(self.path, part, self.checkpoints)
+        if path:
+            self._named.add(pathlib.Path(path))
+        return path
 
     def finished_parts(self, folder: str) -> FinishedParts:
         """Finished parts kept in ``<output_dir>/<folder>`` (disabled with --nocheckpoint)."""
-        return FinishedParts(self.path / folder if FLAGS.checkpoint else None)
+        enabled = FLAGS.checkpoint if self.checkpoints is None else self.checkpoints
+        return FinishedParts(self.path / folder if enabled else None)
 
     def write_json(self, name, payload: dict) -> pathlib.Path:
         """Writes ``<output_dir>/<name>`` as strict JSON; UserError naming the flag if it
@@ -205,10 +237,14 @@ class Output:
             ) from None
 
     def finish(self) -> None:
-        """After the results are written: removes the run's checkpoints, what a killed
-        writer left half-written (``.*.tmp``) and the lock."""
-        for path in [*self.path.glob(".checkpoint*.npz"), *self.path.glob(".*.tmp")]:
-            loop.remove_checkpoint(path)
+        """After the results are written: removes the checkpoints this run named, what a
+        killed writer left half-written beside the files it names (``.<name>.*.tmp``) and
+        the lock.  Files the run did not name are left alone."""
+        for path in sorted(self._named):
+            for leftover in files.leftovers(path):
+                files.remove_own(leftover)
+            if path.name.startswith(".checkpoint"):
+                files.remove_own(path)
         self._created = []  # the folders hold results now
         self.release()
 
@@ -227,11 +263,46 @@ class Output:
 
 
 def claim_output(outputs=("results.json",)):
-    """``Output`` of --output_dir (UserError naming the flag when it cannot be used); a
-    ``ReadOnlyOutput`` on the processes of a --distributed run other than process 0."""
+    """``Output`` of --output_dir (UserError naming the flag when it cannot be used, or
+    is empty: never the current folder by accident); a ``ReadOnlyOutput`` on the processes
+    of a --distributed run other than process 0."""
+    if not FLAGS.output_dir.strip():
+        raise UserError("--output_dir: empty; name the folder for the results")
     if not is_writer():
         return ReadOnlyOutput(FLAGS.output_dir)
     return Output(FLAGS.output_dir, outputs)
+
+
+def probe_output_file(path, flag: str) -> pathlib.Path:
+    """Checks, before any work, that the file ``path`` of ``--flag`` can be written: a
+    name that is not empty, not a folder or special file, in a folder that exists or can be
+    created and takes a new file (probed).  UserError naming the flag otherwise."""
+    if not str(path).strip():
+        raise UserError(f"--{flag}: empty; name the file to write")
+    target = pathlib.Path(path)
+    where = f"--{flag}: {target}"
+    if target.name in ("", ".", ".."):
+        raise UserError(f"{where} names a folder, not a file")
+    special = files.special_file(target)
+    if special:
+        raise UserError(f"{where} is {special}, not a file that can be replaced")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise UserError(f"{where}: cannot write there ({error.strerror or error})") from None
+    return target
+
+
+def write_output_file(path, payload: dict, flag: str) -> None:
+    """``write_json_atomic`` of a file probed with ``probe_output_file``: a failure now
+    (a full disk, a folder removed meanwhile) is one UserError naming the flag."""
+    try:
+        write_json_atomic(pathlib.Path(path), payload)
+    except OSError as error:
+        raise UserError(f"--{flag}: cannot write {path} ({error.strerror or error})") from None
 
 
 class ReadOnlyOutput:
@@ -260,6 +331,47 @@ class ReadOnlyOutput:
 
     def release(self) -> None:
         pass
+
+
+@contextlib.contextmanager
+def stop_cleanly(cells=(), n_runs: int = 1, what: str = "cell"):
+    """Around a run: turns its ``loop.NonFiniteModel`` (a model or server state with a
+    NaN or an infinity) into a UserError of one line naming the run slot, or with
+    ``cells`` (the names of the program's settings, ``n_runs`` slots each) the cell and
+    repetition, and the round; and a checkpoint that could not be saved
+    (``loop.CheckpointError``) into one line naming --checkpoint.  The binary then exits
+    with status 2 and writes no results."""
+    try:
+        yield
+    except loop.NonFiniteModel as error:
+        raise UserError(error.describe(slot_namer(cells, n_runs, what))) from None
+    except loop.CheckpointError as error:
+        raise UserError(f"--checkpoint: {error}") from None
+
+
+def unique_names(short, full, flag: str) -> list:
+    """Names of a grid's cells, unique by construction: each cell's ``short`` name (e.g.
+    values printed with ``:g``) where no other cell shares it, else its ``full`` name
+    (values printed with ``repr``, which tells every two floats apart).  Two cells with
+    the same full name are the same cell twice: UserError naming ``--flag``."""
+    short, full = list(short), list(full)
+    repeated = sorted({f for f in full if full.count(f) > 1})
+    if repeated:
+        raise UserError(f"--{flag}: the cell {repeated[0]} is asked for twice")
+    names = [s if short.count(s) == 1 else f for s, f in zip(short, full)]
+    return names if len(set(names)) == len(names) else full
+
+
+def slot_namer(cells=(), n_runs: int = 1, what: str = "cell"):
+    """``name(slot)``: 'run slot s' or, with ``cells``, '<what> <name>, repetition r'."""
+    cells = list(cells)
+
+    def name(slot: int) -> str:
+        if cells and 0 <= slot // max(n_runs, 1) < len(cells):
+            return f"{what} {cells[slot // n_runs]}, repetition {slot % n_runs} (run slot {slot})"
+        return f"run slot {slot}" + (f" (repetition {slot})" if n_runs > 1 and not cells else "")
+
+    return name
 
 
 def check_finite(value, where: str) -> None:

@@ -271,6 +271,10 @@ def main(argv):
         common.fail(
             "paper_budget", "--measure_chunk_rounds, --measure_chunks, --folds, --n_runs >= 1"
         )
+    try:
+        output = common.probe_output_file(FLAGS.output, "output")  # before any measurement
+    except common.UserError as error:
+        common.fail("paper_budget", str(error))
     settings = {
         "chunk_rounds": FLAGS.measure_chunk_rounds,
         "chunks": FLAGS.measure_chunks,
@@ -287,16 +291,17 @@ def main(argv):
             except common.UserError as error:
                 common.fail("paper_budget", str(error))
     print(table(rows))
-    common.write_json_atomic(
-        pathlib.Path(FLAGS.output),
-        {
-            "recipes": rows,
-            "settings": {**settings, "published_rate": PUBLISHED_RATE},
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
-            "versions": common.versions(),
-        },
-    )
+    record = {
+        "recipes": rows,
+        "settings": {**settings, "published_rate": PUBLISHED_RATE},
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
+        "versions": common.versions(),
+    }
+    try:
+        common.write_output_file(output, record, "output")
+    except common.UserError as error:  # the table above keeps the measurements
+        common.fail("paper_budget", str(error))
     print(f"written to {FLAGS.output}")
 
 

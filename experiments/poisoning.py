@@ -111,7 +111,11 @@ def main(argv):
             )
         log = common.ProgressLog("poisoning")
         progress = log if writer else None
-        result = federation.run(spec, arrays, progress=progress, checkpoint=output.checkpoint())
+        names = [f"{s.click_model} m={s.n_malicious} {s.attack}/{s.aggregator}" for s in settings]
+        with common.stop_cleanly(names, config.n_runs):
+            result = federation.run(
+                spec, arrays, progress=progress, checkpoint=output.checkpoint()
+            )
         results = results_of(config, settings, result, train, test, source, log)
         path = output.write_json("results.json", results)
         table = format_table(results["cells"])

@@ -26,6 +26,7 @@ from experiments import common, paper_figures, recipes
 from experiments import figures as report
 
 FLAGS = flags.FLAGS
+REPORT_FILES = ("table.md", "table.tex", "summary.json")
 flags.DEFINE_string("results_dir", "", "Folder searched recursively for results.json files.")
 flags.DEFINE_string(
     "recipe", "", "A batch recipe: also draw its paper's figures and tables (paper_figures)."
@@ -58,10 +59,15 @@ def main(argv):
     results_dir = FLAGS.results_dir or (f"results/batch/{recipe.name}" if recipe else "")
     if not results_dir:
         common.fail("report", "--results_dir is required (or --recipe)")
+    output_dir = FLAGS.output_dir or str(pathlib.Path(results_dir) / "report")
+    try:  # claimed, locked and probed before any results are read or drawn
+        claimed = common.Output(output_dir, outputs=REPORT_FILES, flag="output_dir")
+    except common.UserError as error:
+        common.fail("report", str(error))
     try:
         summary = report.build_report(
             results_dir,
-            FLAGS.output_dir or None,
+            output_dir,
             baseline=FLAGS.baseline or (recipe.baseline if recipe else ""),
             alpha=FLAGS.alpha,
             paired=FLAGS.paired or (recipe.paired if recipe else False),
@@ -69,9 +75,13 @@ def main(argv):
         )
         paper = None
         if recipe is not None:
-            paper = paper_figures.make_page(results_dir, recipe, FLAGS.output_dir or None)
+            paper = paper_figures.make_page(results_dir, recipe, output_dir)
     except report.ReportError as error:
         common.fail("report", str(error).replace("\n", " "))
+    except OSError as error:
+        common.fail("report", f"--output_dir: cannot write {error.filename or output_dir} "
+                    f"({error.strerror or error})")
+    claimed.finish()
     groups = summary["groups"]
     for name, group in groups.items():
         if group.get("baseline_note"):

@@ -333,6 +333,8 @@ def read_results(path: pathlib.Path, source: str) -> list[Series]:
         raise ReportError(f"{path}: cannot read: {error}") from None
     except json.JSONDecodeError as error:
         raise ReportError(f"{path}: not valid JSON: {error}") from None
+    except RecursionError:
+        raise ReportError(f"{path}: not a results file: JSON nested too deeply") from None
     if not isinstance(payload, dict):
         raise ReportError(f"{path}: not a results file: the top level is not a JSON object")
     try:

@@ -104,14 +104,15 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
     )
     history = trained["malicious"].history
     logs.append(common.ProgressLog(labels["unlearned"]))
-    replayed = unlearning.replay(
-        config,
-        malicious_spec,
-        malicious_arrays,
-        history,
-        progress=logs[-1],
-        checkpoint=output.checkpoint("replay"),
-    )
+    with common.stop_cleanly(what="unlearning replay"):
+        replayed = unlearning.replay(
+            config,
+            malicious_spec,
+            malicious_arrays,
+            history,
+            progress=logs[-1],
+            checkpoint=output.checkpoint("replay"),
+        )
 
     training = _training_rows(config, labels, trained)
     cells = _unlearning_rows(config, labels, replayed)
@@ -157,9 +158,11 @@ def _train(config, labels, train, test, output, finished) -> tuple:
         result = _run_result(finished.load(kind, fingerprint))
         if result is None:
             logs.append(common.ProgressLog(labels[kind]))
-            result = federation.run(
-                spec, arrays, progress=logs[-1], checkpoint=output.checkpoint(kind)
-            )
+            names = [f"{labels[kind]} {c}" for c in config.click_models]
+            with common.stop_cleanly(names, config.federation.n_runs, "training"):
+                result = federation.run(
+                    spec, arrays, progress=logs[-1], checkpoint=output.checkpoint(kind)
+                )
             finished.save(kind, fingerprint, _plain(result))
             if finished.enabled:  # the saved part holds it now
                 loop.remove_checkpoint(output.checkpoint(kind))

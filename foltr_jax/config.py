@@ -12,6 +12,7 @@ import numbers
 from typing import NamedTuple
 
 import jax
+import numpy as np
 
 from foltr_jax import aggregators, attacks, click_models, pipeline, rankers
 
@@ -22,6 +23,45 @@ WINDOW_SCORING = ("auto", "map", "vmap")
 # (pipeline.gamma_noise_once); 'per_client': every client draws its own share, always.
 PRIVACY_NOISE = ("auto", "per_client")
 SERVER_OPTIMIZER_NAMES = ("none",) + tuple(pipeline.SERVER_OPTIMIZERS)
+FLOAT32_MAX = 3.4028234663852886e38  # what a model's numbers (float32) can hold
+INT32_MAX = 2**31 - 1  # counts, sizes and round indices are int32 in the programs
+# PRNGKey keeps 32 bits of a seed without x64: seeds s and s + 2^32 would share their keys.
+SEED_MAX = 2**32 - 1
+
+
+def check_fields(config) -> None:
+    """Checks every field of a config dataclass against its annotation (int, float, str,
+    bool), raising ConfigError naming the field: a float, string or bool where an integer
+    belongs never reaches JAX.  Integers lie within int32 (the seed within 0..2^32 - 1)."""
+    for field in dataclasses.fields(config):
+        value, kind = getattr(config, field.name), field.type
+        kind = kind if isinstance(kind, str) else getattr(kind, "__name__", "")
+        is_bool = isinstance(value, (bool, np.bool_))
+        if kind == "bool":
+            fits = is_bool
+        elif kind == "int":
+            fits = isinstance(value, numbers.Integral) and not is_bool
+        elif kind == "float":
+            fits = isinstance(value, numbers.Real) and not is_bool
+        elif kind == "str":
+            fits = isinstance(value, str)
+        else:
+            continue
+        if not fits:
+            raise ConfigError(
+                field.name, f"must be {'an' if kind == 'int' else 'a'} {kind}, got {value!r}"
+            )
+        if kind == "int":
+            low, high = (0, SEED_MAX) if field.name == "seed" else (-INT32_MAX, INT32_MAX)
+            if not low <= value <= high:
+                raise ConfigError(field.name, f"must lie in {low}..{high}, got {value}")
+
+
+def check_derived(field: str, what: str, value: float) -> None:
+    """Raises ConfigError naming ``field`` when a quantity derived from it (a noise
+    scale, a clipping norm) is not a finite float32: it would break every model."""
+    if not (math.isfinite(value) and abs(value) <= FLOAT32_MAX):
+        raise ConfigError(field, f"gives {what} = {value}, beyond float32's finite range")
 
 
 def check_schedule(
@@ -92,7 +132,9 @@ class FederationConfig:
         return 0 < self.client_chunk < self.n_clients
 
     def validate(self) -> FederationConfig:
-        """Raises ConfigError naming the setting when a value is out of range."""
+        """Raises ConfigError naming the setting when a value is out of range or of another
+        type."""
+        check_fields(self)
         positive = (
             "n_clients",
             "local_updates",
@@ -140,6 +182,8 @@ class FederationConfig:
         if self.n_devices < 1:
             raise ConfigError("n_devices", f"must be at least 1, got {self.n_devices}")
         self.setting().validate(self.n_clients)
+        clipping = self.clip_factor * self.sensitivity
+        check_derived("clip_factor", "a clipping norm clip_factor·Δ", clipping)
         return self
 
     def setting(self) -> Setting:
@@ -182,6 +226,7 @@ class Setting:
 
     def validate(self, n_clients: int) -> Setting:
         """Raises ConfigError naming the offending field (= flag name)."""
+        check_fields(self)
         try:
             click_models.by_name(self.click_model, 5)
         except ValueError as error:
@@ -221,6 +266,12 @@ class Setting:
             raise ConfigError("epsilon", f"must be positive, got {self.epsilon}")
         if self.epsilon > 0 and not self.sensitivity > 0:
             raise ConfigError("sensitivity", "must be positive when epsilon is set")
+        if self.sensitivity > 0:
+            try:
+                scale = self.sensitivity / self.epsilon
+            except OverflowError:
+                scale = math.inf
+            check_derived("epsilon", "a noise scale Δ/ε", scale)
         return self
 
 

@@ -3,8 +3,9 @@
 An entry is keyed by the SHA-256 of the source file's bytes plus the parse options
 (``normalise``, ``n_features``) and :data:`CACHE_FORMAT_VERSION`, so that
 re-reading a 1 GB MSLR fold is a fast ``np.load``.  An entry is used only when it
-proves it belongs to its source (stored hash and parse options, shapes, finite
-values, label range), else the file is parsed again with a warning.  Entries are
+proves it belongs to its source (stored hash and parse options, a SHA-256 of its
+arrays, shapes, finite values, label range); a folder or FIFO where an entry should be
+is never read; else the file is parsed again with a warning.  Entries are
 written atomically; an unwritable cache only produces a warning.
 """
 
@@ -35,7 +36,7 @@ __all__ = [
 
 # Bump whenever the parser or the cached array layout changes in a way that
 # changes the result: old cache entries then simply stop being found.
-CACHE_FORMAT_VERSION = 1
+CACHE_FORMAT_VERSION = 2  # 2: entries carry a SHA-256 of their arrays
 
 # Bytes per step when hashing a file for the cache key.
 _HASH_BLOCK_BYTES = 1 << 20
@@ -72,17 +73,34 @@ def path_for(cache_dir, digest: str, normalise: bool, n_features: int | None) ->
 
 
 _CACHE_KEYS = ("features", "labels", "query_offsets", "query_lengths", "query_ids")
+_CHECKSUM = "arrays_sha256"
+
+
+def checksum(arrays: dict) -> str:
+    """SHA-256 of the dataset arrays of an entry (names, dtypes, shapes and bytes) and of
+    its source fields: an entry whose arrays were swapped or damaged is never used."""
+    digest = hashlib.sha256()
+    for key in sorted(k for k in arrays if k != _CHECKSUM):
+        value = np.ascontiguousarray(arrays[key])
+        digest.update(f"{key} {value.dtype.str} {value.shape}\0".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
 
 
 def load(cache_path: pathlib.Path, name: str, source: dict) -> RankingDataset | None:
     """The cached dataset when the entry proves it was made from ``source`` (the file's
     SHA-256 and the parse options, as :func:`source` gives them) and holds sound arrays;
     else None, with a warning if a file was there."""
-    if not cache_path.exists():
+    if not os.path.lexists(cache_path):
         return None
     try:
+        special = files.special_file(cache_path)
+        if special:
+            raise ValueError(f"it is {special}, not a file (never read; nothing is cached)")
         with np.load(cache_path, allow_pickle=False) as z:
-            stored = {k: z[k] for k in (*_CACHE_KEYS, *source)}
+            stored = {k: z[k] for k in (*_CACHE_KEYS, *source, _CHECKSUM)}
+        if str(stored[_CHECKSUM]) != checksum(stored):
+            raise ValueError("its arrays do not match their checksum (other data or damage)")
         if int(stored["format_version"]) != CACHE_FORMAT_VERSION:
             raise ValueError("format version mismatch")
         if str(stored["source_sha256"]) != source["source_sha256"]:
@@ -130,7 +148,10 @@ def write(cache_path: pathlib.Path, arrays: dict) -> bool:
             stacklevel=3,
         )
         return False
+    if files.special_file(cache_path):
+        return False  # a folder or FIFO stands there: load warned once
     try:
+        arrays = {**arrays, _CHECKSUM: np.str_(checksum(arrays))}
         files.write_atomically(cache_path, lambda stream: np.savez(stream, **arrays))
     except OSError as exc:
         warnings.warn(

@@ -38,7 +38,7 @@ import numpy as np
 import optax
 
 from foltr_jax import engine, loop, pipeline
-from foltr_jax.config import ConfigError, Setting, check_schedule
+from foltr_jax.config import ConfigError, Setting, check_fields, check_schedule
 from foltr_jax.data import RankingDataset
 from foltr_jax.fedips_em import EmState, init_em, round_propensities
 from foltr_jax.interaction import at_narrowest_width, window_widths
@@ -91,6 +91,7 @@ class FedIpsConfig:
 
     def validate(self) -> FedIpsConfig:
         """Raises federation.ConfigError naming the offending field."""
+        check_fields(self)
         for name in ("n_users", "queries_per_user", "top_k", "rounds", "n_runs", "chunk_rounds"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")

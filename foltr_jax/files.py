@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import pathlib
+import stat
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -26,13 +27,30 @@ from typing import BinaryIO
 import numpy as np
 
 
+def umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (/proc), else
+    by setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
 def write_atomically(path, write: Callable[[BinaryIO], None]) -> None:
     """Calls ``write(stream)`` on a binary temporary file beside ``path``, then renames it
-    over ``path`` (creating the folder first)."""
+    over ``path`` (creating the folder first).  The file gets the mode a plain ``open``
+    would give it (0666 less the umask), not the temporary file's 0600."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(handle, 0o666 & ~umask())
         with os.fdopen(handle, "wb") as stream:
             write(stream)
             stream.flush()
@@ -46,12 +64,63 @@ def write_atomically(path, write: Callable[[BinaryIO], None]) -> None:
         raise
 
 
+def special_file(path) -> str | None:
+    """What stands at ``path`` when it is neither missing nor a regular file (after
+    links): 'a folder', 'a FIFO', 'a device', 'a socket'; None when nothing is there or a
+    regular file is.  Such a path is never opened: reading a FIFO would wait forever."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as error:  # a link loop, a path through a file, ...
+        return f"unusable ({error.strerror or error})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device or other special file"
+
+
+def remove_own(path) -> None:
+    """Removes ``path`` when it is a regular file or a link (never a folder or anything a
+    planted link points to); a missing file is fine."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        pathlib.Path(path).unlink(missing_ok=True)
+
+
+def leftovers(path) -> list:
+    """The temporary files ``write_atomically`` left beside ``path`` when its writer was
+    killed (``.<name>.<random>.tmp``): regular files only."""
+    path = pathlib.Path(path)
+    found = []
+    for candidate in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
+        try:
+            if stat.S_ISREG(os.lstat(candidate).st_mode):
+                found.append(candidate)
+        except OSError:
+            pass
+    return found
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters taken literally."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
 # --------------------------------------------------------------------------
 # Arrays and plain metadata: checkpoints and finished parts, never pickle
 # --------------------------------------------------------------------------
 
 ARRAYS_FORMAT = "foltr_jax.arrays"
-ARRAYS_VERSION = 1
+ARRAYS_VERSION = 2  # 2: the header holds a SHA-256 of the arrays
 _ZIP_MAGIC = b"PK\x03\x04"
 _META = "meta"
 
@@ -73,6 +142,16 @@ def code_version(*folders) -> str:
     return digest.hexdigest()[:16]
 
 
+def arrays_digest(arrays) -> str:
+    """SHA-256 of a list of arrays: dtype, shape and bytes of each, in order."""
+    digest = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        digest.update(f"{a.dtype.str} {a.shape}\0".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
 def save_arrays(path, fingerprint: str, meta: dict, arrays, code: str | None = None) -> None:
     """Writes ``arrays`` and the JSON ``meta`` as one ``.npz`` (atomically), stamped with
     the format, ``fingerprint`` and the code version (``code``, default ``code_version()``)."""
@@ -83,6 +162,7 @@ def save_arrays(path, fingerprint: str, meta: dict, arrays, code: str | None = N
         "code": code or code_version(),
         "fingerprint": fingerprint,
         "arrays": len(arrays),
+        "sha256": arrays_digest(arrays),
         "meta": meta,
     }
     entries = {f"a{i}": a for i, a in enumerate(arrays)}
@@ -97,6 +177,9 @@ def load_arrays(path, fingerprint: str, code: str | None = None) -> tuple[dict, 
     ``allow_pickle=False`` and only after the format, code version and fingerprint
     match.  Raises StoredFileError saying why the file is not this run's.
     """
+    special = special_file(path)
+    if special:
+        raise StoredFileError(f"{special}, not a file: never read")
     try:
         with open(path, "rb") as stream:
             if stream.read(4) != _ZIP_MAGIC:
@@ -122,6 +205,8 @@ def load_arrays(path, fingerprint: str, code: str | None = None) -> tuple[dict, 
             ):
                 raise StoredFileError("its arrays do not match its header")
             arrays = [z[f"a{i}"] for i in range(count)]
+            if header.get("sha256") != arrays_digest(arrays):
+                raise StoredFileError("its arrays do not match their checksum (damaged or swapped)")
     except StoredFileError:
         raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:

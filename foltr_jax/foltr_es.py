@@ -44,7 +44,13 @@ import numpy as np
 import optax
 
 from foltr_jax import click_models, engine, interaction, loop, metrics, pipeline, rankers
-from foltr_jax.config import ConfigError, Setting, check_schedule, resolve_window_scoring
+from foltr_jax.config import (
+    ConfigError,
+    Setting,
+    check_fields,
+    check_schedule,
+    resolve_window_scoring,
+)
 from foltr_jax.data import RankingDataset
 from foltr_jax.es_rewards import (
     client_gradient,
@@ -104,6 +110,7 @@ class FoltrEsConfig:
 
     def validate(self) -> FoltrEsConfig:
         """Raises ConfigError naming the setting when a value is out of range."""
+        check_fields(self)
         for name in ("n_clients", "local_updates", "rounds", "n_runs", "top_k", "chunk_rounds"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")

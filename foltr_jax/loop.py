@@ -5,8 +5,8 @@ chunks, progress between chunks, checkpoint and resume, and run fingerprints.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
-import pathlib
 import time
 import warnings
 from collections.abc import Callable
@@ -59,6 +59,14 @@ def scan_in_chunks(
     outputs, done = [], 0
     earlier = {"compile": 0.0, "run": 0.0}  # seconds of earlier invocations
     writer = multiprocess.is_writer()
+    if checkpoint and writer and files.special_file(checkpoint):
+        warnings.warn(
+            f"ignoring {checkpoint}: it is {files.special_file(checkpoint)}, not a file; "
+            "this run keeps no checkpoint",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        writer = False  # neither read nor written (the other processes still take part)
     if checkpoint and checkpoint_key is None and writer:
         checkpoint_key = fingerprint(static, consts, state)
     if checkpoint:
@@ -68,7 +76,7 @@ def scan_in_chunks(
 
         saved = None
         if writer:
-            saved = _load_checkpoint(checkpoint, checkpoint_key, total, state, out_shapes)
+            saved = _load_checkpoint(checkpoint, checkpoint_key, total, chunk, state, out_shapes)
         if multiprocess.is_multiprocess():
             saved = _share_checkpoint(saved, state, out_shapes)
         if saved is not None:
@@ -77,6 +85,7 @@ def scan_in_chunks(
                 lengths.pop(0)
             if progress is not None:
                 progress(done, total, 0.0)  # where it resumes; nothing timed yet
+    check_finite_state(state, done)  # a model handed in broken (initial parameters, a resume)
     compile_start = time.perf_counter()
     compiled = {
         n: chunk_fn.lower(static, n, consts, state, jnp.int32(0)).compile()
@@ -84,23 +93,117 @@ def scan_in_chunks(
     }
     compile_seconds = earlier["compile"] + time.perf_counter() - compile_start
     run_start = time.perf_counter()
+    # The last state known finite, on the host (the chunk function donates its input): a
+    # chunk that breaks the model is replayed from it round by round to name the round.
+    finite_at = (done, jax.device_get(state))
     for n in lengths:
         state, out = compiled[n](consts, state, jnp.int32(done))
         outputs.append(jax.device_get(out))
         done += n
+        bad = non_finite_slots(state)
+        if bad.any():
+            _name_the_round(chunk_fn, static, consts, finite_at, compiled, done - n, done, bad)
+        if checkpoint:  # on the host for the checkpoint, and kept as the last finite state
+            finite_at = (done, jax.device_get(state))
         if checkpoint and writer:
             seconds = {"compile": compile_seconds, "run": earlier["run"] + _since(run_start)}
-            _save_checkpoint(checkpoint, checkpoint_key, total, done, state, outputs, seconds)
+            host = finite_at[1]
+            try:
+                _save_checkpoint(checkpoint, checkpoint_key, total, done, host, outputs, seconds)
+            except OSError as error:  # a full disk, a removed folder: the old file stays
+                raise CheckpointError(
+                    f"cannot save {checkpoint} after round {done} ({error.strerror or error}); "
+                    "the previous checkpoint is kept: the same command resumes from it"
+                ) from None
         if progress is not None:
             progress(done, total, time.perf_counter() - run_start)
     state = jax.block_until_ready(state)
     return state, outputs, compile_seconds, earlier["run"] + time.perf_counter() - run_start
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be saved (the previous one is kept); the message is one line."""
+
+
+class NonFiniteModel(ValueError):
+    """A run slot's model or server state holds a NaN or an infinity after ``round``
+    (1-based; 0: before the first round): a diverging model, never a result.  ``slots``
+    are the broken run slots (slot s * n_runs + r is repetition r of setting s)."""
+
+    def __init__(self, slots, round_: int):
+        self.slots = [int(s) for s in slots]
+        self.round = int(round_)
+        super().__init__(self.describe(lambda s: f"run slot {s}"))
+
+    def describe(self, name: Callable[[int], str]) -> str:
+        """One line, naming the first broken slot with ``name(slot)``."""
+        more = len(self.slots) - 1
+        when = f"after round {self.round}" if self.round else "before the first round"
+        return (
+            f"{name(self.slots[0])}{f' (and {more} more run slot(s))' if more else ''}: "
+            f"the model or server state is not finite (NaN or infinity) {when}: a diverging "
+            "run (try a smaller learning rate) or a component returning NaN; nothing written"
+        )
+
+
+@jax.jit
+def _non_finite_per_slot(leaves):
+    return [
+        ~jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1) if x.ndim else ~jnp.isfinite(x)
+        for x in leaves
+    ]
+
+
+def non_finite_slots(state) -> np.ndarray:
+    """bool [n_slots]: which run slots' float leaves of ``state`` (leaves [n_slots, ...]:
+    global parameters, server state, ...) hold a NaN or an infinity; a leaf without the
+    slot axis counts for every slot.  One reduction on the device, a few bytes back."""
+    leaves = [
+        x
+        for x in jax.tree_util.tree_leaves(state)
+        if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+    ]
+    if not leaves:
+        return np.zeros(1, bool)
+    per_leaf = [np.asarray(b) for b in jax.device_get(_non_finite_per_slot(leaves))]
+    n = max(b.size for b in per_leaf)
+    bad = np.zeros(n, bool)
+    for b in per_leaf:
+        bad |= b if b.size == n else np.broadcast_to(b.any(), (n,))
+    return bad
+
+
+def check_finite_state(state, round_: int) -> None:
+    """Raises NonFiniteModel when some run slot's ``state`` is not finite after ``round_``."""
+    bad = non_finite_slots(state)
+    if bad.any():
+        raise NonFiniteModel(np.flatnonzero(bad), round_)
+
+
+def _name_the_round(chunk_fn, static, consts, finite_at, compiled, chunk_start, chunk_end, bad):
+    """Raises NonFiniteModel naming the first round after which a model broke in the chunk
+    of rounds ``chunk_start`` + 1 .. ``chunk_end``: replays the run from the last state known
+    finite (whole chunks up to ``chunk_start``, then one round at a time; every key derives
+    from the round index, so the replay is the run itself).  ``bad``: the broken slots."""
+    done, host_state = finite_at
+    state = multiprocess.replicated(jax.tree_util.tree_map(jnp.asarray, host_state))
+    length = max(compiled)
+    while done < chunk_start:  # whole chunks: every chunk before the last is this long
+        state, _ = compiled[length](consts, state, jnp.int32(done))
+        done += length
+    one = chunk_fn.lower(static, 1, consts, state, jnp.int32(0)).compile()
+    while done < chunk_end:
+        state, _ = one(consts, state, jnp.int32(done))
+        done += 1
+        check_finite_state(state, done)
+    raise NonFiniteModel(np.flatnonzero(bad), chunk_end)  # not reproduced: the chunk's end
+
+
 def remove_checkpoint(path) -> None:
-    """Removes a checkpoint once the run's results are stored (a missing file is fine)."""
+    """Removes a checkpoint once the run's results are stored (a missing file is fine;
+    a folder or FIFO standing there is left alone)."""
     if path:
-        pathlib.Path(path).unlink(missing_ok=True)
+        files.remove_own(path)
 
 
 def _since(start: float) -> float:
@@ -152,11 +255,11 @@ def _save_checkpoint(path, key, total, done, state, outputs, seconds) -> None:
     files.save_arrays(path, key, meta, state_leaves + out_leaves)
 
 
-def _load_checkpoint(path, key, total, state, out_shapes):
+def _load_checkpoint(path, key, total, chunk, state, out_shapes):
     """(state, [outputs so far], rounds done, earlier seconds) from ``path`` when it holds
     a checkpoint of this very run (settings, data, code, shapes); else None, with a
     warning when a file was there."""
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return None
     try:
         meta, arrays = files.load_arrays(path, key)
@@ -167,16 +270,25 @@ def _load_checkpoint(path, key, total, state, out_shapes):
             raise files.StoredFileError(f"not a checkpoint of {total} steps")
         if not (isinstance(done, int) and 0 < done <= total):
             raise files.StoredFileError(f"a step count {done!r} outside 1..{total}")
+        if not (done == total or done % chunk == 0):
+            raise files.StoredFileError(f"{done} steps done, not whole chunks of {chunk}")
         if not (
             isinstance(seconds, dict)
-            and all(isinstance(seconds.get(k), (int, float)) for k in ("compile", "run"))
+            and all(
+                isinstance(seconds.get(k), (int, float))
+                and not isinstance(seconds.get(k), bool)
+                and 0 <= seconds[k] < math.inf
+                for k in ("compile", "run")
+            )
         ):
-            raise files.StoredFileError("no timings")
+            raise files.StoredFileError("no timings (finite seconds)")
         if meta.get("state_tree") != str(state_tree) or meta.get("state_leaves") != n:
             raise files.StoredFileError("a state of another structure")
         for saved, live in zip(arrays, state_leaves):
             if saved.shape != np.shape(live) or saved.dtype != live.dtype:
                 raise files.StoredFileError("a state of other shapes or types")
+        if non_finite_slots(arrays[:n]).any():
+            raise files.StoredFileError("a state that is not finite")
         expected, tree = jax.tree_util.tree_flatten(out_shapes())  # one chunk's outputs
         outputs = arrays[n:]
         if meta.get("output_tree") != str(tree) or len(outputs) != len(expected):

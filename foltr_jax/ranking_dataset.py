@@ -14,7 +14,11 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["RankingDataset", "normalise_per_query"]
+__all__ = ["LABEL_LIMIT", "RankingDataset", "normalise_per_query"]
+
+# The largest relevance grade a dataset may hold: the gain 2^rel - 1 of nDCG must stay
+# finite in float32 (2^128 is not); the LETOR reader refuses the same (letor.MAX_LABEL).
+LABEL_LIMIT = 31
 
 # Rows per step in normalise_per_query (bounds the float64 temporaries).
 _NORMALISE_BLOCK_ROWS = 1 << 15
@@ -25,9 +29,9 @@ class RankingDataset:
     """A flat learning-to-rank dataset.
 
     Attributes:
-      features: float32 ``[n_docs, n_features]``; the rows of query ``i`` are
+      features: float32 ``[n_docs, n_features]``, finite; the rows of query ``i`` are
         ``features[query_offsets[i]:query_offsets[i] + query_lengths[i]]``.
-      labels: int32 ``[n_docs]`` relevance grades (>= 0).
+      labels: int32 ``[n_docs]`` relevance grades (0 .. LABEL_LIMIT).
       query_offsets: int32 ``[n_queries]`` first row of every query; queries
         are packed back to back in order (``offsets[0] == 0``,
         ``offsets[i + 1] == offsets[i] + lengths[i]``).
@@ -48,7 +52,8 @@ class RankingDataset:
 
     def __post_init__(self) -> None:
         def coerce(field: str, dtype) -> np.ndarray:
-            value = np.asarray(getattr(self, field), dtype=dtype)
+            with np.errstate(over="ignore"):  # beyond float32: infinity, refused below
+                value = np.asarray(getattr(self, field), dtype=dtype)
             object.__setattr__(self, field, value)
             return value
 
@@ -88,6 +93,14 @@ class RankingDataset:
             )
         if n_docs and labels.min() < 0:
             raise ValueError("labels must be >= 0")
+        if n_docs and labels.max() > LABEL_LIMIT:
+            raise ValueError(
+                f"labels must be at most {LABEL_LIMIT} (nDCG's gain 2^rel - 1 must stay finite), "
+                f"got {labels.max()}"
+            )
+        if features.size and not np.isfinite(features).all():
+            row = int(np.argwhere(~np.isfinite(features))[0][0])
+            raise ValueError(f"features must be finite, got a NaN or infinity in row {row}")
 
     # -- properties --------------------------------------------------------
 
