@@ -522,16 +522,10 @@ def initial_state(spec: Spec) -> State:
     return State(params, em, jax.vmap(server_chain(spec).init)(engine.flatten(params)))
 
 
-def run(
-    spec: Spec,
-    arrays: Arrays,
-    progress: loop.ProgressFn | None = None,
-    checkpoint: str | None = None,
-) -> engine.RunResult:
-    """Runs ``config.rounds`` rounds of every repetition (``engine.run``).  Curves:
-    offline_ndcg5, offline_ndcg10, clicks (records learnt from) and sessions (lists
-    shown), all users; the result adds ``estimated_propensities`` and ``user_gammas``."""
-    return engine.run(spec, arrays, progress, checkpoint)
+# run(spec, arrays, progress=None, checkpoint=None): every round of every run
+# (``engine.run``; the result adds
+# ``estimated_propensities`` and ``user_gammas``).
+run = engine.run
 
 
 FedIpsResult = engine.RunResult

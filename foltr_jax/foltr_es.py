@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from foltr_jax import click_models, engine, interaction, loop, metrics, pipeline, rankers
+from foltr_jax import click_models, engine, interaction, metrics, pipeline, rankers
 from foltr_jax.config import (
     ConfigError,
     Setting,
@@ -482,15 +482,9 @@ def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index, ev
     )
 
 
-def run(
-    spec: Spec,
-    arrays: Arrays,
-    progress: loop.ProgressFn | None = None,
-    checkpoint: str | None = None,
-) -> engine.RunResult:
-    """Runs ``config.rounds`` rounds of every repetition (``engine.run``); the result adds
-    ``epsilon``, the thesis eq. 3.6 bound (math.inf without privatisation)."""
-    return engine.run(spec, arrays, progress, checkpoint)
+# run(spec, arrays, progress=None, checkpoint=None): every round of every run
+# (``engine.run``; the result adds ``epsilon``).
+run = engine.run
 
 
 RunResult = engine.RunResult
