@@ -84,7 +84,7 @@ def test_every_method_over_devices_gives_the_single_device_results():
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
