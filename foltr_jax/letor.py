@@ -79,8 +79,9 @@ _OTHER_FORMATS = {
 }
 _SNIFF_BYTES = 4096
 
-# Bytes read (and hashed) per step; every block is parsed as one chunk.
-_READ_BLOCK_BYTES = 4 << 20
+# Bytes read (and hashed) per step; every block is parsed as one chunk.  1 MB keeps the
+# vectorised reader's arrays (8 bytes per token) in cache: 4 MB reads 30 % slower.
+_READ_BLOCK_BYTES = 1 << 20
 
 # Threads that read blocks with the vectorised reader at once (numpy releases the GIL).
 _MAX_THREADS = 2
@@ -387,7 +388,11 @@ def _stack(dense_chunks: list[np.ndarray], n_docs: int, n_features: int | None) 
     """One float32 [n_docs, width] matrix of the chunks' rows (narrower chunks padded
     with zeros); the list is emptied as the chunks are copied."""
     width = n_features if n_features is not None else max(c.shape[1] for c in dense_chunks)
-    if len(dense_chunks) == 1 and dense_chunks[0].shape[1] == width:
+    if (
+        len(dense_chunks) == 1
+        and dense_chunks[0].shape[1] == width
+        and dense_chunks[0].flags.c_contiguous
+    ):
         features = dense_chunks.pop()
     else:
         features = np.zeros((n_docs, width), dtype=np.float32)
@@ -507,9 +512,12 @@ def parse_file(
 
         blocks = _open_byte_blocks(raw, spath, hasher)
         if threads == 1:
-            for block in blocks:
-                add(block, parse(block))
-                report()
+            try:
+                for block in blocks:
+                    add(block, parse(block))
+                    report()
+            finally:
+                letor_blocks.release_scratch()
         else:
             with concurrent.futures.ThreadPoolExecutor(threads) as pool:
                 pending: collections.deque = collections.deque()

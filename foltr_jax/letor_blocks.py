@@ -33,11 +33,12 @@ stored as float32 as the line-by-line parser stores it.  Values outside that ran
 from __future__ import annotations
 
 import re
+import threading
 from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["BlockDocs", "parse_block"]
+__all__ = ["BlockDocs", "parse_block", "release_scratch"]
 
 _U64 = np.uint64
 _ALL = _U64(0xFFFF_FFFF_FFFF_FFFF)
@@ -94,7 +95,7 @@ class BlockDocs(NamedTuple):
     """The documents of one block, as :func:`parse_block` read them."""
 
     labels: np.ndarray  # int32 [docs]
-    features: np.ndarray  # float32 [docs, largest feature id in the block]
+    features: np.ndarray  # float32 [docs, largest feature id in the block] (maybe a view)
     doc_lines: np.ndarray  # int64 [docs]: line of each document, 0-based in the block
     starts: list  # (document index in the block, query id): the first document, and
     # every document whose query id differs from the one before
@@ -113,70 +114,157 @@ def _windows(a: np.ndarray) -> np.ndarray:
     return np.ndarray(shape=(a.size - 7,), dtype="<u8", buffer=a, offset=0, strides=(1,))
 
 
-def _eq_flags(x: np.ndarray, byte: int) -> np.ndarray:
+class _Scratch(threading.local):
+    """Arrays reused from block to block (one set per thread).
+
+    A block's temporaries are megabytes each; allocated afresh, they go back to the
+    system when freed and fault their pages in again at the next block, which costs
+    more than the arithmetic.  So every per-token step writes into arrays kept here.
+    """
+
+    def __init__(self) -> None:
+        self.arrays: dict = {}
+
+    def get(self, name: str, size: int, dtype=_U64) -> np.ndarray:
+        """An uninitialised ``[size]`` array of ``dtype``, the same memory each call."""
+        arr = self.arrays.get(name)
+        if arr is None or arr.size < size or arr.dtype != dtype:
+            arr = np.empty(size + size // 4 + 64, dtype)
+            self.arrays[name] = arr
+        return arr[:size]
+
+
+_SCRATCH = _Scratch()
+
+
+def release_scratch() -> None:
+    """Frees the calling thread's reused arrays (tens of MB after a large block)."""
+    _SCRATCH.arrays.clear()
+
+
+def _eq_flags(x: np.ndarray, byte: int, out: np.ndarray, t: np.ndarray) -> np.ndarray:
     """0x80 in each byte of x equal to ``byte``, 0 elsewhere (exact, no false hits)."""
-    v = x ^ _U64(byte * 0x0101_0101_0101_0101)
-    t = (v & _SEVEN_F) + _SEVEN_F
-    return ~(t | v | _SEVEN_F)
+    np.bitwise_xor(x, _U64(byte * 0x0101_0101_0101_0101), out=out)
+    np.bitwise_and(out, _SEVEN_F, out=t)
+    t += _SEVEN_F
+    t |= out
+    t |= _SEVEN_F
+    return np.invert(t, out=out)
 
 
-def _all_digits(x: np.ndarray) -> np.ndarray:
+def _all_digits(x: np.ndarray, t: np.ndarray, u: np.ndarray, out: np.ndarray) -> np.ndarray:
     """True where all 8 bytes of x are ASCII digits (bytes below 0x80)."""
-    hi = x & _U64(0xF0F0_F0F0_F0F0_F0F0)
-    carried = ((x + _U64(0x0606_0606_0606_0606)) & _U64(0xF0F0_F0F0_F0F0_F0F0)) >> _U64(4)
-    return (hi | carried) == _U64(0x3333_3333_3333_3333)
+    np.add(x, _U64(0x0606_0606_0606_0606), out=t)
+    t &= _U64(0xF0F0_F0F0_F0F0_F0F0)
+    t >>= _U64(4)
+    np.bitwise_and(x, _U64(0xF0F0_F0F0_F0F0_F0F0), out=u)
+    t |= u
+    return np.equal(t, _U64(0x3333_3333_3333_3333), out=out)
 
 
-def _swar8(x: np.ndarray) -> np.ndarray:
-    """The number written by 8 ASCII digits, the first in the lowest byte."""
-    x = x - _ZEROS
+def _swar8(x: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """x (8 ASCII digits, the first in the lowest byte) replaced by their number."""
+    x -= _ZEROS
     for shift, scale, mask in _SWAR_STEPS:
-        t = x >> shift
+        np.right_shift(x, shift, out=t)
         x *= scale
         x += t
         x &= mask
     return x
 
 
-def _short_uint(w: np.ndarray, end: np.ndarray, length: np.ndarray):
+def _short_uint(w: np.ndarray, end: np.ndarray, length: np.ndarray, ws: _Scratch, tag: str):
     """(value, ok) of the 1-8 digit integers ending before ``end`` (exclusive)."""
-    keep = _TOP.take(np.clip(length, 0, 8))
-    x = w[end - 8] & keep
-    x |= _ZEROS & ~keep
-    return _swar8(x), _all_digits(x) & (length >= 1) & (length <= 8)
+    size = end.size
+    t, u = ws.get("t", size), ws.get("u", size)
+    idx = ws.get("idx", size, np.intp)
+    np.clip(length, 0, 8, out=idx)
+    keep = _TOP.take(idx, out=ws.get("keep", size))
+    np.subtract(end, 8, out=idx)
+    x = w.take(idx, out=ws.get(tag, size))
+    x &= keep
+    np.invert(keep, out=t)
+    t &= _ZEROS
+    x |= t
+    ok = _all_digits(x, t, u, ws.get(tag + "_ok", size, bool))
+    ok &= length >= 1
+    ok &= length <= 8
+    return _swar8(x, t), ok
 
 
-def _values(a: np.ndarray, w: np.ndarray, vstart: np.ndarray, vend: np.ndarray):
+def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch):
     """(float64 values, ok) of the value texts a[vstart:vend]; ok is False where the
     text is not ``[-+]digits[.digits]`` of at most 16 characters with M <= 2**53."""
-    first = a[vstart]
-    neg = first == 45
-    n = vend - vstart - (neg | (first == 43))
-    n16 = np.clip(n, 0, 16)
-    keep_lo, keep_hi = _KEEP_LO.take(n16), _KEEP_HI.take(n16)
-    lo = w[vend - 16] & keep_lo
-    hi = w[vend - 8] & keep_hi
-    dot_lo = _eq_flags(lo, 0x2E)  # a byte outside the text is 0, never '.'
-    dot_hi = _eq_flags(hi, 0x2E)
-    n_dots = np.bitwise_count(dot_lo) + np.bitwise_count(dot_hi)
+    size = vstart.size
+    t, u = ws.get("t", size), ws.get("u", size)
+    b1, b2 = ws.get("b1", size, bool), ws.get("b2", size, bool)
+    idx = ws.get("idx", size, np.intp)
+    first = a.take(vstart, out=ws.get("first", size, np.uint8))
+    neg = np.equal(first, 45, out=ws.get("neg", size, bool))
+    np.equal(first, 43, out=b1)
+    b1 |= neg
+    n = np.subtract(vend, vstart, out=ws.get("n", size, np.intp))
+    n -= b1
+    np.clip(n, 0, 16, out=idx)
+    keep_lo = _KEEP_LO.take(idx, out=ws.get("keep_lo", size))
+    keep_hi = _KEEP_HI.take(idx, out=ws.get("keep_hi", size))
+    np.subtract(vend, 16, out=idx)
+    lo = w.take(idx, out=ws.get("lo", size))
+    idx += 8
+    hi = w.take(idx, out=ws.get("hi", size))
+    lo &= keep_lo
+    hi &= keep_hi
+    # a byte outside the text is 0 now, never '.'
+    dot_lo = _eq_flags(lo, 0x2E, ws.get("dot_lo", size), t)
+    dot_hi = _eq_flags(hi, 0x2E, ws.get("dot_hi", size), t)
+    n_dots = np.bitwise_count(dot_lo, out=ws.get("n_dots", size, np.uint8))
+    n_dots += np.bitwise_count(dot_hi, out=ws.get("n_dots_hi", size, np.uint8))
     # '.' -> '0' (0x2E ^ 0x1E = 0x30), and '0' in front of the text.
-    lo ^= (dot_lo >> _U64(7)) * _U64(0x1E)
-    lo |= _ZEROS & ~keep_lo
-    hi ^= (dot_hi >> _U64(7)) * _U64(0x1E)
-    hi |= _ZEROS & ~keep_hi
-    ok = _all_digits(lo) & _all_digits(hi) & (n <= 16) & (n_dots <= 1) & (n - n_dots >= 1)
+    for x, dot, keep in ((lo, dot_lo, keep_lo), (hi, dot_hi, keep_hi)):
+        np.right_shift(dot, _U64(7), out=t)
+        t *= _U64(0x1E)
+        x ^= t
+        np.invert(keep, out=t)
+        t &= _ZEROS
+        x |= t
+    ok = _all_digits(lo, t, u, ws.get("ok", size, bool))
+    ok &= _all_digits(hi, t, u, b1)
+    ok &= np.less_equal(n, 16, out=b1)
+    ok &= np.less_equal(n_dots, 1, out=b1)
+    n -= n_dots
+    ok &= np.greater_equal(n, 1, out=b1)
     # Character index g of the dot (16: none): the flag of byte k is bit 8k + 7, so
     # flag - 1 has 8k + 7 bits set (64 when there is no flag).
-    k_lo = np.bitwise_count(dot_lo - _U64(1)) >> np.uint8(3)
-    k_hi = np.bitwise_count(dot_hi - _U64(1)) >> np.uint8(3)
-    g = (k_lo + (k_lo >> np.uint8(3)) * k_hi).astype(np.intp)
-    before_lo = lo & _BEFORE_LO.take(g)
-    m_lo = (before_lo << _U64(8)) | (lo & _AFTER_LO.take(g)) | _FILL.take(g)
-    m_hi = (hi & _BEFORE_HI.take(g)) << _U64(8) | (before_lo >> _U64(56)) | (hi & _AFTER_HI.take(g))
-    mantissa = _swar8(m_lo) * _U64(100_000_000) + _swar8(m_hi)
-    ok &= mantissa <= _MAX_EXACT
-    values = mantissa.astype(np.float64)
-    values /= _DIVISOR.take(g)
+    np.subtract(dot_lo, _U64(1), out=t)
+    k_lo = np.bitwise_count(t, out=ws.get("k_lo", size, np.uint8))
+    k_lo >>= np.uint8(3)
+    np.subtract(dot_hi, _U64(1), out=t)
+    k_hi = np.bitwise_count(t, out=ws.get("k_hi", size, np.uint8))
+    k_hi >>= np.uint8(3)
+    np.right_shift(k_lo, np.uint8(3), out=n_dots)
+    k_hi *= n_dots
+    k_hi += k_lo
+    g = idx
+    g[...] = k_hi
+    # The characters before the dot move one place on (towards hi), over the dot:
+    # m_lo = before_lo << 8 | after_lo | '0',  m_hi = before_hi << 8 | before_lo >> 56 | after_hi
+    before_lo = _BEFORE_LO.take(g, out=dot_lo)
+    before_lo &= lo
+    before_hi = _BEFORE_HI.take(g, out=dot_hi)
+    before_hi &= hi
+    lo &= _AFTER_LO.take(g, out=t)
+    lo |= _FILL.take(g, out=t)
+    lo |= np.left_shift(before_lo, _U64(8), out=t)
+    hi &= _AFTER_HI.take(g, out=t)
+    hi |= np.right_shift(before_lo, _U64(56), out=t)
+    hi |= np.left_shift(before_hi, _U64(8), out=t)
+    mantissa = _swar8(lo, t)
+    mantissa *= _U64(100_000_000)
+    mantissa += _swar8(hi, t)
+    ok &= np.less_equal(mantissa, _MAX_EXACT, out=b1)
+    values = ws.get("values", size, np.float64)
+    values[...] = mantissa
+    values /= _DIVISOR.take(g, out=ws.get("divisor", size, np.float64))
     np.negative(values, out=values, where=neg)
     return values, ok
 
@@ -204,11 +292,15 @@ def parse_block(block: bytes, max_id: int, max_label: int) -> BlockDocs | None:
     ``starts`` begins with the block's first document, whose query may continue the
     previous block's.
     """
+    ws = _SCRATCH
     n = len(block)
-    a = np.full(n + 2 * _PAD, 32, np.uint8)
+    a = ws.get("a", n + 2 * _PAD, np.uint8)
+    a[:_PAD] = a[_PAD + n :] = 32
     body = a[_PAD : _PAD + n]
     body[:] = np.frombuffer(block, np.uint8)
-    newlines = np.flatnonzero(body == 10) + _PAD
+    is_byte = ws.get("is_byte", a.size, bool)
+    newlines = np.flatnonzero(np.equal(body, 10, out=is_byte[:n]))
+    newlines += _PAD
     n_lines = newlines.size + (n > 0 and block[-1] != 10)
     line_ends = np.append(newlines, _PAD + n) if n_lines > newlines.size else newlines
     if b"#" in block:
@@ -220,20 +312,25 @@ def parse_block(block: bytes, max_id: int, max_label: int) -> BlockDocs | None:
     a[line_ends] = 32  # newlines end tokens like any separator
     w = _windows(a)
 
-    word = a > 32
-    edges = np.flatnonzero(word[1:] != word[:-1]) + 1
-    tok_start, tok_end = edges[0::2].copy(), edges[1::2].copy()
+    # Tokens: maximal runs of bytes above ' ' (the block begins and ends with spaces).
+    word = np.greater(a, 32, out=is_byte)
+    edges = np.flatnonzero(np.not_equal(word[1:], word[:-1], out=ws.get("edge", a.size - 1, bool)))
+    edges += 1
+    n_tokens = edges.size // 2
+    tok_start = ws.get("tok_start", n_tokens, np.intp)
+    tok_end = ws.get("tok_end", n_tokens, np.intp)
+    np.copyto(tok_start, edges[0::2])
+    np.copyto(tok_end, edges[1::2])
+    del edges
     line_starts = np.empty_like(line_ends)
     line_starts[0] = _PAD
     line_starts[1:] = line_ends[:-1] + 1
     first_tok = np.searchsorted(tok_start, line_starts)
     n_tok = np.searchsorted(tok_start, line_ends) - first_tok
-    is_doc = n_tok > 0
     if np.any(n_tok == 1):
         return None  # a label without 'qid:': the line-by-line parser names it
-    doc_lines = np.flatnonzero(is_doc)
+    doc_lines = np.flatnonzero(n_tok)
     label_tok = first_tok[doc_lines]
-    qid_tok = label_tok + 1
     n_feat = n_tok[doc_lines] - 2
     n_docs = doc_lines.size
     if n_docs == 0:
@@ -241,23 +338,35 @@ def parse_block(block: bytes, max_id: int, max_label: int) -> BlockDocs | None:
             np.zeros(0, np.int32), np.zeros((0, 0), np.float32), doc_lines, [], int(n_lines)
         )
 
-    labels, ok = _short_uint(w, tok_end[label_tok], tok_end[label_tok] - tok_start[label_tok])
+    label_end = tok_end[label_tok]
+    labels, ok = _short_uint(w, label_end, label_end - tok_start[label_tok], ws, "labels")
     if not ok.all() or labels.max() > max_label:
         return None
+    labels = labels.astype(np.int32)
 
-    # Every token but the labels holds exactly one ':' (the k-th ':' inside the k-th
-    # such token, and as many of them as tokens); that of 'qid:' is its fourth byte.
-    colons = np.flatnonzero(a == 58)
-    holder = np.ones(tok_start.size, bool)
+    # Every token but the labels ("holders") holds exactly one ':': the k-th ':' is
+    # inside the k-th holder, and there are as many of each.  The ':' of 'qid:' is
+    # then its fourth byte.
+    colons = np.flatnonzero(np.equal(a, 58, out=is_byte))
+    holder = ws.get("holder", n_tokens, bool)
+    holder[:] = True
     holder[label_tok] = False
-    holders = np.flatnonzero(holder)
-    if colons.size != holders.size:
+    n_holders = n_tokens - n_docs
+    if colons.size != n_holders:
         return None
-    hs, he = tok_start[holders], tok_end[holders]
-    if not (np.all(colons > hs) and np.all(colons < he - 1)):
+    hs = np.compress(holder, tok_start, out=ws.get("hs", n_holders, np.intp))
+    he = np.compress(holder, tok_end, out=ws.get("he", n_holders, np.intp))
+    size = n_holders
+    b = ws.get("b_check", size, bool)
+    tmp = ws.get("tmp", size, np.intp)
+    if not np.greater(colons, hs, out=b).all():
         return None
-    # The qid token of document d is holder qid_tok[d] - (d + 1): d + 1 labels before it.
-    qid_h = qid_tok - np.arange(1, n_docs + 1)
+    np.subtract(he, 1, out=tmp)
+    if not np.less(colons, tmp, out=b).all():
+        return None
+    # The qid token of document d is holder label_tok[d] + 1 - (d + 1): d + 1 labels
+    # come before it.
+    qid_h = label_tok - np.arange(n_docs)
     qs, qe = hs[qid_h], he[qid_h]
     q_len = qe - qs - 4
     if not (
@@ -275,23 +384,25 @@ def parse_block(block: bytes, max_id: int, max_label: int) -> BlockDocs | None:
 
     # Ids and values of every holder.  A qid token stands in as feature 0 (a column
     # dropped at the end) of value 0, so that nothing needs to be taken out.
-    ids, ok = _short_uint(w, colons, colons - hs)
-    values, ok_values = _values(a, w, colons + 1, he)
+    np.subtract(colons, hs, out=tmp)
+    ids, ok = _short_uint(w, colons, tmp, ws, "ids")
+    colons += 1  # where the values begin
+    values, ok_values = _values(a, w, colons, he, ws)
     ids[qid_h] = 0
     values[qid_h] = 0.0
     ok[qid_h] = ok_values[qid_h] = True
     if not ok.all():
         return None
-    rows = np.repeat(np.arange(n_docs), n_feat + 1)
+    # Ids rise along a line: the only falls are onto the qid tokens' 0.
     if (
-        np.count_nonzero(ids == 0) != n_docs
+        np.count_nonzero(np.equal(ids, 0, out=b)) != n_docs
+        or np.count_nonzero(np.less_equal(ids[1:], ids[:-1], out=b[1:])) != n_docs - 1
         or ids.max() > max_id
-        or np.any((rows[1:] == rows[:-1]) & (ids[1:] <= ids[:-1]))
     ):
         return None
     if not ok_values.all():
         for k in np.flatnonzero(~ok_values).tolist():
-            text = a[colons[k] + 1 : he[k]].tobytes()
+            text = a[colons[k] : he[k]].tobytes()
             if not _FLOAT_RE.fullmatch(text):
                 return None
             value = float(text)
@@ -299,8 +410,14 @@ def parse_block(block: bytes, max_id: int, max_label: int) -> BlockDocs | None:
                 return None
             values[k] = value
 
+    # Scatter: holder k goes to row rows[k] (the count of qid tokens up to it, less 1),
+    # column ids[k] of a matrix one column wider (column 0 takes the qid tokens).
     width = int(ids.max())
+    flat = tmp
+    flat[:] = 0
+    flat[qid_h[1:]] = width + 1
+    np.cumsum(flat, out=flat)
+    np.add(flat, ids, out=flat, casting="unsafe")  # ids <= max_id: exact
     features = np.zeros((n_docs, width + 1), np.float32)
-    features.reshape(-1)[rows * (width + 1) + ids.astype(np.intp)] = values
-    features = np.ascontiguousarray(features[:, 1:]) if width else features[:, :0].copy()
-    return BlockDocs(labels.astype(np.int32), features, doc_lines, starts, int(n_lines))
+    features.reshape(-1)[flat] = values
+    return BlockDocs(labels, features[:, 1:], doc_lines, starts, int(n_lines))
