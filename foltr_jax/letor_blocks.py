@@ -197,7 +197,7 @@ def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch):
     text is not ``[-+]digits[.digits]`` of at most 16 characters with M <= 2**53."""
     size = vstart.size
     t, u = ws.get("t", size), ws.get("u", size)
-    b1, b2 = ws.get("b1", size, bool), ws.get("b2", size, bool)
+    b1 = ws.get("b1", size, bool)
     idx = ws.get("idx", size, np.intp)
     first = a.take(vstart, out=ws.get("first", size, np.uint8))
     neg = np.equal(first, 45, out=ws.get("neg", size, bool))
@@ -331,7 +331,6 @@ def parse_block(block: bytes, max_id: int, max_label: int) -> BlockDocs | None:
         return None  # a label without 'qid:': the line-by-line parser names it
     doc_lines = np.flatnonzero(n_tok)
     label_tok = first_tok[doc_lines]
-    n_feat = n_tok[doc_lines] - 2
     n_docs = doc_lines.size
     if n_docs == 0:
         return BlockDocs(
@@ -369,9 +368,7 @@ def parse_block(block: bytes, max_id: int, max_label: int) -> BlockDocs | None:
     qid_h = label_tok - np.arange(n_docs)
     qs, qe = hs[qid_h], he[qid_h]
     q_len = qe - qs - 4
-    if not (
-        np.all((w[qs] & _LOW32) == _QID_PREFIX) and np.all(q_len >= 1) and np.all(q_len <= 16)
-    ):
+    if not (np.all((w[qs] & _LOW32) == _QID_PREFIX) and np.all(q_len >= 1) and np.all(q_len <= 16)):
         return None
     q_lo = w[qs + 4] & _LOW.take(np.minimum(q_len, 8))
     q_hi = w[qs + 12] & _LOW.take(np.maximum(q_len - 8, 0))

@@ -34,7 +34,7 @@ def _outcome(parse, path, n_features):
 def _assert_same_outcome(path, n_features=None, threads=(1, 2)):
     old = _outcome(letor.parse_file_by_lines, path, n_features)
     for t in threads:
-        new = _outcome(lambda p, nf: letor.parse_file(p, nf, threads=t), path, n_features)
+        new = _outcome(lambda p, nf, t=t: letor.parse_file(p, nf, threads=t), path, n_features)
         if isinstance(old, tuple) and isinstance(old[0], type):
             assert new == old
         else:
@@ -283,7 +283,7 @@ def test_progress_reports_bytes_documents_and_queries(monkeypatch):
     monkeypatch.setattr(letor, "_READ_BLOCK_BYTES", 1 << 20)
     path = SAMPLE_DIR / "train.txt"
     seen = []
-    features, labels, offsets, _, _ = letor.parse_file(path, None, progress=seen.append)
+    _, labels, offsets, _, _ = letor.parse_file(path, None, progress=seen.append)
     size = path.stat().st_size
     assert len(seen) >= 6  # one per block, then the last one
     assert all(p.total_bytes == size and p.path == str(path) for p in seen)
@@ -292,3 +292,32 @@ def test_progress_reports_bytes_documents_and_queries(monkeypatch):
     last = seen[-1]
     assert (last.bytes_read, last.documents, last.queries) == (size, labels.size, offsets.size)
     assert last.seconds >= 0 and last.mb_per_s > 0 and last.seconds_left == 0
+
+
+def test_load_log_is_quiet_for_a_quick_load_and_then_reports_rate_and_time_left():
+    import io
+
+    from experiments.cli import LoadLog
+
+    def at(seconds, read, done=False, path="f.txt"):
+        return letor.LoadProgress(
+            path, read, 1000_000_000, read // 1000, read // 100000, seconds, done
+        )
+
+    out = io.StringIO()
+    log = LoadLog(out, quiet_s=3.0, every_s=5.0)
+    for p in (at(0.5, 10**8), at(1.0, 2 * 10**8), at(1.5, 10**9, done=True)):
+        log(p)
+    assert out.getvalue() == ""  # over in 1.5 s: nothing printed
+
+    out = io.StringIO()
+    log = LoadLog(out, quiet_s=3.0, every_s=5.0)
+    for s in range(1, 11):
+        log(at(float(s), s * 10**8, path="big.txt"))
+    log(at(10.5, 10**9, done=True, path="big.txt"))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3  # at 3 s and 8 s, then the end
+    assert lines[0] == (
+        "[loading] big.txt: 300/1000 MB, 3000 queries, 300000 documents, 100 MB/s, 30%, ~7 s left"
+    )
+    assert lines[-1].endswith("done in 10.5 s")
