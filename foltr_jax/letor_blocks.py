@@ -179,9 +179,9 @@ def _short_uint(w: np.ndarray, end: np.ndarray, length: np.ndarray, ws: _Scratch
     t, u = ws.get("t", size), ws.get("u", size)
     idx = ws.get("idx", size, np.intp)
     np.clip(length, 0, 8, out=idx)
-    keep = _TOP.take(idx, out=ws.get("keep", size))
+    keep = _TOP.take(idx, mode="clip", out=ws.get("keep", size))
     np.subtract(end, 8, out=idx)
-    x = w.take(idx, out=ws.get(tag, size))
+    x = w.take(idx, mode="clip", out=ws.get(tag, size))
     x &= keep
     np.invert(keep, out=t)
     t &= _ZEROS
@@ -199,19 +199,19 @@ def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch):
     t, u = ws.get("t", size), ws.get("u", size)
     b1 = ws.get("b1", size, bool)
     idx = ws.get("idx", size, np.intp)
-    first = a.take(vstart, out=ws.get("first", size, np.uint8))
+    first = a.take(vstart, mode="clip", out=ws.get("first", size, np.uint8))
     neg = np.equal(first, 45, out=ws.get("neg", size, bool))
     np.equal(first, 43, out=b1)
     b1 |= neg
     n = np.subtract(vend, vstart, out=ws.get("n", size, np.intp))
     n -= b1
     np.clip(n, 0, 16, out=idx)
-    keep_lo = _KEEP_LO.take(idx, out=ws.get("keep_lo", size))
-    keep_hi = _KEEP_HI.take(idx, out=ws.get("keep_hi", size))
+    keep_lo = _KEEP_LO.take(idx, mode="clip", out=ws.get("keep_lo", size))
+    keep_hi = _KEEP_HI.take(idx, mode="clip", out=ws.get("keep_hi", size))
     np.subtract(vend, 16, out=idx)
-    lo = w.take(idx, out=ws.get("lo", size))
+    lo = w.take(idx, mode="clip", out=ws.get("lo", size))
     idx += 8
-    hi = w.take(idx, out=ws.get("hi", size))
+    hi = w.take(idx, mode="clip", out=ws.get("hi", size))
     lo &= keep_lo
     hi &= keep_hi
     # a byte outside the text is 0 now, never '.'
@@ -248,14 +248,14 @@ def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch):
     g[...] = k_hi
     # The characters before the dot move one place on (towards hi), over the dot:
     # m_lo = before_lo << 8 | after_lo | '0',  m_hi = before_hi << 8 | before_lo >> 56 | after_hi
-    before_lo = _BEFORE_LO.take(g, out=dot_lo)
+    before_lo = _BEFORE_LO.take(g, mode="clip", out=dot_lo)
     before_lo &= lo
-    before_hi = _BEFORE_HI.take(g, out=dot_hi)
+    before_hi = _BEFORE_HI.take(g, mode="clip", out=dot_hi)
     before_hi &= hi
-    lo &= _AFTER_LO.take(g, out=t)
-    lo |= _FILL.take(g, out=t)
+    lo &= _AFTER_LO.take(g, mode="clip", out=t)
+    lo |= _FILL.take(g, mode="clip", out=t)
     lo |= np.left_shift(before_lo, _U64(8), out=t)
-    hi &= _AFTER_HI.take(g, out=t)
+    hi &= _AFTER_HI.take(g, mode="clip", out=t)
     hi |= np.right_shift(before_lo, _U64(56), out=t)
     hi |= np.left_shift(before_hi, _U64(8), out=t)
     mantissa = _swar8(lo, t)
@@ -264,7 +264,7 @@ def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch):
     ok &= np.less_equal(mantissa, _MAX_EXACT, out=b1)
     values = ws.get("values", size, np.float64)
     values[...] = mantissa
-    values /= _DIVISOR.take(g, out=ws.get("divisor", size, np.float64))
+    values /= _DIVISOR.take(g, mode="clip", out=ws.get("divisor", size, np.float64))
     np.negative(values, out=values, where=neg)
     return values, ok
 
