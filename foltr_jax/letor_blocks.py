@@ -27,7 +27,12 @@ SWAR steps (pairs, quads, octets).  A value ``M / 10**f`` with ``M <= 2**53`` an
 ``f <= 15`` is then one correctly rounded float64 division, the same double that
 ``float()`` (and ``np.fromstring``) read from the text (Clinger's fast path); it is
 stored as float32 as the line-by-line parser stores it.  Values outside that range
-(exponents, more than 16 characters) are read by ``float()`` one by one.
+(exponents, more than 16 characters) are read by ``float()`` one by one (a file made
+of such values reads at about the line-by-line parser's speed).
+
+Every per-token step writes into arrays kept from one block to the next (one set per
+thread, :func:`release_scratch` frees them): megabyte-sized temporaries allocated
+afresh for every step cost more in page faults than the arithmetic itself.
 """
 
 from __future__ import annotations
@@ -41,7 +46,6 @@ import numpy as np
 __all__ = ["BlockDocs", "parse_block", "release_scratch"]
 
 _U64 = np.uint64
-_ALL = _U64(0xFFFF_FFFF_FFFF_FFFF)
 _ZEROS = _U64(0x3030_3030_3030_3030)  # eight '0'
 _SEVEN_F = _U64(0x7F7F_7F7F_7F7F_7F7F)
 _QID_PREFIX = _U64(int.from_bytes(b"qid:", "little"))
