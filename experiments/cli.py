@@ -1,4 +1,5 @@
-"""What a binary prints: one-line errors and warnings, progress between chunks."""
+"""What a binary prints: one-line errors and warnings, progress between chunks and while a
+data file is read."""
 
 from __future__ import annotations
 
@@ -46,6 +47,35 @@ class ProgressLog:
         print(
             f"[{self.label}] round {done}/{total} ({100 * done / total:.0f}%), "
             f"{seconds:.1f} s elapsed, ~{left:.1f} s left",
-            file=self.stream,
+            file=self.stream or sys.stderr,
+            flush=True,
+        )
+
+
+class LoadLog:
+    """Prints 'file: MB read, queries, MB/s, time left' lines while a LETOR file is parsed
+    (the ``progress`` of ``data.read_letor``): nothing for a load that ends within
+    ``quiet_s`` seconds, then a line every ``every_s`` seconds and one at the end."""
+
+    def __init__(self, stream=None, quiet_s: float = 3.0, every_s: float = 5.0):
+        self.stream, self.quiet_s, self.every_s = stream, quiet_s, every_s
+        self._path, self._next, self._printed = None, quiet_s, False
+
+    def __call__(self, p) -> None:
+        if p.path != self._path:  # a new file
+            self._path, self._next, self._printed = p.path, self.quiet_s, False
+        if p.seconds < self._next and not (p.done and self._printed):
+            return
+        self._next = p.seconds + self.every_s
+        self._printed = True
+        if p.done:
+            where = f"done in {p.seconds:.1f} s"
+        else:
+            share = 100 * p.bytes_read / max(p.total_bytes, 1)
+            where = f"{share:.0f}%, ~{p.seconds_left:.0f} s left"
+        print(
+            f"[loading] {p.path}: {p.bytes_read / 1e6:.0f}/{p.total_bytes / 1e6:.0f} MB, "
+            f"{p.queries} queries, {p.documents} documents, {p.mb_per_s:.0f} MB/s, {where}",
+            file=self.stream or sys.stderr,
             flush=True,
         )

@@ -15,7 +15,7 @@ import os
 
 from absl import flags
 
-from experiments.cli import ProgressLog, UserError, fail, quiet_logs
+from experiments.cli import LoadLog, ProgressLog, UserError, fail, quiet_logs
 from experiments.distributed import (
     check_same_everywhere,
     is_writer,
@@ -380,7 +380,11 @@ def load_datasets():
             "--fold_dir: given with --train_path/--test_path; name the data once (a fold "
             "folder, or the two files)"
         )
-    cache = {"normalise": FLAGS.normalise, "cache_dir": FLAGS.cache_dir or None}
+    cache = {
+        "normalise": FLAGS.normalise,
+        "cache_dir": FLAGS.cache_dir or None,
+        "progress": LoadLog(),  # lines on stderr once a file takes more than a few seconds
+    }
     try:
         if FLAGS.fold_dir:
             fold = data.load_fold(FLAGS.fold_dir, **cache)

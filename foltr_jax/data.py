@@ -80,6 +80,7 @@ def read_letor(
     n_features: int | None = None,
     cache_dir=None,
     use_cache: bool = True,
+    progress=None,
 ) -> RankingDataset:
     """Read a LETOR/SVMlight ranking file into a flat :class:`RankingDataset`.
 
@@ -95,6 +96,9 @@ def read_letor(
         SHA-256 of the file's bytes plus ``normalise``, ``n_features`` and
         :data:`CACHE_FORMAT_VERSION`.  An unwritable cache directory only
         produces a warning.
+      progress: called with a :class:`foltr_jax.letor.LoadProgress` (bytes read,
+        documents, queries, seconds) after every block the parser reads; not called
+        when the cache answers.  ``experiments.cli.LoadLog`` prints it.
 
     Raises:
       LetorFormatError: ``"<path>:<line>: <problem>"`` for a missing ``qid:``
@@ -124,7 +128,9 @@ def read_letor(
             if cached is not None:
                 return cached
             hasher = hashlib.sha256()
-        features, labels, offsets, lengths, qids = letor.parse_file(path, n_features, hasher)
+        features, labels, offsets, lengths, qids = letor.parse_file(
+            path, n_features, hasher, progress=progress
+        )
     except READ_ERRORS as error:
         raise read_error(path, error) from None
     if normalise:  # in place: the raw array is ours, saves one copy of the data
@@ -172,6 +178,7 @@ def load_fold(
     n_features: int | None = None,
     cache_dir=None,
     use_cache: bool = True,
+    progress=None,
 ) -> dict:
     """Read ``train.txt``, ``vali.txt`` and ``test.txt`` from a fold folder.
 
@@ -179,7 +186,8 @@ def load_fold(
     that exist; ``train.txt`` and ``test.txt`` are required (DatasetError
     naming the missing file otherwise), ``vali.txt`` is optional.  With
     ``n_features=None`` all splits are padded to the widest split so that
-    they share one feature space.
+    they share one feature space.  ``progress`` is given to :func:`read_letor` for
+    every file.
     """
     fold_dir = pathlib.Path(fold_dir)
     if not fold_dir.is_dir():
@@ -200,6 +208,7 @@ def load_fold(
                 n_features=n_features,
                 cache_dir=cache_dir,
                 use_cache=use_cache,
+                progress=progress,
             )
     warn_without_relevant(out["test"], fold_dir / "test.txt")
     if n_features is None:
