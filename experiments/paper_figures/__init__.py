@@ -67,9 +67,11 @@ def make_page(results_dir, recipe, output_dir=None, draw: bool = True) -> dict:
     summary.update(describe(paper_figures, tables))
     written = []
     if draw:
-        written = _draw_all(paper_figures, tables, recipe, output_dir)
+        written = _draw_all(paper_figures, tables, recipe, output_dir, pool.datasets)
     summary["files"] = written
-    figures._write_text(output_dir / "paper_tables.md", markdown(recipe.name, tables))
+    figures._write_text(
+        output_dir / "paper_tables.md", markdown(recipe.name, tables, pool.datasets)
+    )
     figures._write_text(
         output_dir / "paper.json", json.dumps(summary, indent=1, allow_nan=False) + "\n"
     )
