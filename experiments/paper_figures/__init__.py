@@ -33,12 +33,21 @@ import json
 import pathlib
 
 from experiments import figures
-from experiments.paper_figures import fedips, fpdgd, noniid, poisoning, unlearning
+from experiments.paper_figures import (
+    fedips,
+    fpdgd,
+    noniid,
+    poisoning,
+    thesis_foltr_es,
+    unlearning,
+)
 from experiments.paper_figures.drawing import _draw_all
 from experiments.paper_figures.pool import Pool
 from experiments.paper_figures.summary import describe, markdown
 
 LAYOUTS = {
+    "thesis_fig3_1": thesis_foltr_es.fig3_1,
+    "thesis_fig3_2": thesis_foltr_es.fig3_2,
     "fpdgd_fig2": fpdgd.fig2,
     "fpdgd_fig4": fpdgd.fig4,
     "fpdgd_fig5": fpdgd.fig5,

@@ -50,7 +50,10 @@ def _draw_line(ax, line: Line, curve: str, index: int = 0) -> None:
     curves = getattr(s, curve)
     if curves is None:
         return
-    x = figures.curve_rounds(s, curves)[: curves.shape[1]]
+    if curve.startswith("online_"):  # every round's, whatever --eval_every
+        x = np.arange(1, curves.shape[1] + 1)
+    else:
+        x = figures.curve_rounds(s, curves)[: curves.shape[1]]
     if curve == "offline_ndcg" and s.initial_offline_ndcg is not None and not line.constant:
         curves = np.column_stack([s.initial_offline_ndcg, curves])
         x = np.concatenate([[0], x])

@@ -68,6 +68,8 @@ class Pool:
                         "online_performance",
                         "offline_ndcg",
                         "offline_mrr",
+                        "online_ndcg",
+                        "online_max_rr",
                         "initial_offline_ndcg",
                     )
                 },
