@@ -151,6 +151,19 @@ RUNS = {
             _f(type=1, click_model="perfect", rounds=NONIID_ROUNDS, chunk_rounds=250),
             own_data=True,
         ),
+        # thesis §3.1.3 (RQ1.1.3): FOLtR-ES at p = 1, 2,000 clients, B = 4, against PDGD
+        # updated in batches of the same 8,000 interactions (perfect clicks)
+        Run(
+            "foltr_es_p1_perfect",
+            "foltr_es",
+            _f(click_model="perfect", privacy_p=1.0, rounds=FPDGD_ROUNDS),
+        ),
+        Run(
+            "pdgd_batch_perfect",
+            "fpdgd",
+            ("--centralised", "--centralised_form=batch")
+            + _f(click_models="perfect", n_clients=2000, local_updates=4, rounds=FPDGD_ROUNDS),
+        ),
         *(
             Run(f"fedips_{p}", "fedips", _f(propensity=p, gamma=1.0, rounds=FEDIPS_ROUNDS, n_users=500))
             for p in ("known", "none", "estimated")
@@ -545,6 +558,16 @@ def check_foltr_es_learns(r: Results) -> Verdict:
     return all_hold(parts)
 
 
+def check_thesis_pdgd_above_foltr_es(r: Results) -> Verdict:
+    return significantly_above(
+        r.final("pdgd_batch_perfect", "perfect"),
+        r.final("foltr_es_p1_perfect", "perfect"),
+        "PDGD (batch)",
+        "FOLtR-ES p = 1",
+        what="final offline nDCG@10: ",
+    )
+
+
 # ---------------------------------------------------------------------------------- claims
 
 
@@ -830,6 +853,18 @@ CLAIMS = [
         check_foltr_es_learns,
         "final vs initial offline nDCG@10 of FOLtR-ES, p = 0.9, 2,000 clients, B = 4, "
         f"T = {FPDGD_ROUNDS}",
+    ),
+    Claim(
+        "thesis_pdgd_above_foltr_es",
+        THESIS,
+        "§3.1.3 (RQ1.1.3), Figures 3.3 and 3.5",
+        "For MQ2007 and MSLR-WEB10K datasets, regardless of linear or neural ranker, FOLtR-ES "
+        "is less effective than PDGD",
+        "(curves only)",
+        ("pdgd_batch_perfect", "foltr_es_p1_perfect"),
+        check_thesis_pdgd_above_foltr_es,
+        "final offline nDCG@10, perfect clicks, linear rankers, FOLtR-ES p = 1 with 2,000 "
+        f"clients and B = 4 vs PDGD in batches of 8,000 interactions, T = {FPDGD_ROUNDS}",
     ),
 ]
 
