@@ -59,7 +59,7 @@ flags.DEFINE_string("results_dir", "results/claims", "Where the runs and the tab
 flags.DEFINE_list("claims", [], "Claims to check (see --list); empty: all of them.")
 flags.DEFINE_bool("reduced", False, "Only the reduced set (the CI's claims, a few minutes).")
 flags.DEFINE_bool("list", False, "List the claims and their runs, and exit.")
-flags.DEFINE_integer("n_runs", 5, "Repetitions per run and fold.")
+flags.DEFINE_integer("n_runs", 5, "Repetitions per run and fold (at least 2: the t-tests).")
 flags.DEFINE_integer("eval_every", 1, "Offline metrics every K rounds (and the last).")
 flags.DEFINE_integer("jobs", 1, "Runs at a time (one process each).")
 
@@ -139,7 +139,11 @@ RUNS = {
             _f(type=2, grades_per_client=2, n_clients=10, local_updates=5, rounds=NONIID_ROUNDS)
             + _f(click_model="perfect", chunk_rounds=250),
         ),
-        Run("noniid_type3", "noniid", _f(type=3, clicks="ccm", rounds=NONIID_ROUNDS, chunk_rounds=250)),
+        Run(
+            "noniid_type3",
+            "noniid",
+            _f(type=3, clicks="ccm", rounds=NONIID_ROUNDS, chunk_rounds=250),
+        ),
         Run(
             "noniid_type4",
             "noniid",
@@ -165,7 +169,11 @@ RUNS = {
             + _f(click_models="perfect", n_clients=2000, local_updates=4, rounds=FPDGD_ROUNDS),
         ),
         *(
-            Run(f"fedips_{p}", "fedips", _f(propensity=p, gamma=1.0, rounds=FEDIPS_ROUNDS, n_users=500))
+            Run(
+                f"fedips_{p}",
+                "fedips",
+                _f(propensity=p, gamma=1.0, rounds=FEDIPS_ROUNDS, n_users=500),
+            )
             for p in ("known", "none", "estimated")
         ),
     )
@@ -213,9 +221,8 @@ class Results:
 
 
 def _ms(values, digits=3) -> str:
-    values = np.asarray(values, float)
-    sd = values.std(ddof=1) if values.size > 1 else 0.0
-    return f"{values.mean():.{digits}f} ± {sd:.{digits}f}"
+    mean, sd, _ = statistics.summarise(values)
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}"
 
 
 def _p(test) -> str:
@@ -245,7 +252,8 @@ def close(a, b, name_a, name_b, tolerance, paired=False) -> Verdict:
     holds = bool(abs(gap) <= tolerance or test.p >= ALPHA)
     ours = f"{name_a} {_ms(a)} vs {name_b} {_ms(b)} (Δ = {gap:+.3f})"
     kind = "paired t-test" if paired else "t-test"
-    return Verdict(ours, f"{kind}, {_p(test)}; holds if p ≥ {ALPHA} or |Δ| ≤ {tolerance}", holds)
+    rule = f"holds if p ≥ {ALPHA} or |Δ| ≤ {tolerance}"
+    return Verdict(ours, f"{kind}, {_p(test)}; {rule}", holds)
 
 
 # One function per claim: Results -> Verdict.
@@ -985,10 +993,10 @@ def main(argv):
             for c in claims:
                 print(f"{c.key:<28} {c.paper}, {c.where}; runs: {', '.join(c.runs)}")
             return
-        for name in ("n_runs", "eval_every", "jobs"):
-            if getattr(FLAGS, name) < 1:
-                value = getattr(FLAGS, name)
-                raise common.UserError(f"--{name}: must be at least 1, got {value}")
+        for name, least in (("n_runs", 2), ("eval_every", 1), ("jobs", 1)):  # 2: a t-test
+            value = getattr(FLAGS, name)
+            if value < least:
+                raise common.UserError(f"--{name}: must be at least {least}, got {value}")
         data_root = resolve_data_root(FLAGS.data_root)
         folds = runs.dataset_flags(data_root)
     except common.UserError as error:

@@ -75,7 +75,7 @@ def test_list_and_bad_requests(tmp_path):
     assert "fpdgd_table2" in listed.stdout and "unlearning_fig3" in listed.stdout
     for args, message in [
         (("--claims=nope",), "--claims: unknown claim(s) ['nope']"),
-        (("--n_runs=0",), "--n_runs: must be at least 1"),
+        (("--n_runs=1",), "--n_runs: must be at least 2"),
         ((f"--data_root={tmp_path / 'missing'}",), "no such folder"),
     ]:
         result = run("claims", *args, f"--results_dir={tmp_path / 'r'}", timeout=120)
