@@ -45,6 +45,7 @@ from experiments import common, runs
 from experiments import figures as report
 from experiments.paper_figures.fpdgd import interactions_per_round, ndcg_after_interactions
 from experiments.paper_figures.pool import Pool
+from experiments.paper_figures.summary import markdown_cell
 from experiments.recipes import Run
 from foltr_jax import statistics
 
@@ -934,11 +935,6 @@ def evaluate(claims, results_dir: pathlib.Path) -> list[dict]:
     return rows
 
 
-def _cell(value) -> str:
-    """A Markdown table cell: its pipes escaped."""
-    return str(value).replace("|", "\\|")
-
-
 def markdown(rows, data: str, seconds: float | None = None) -> str:
     held = sum(r["holds"] is True for r in rows)
     lines = [
@@ -955,9 +951,9 @@ def markdown(rows, data: str, seconds: float | None = None) -> str:
         holds = {True: "yes", False: "**no**", None: "not run"}[r["holds"]]
         cells = [r["claim"], f"{r['paper']}, {r['where']}", f"“{r['words']}”",
                  r["paper_numbers"], r["ours"], r["test"], holds]  # fmt: skip
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     lines += ["", "## Settings", "", "| claim | our setting |", "|---|---|"]
-    lines += [f"| {r['claim']} | {_cell(r['setting'])} |" for r in rows]
+    lines += [f"| {r['claim']} | {markdown_cell(r['setting'])} |" for r in rows]
     return "\n".join(lines) + "\n"
 
 

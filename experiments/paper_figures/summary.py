@@ -63,7 +63,7 @@ def describe(paper_figures: list, tables: list) -> dict:
     return out
 
 
-def _cell(value) -> str:
+def markdown_cell(value) -> str:
     """A Markdown table cell: a pipe in it (|B|, |C|) escaped."""
     return str(value).replace("|", "\\|")
 
@@ -73,8 +73,8 @@ def markdown(recipe_name: str, tables: list, datasets=()) -> str:
     lines += [f"Data: {', '.join(datasets) or 'none'}.", ""]
     for t in tables:
         lines += [f"## {t.name}: {t.caption}", ""]
-        lines.append("| " + " | ".join(_cell(x) for x in t.header) + " |")
+        lines.append("| " + " | ".join(markdown_cell(x) for x in t.header) + " |")
         lines.append("|---" * len(t.header) + "|")
-        lines += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in t.rows]
+        lines += ["| " + " | ".join(markdown_cell(x) for x in row) + " |" for row in t.rows]
         lines += ["", t.note, ""]
     return "\n".join(lines)
