@@ -929,7 +929,7 @@ def evaluate(claims, results_dir: pathlib.Path) -> list[dict]:
                 "setting": claim.setting,
                 "ours": verdict.ours,
                 "test": verdict.test,
-                "holds": verdict.holds,
+                "holds": None if verdict.holds is None else bool(verdict.holds),
             }
         )
     return rows

@@ -92,6 +92,17 @@ def test_a_claim_without_results_is_not_run_and_the_table_says_so(tmp_path):
     assert "not run" in text and "0 of 1 claims hold" in text
 
 
+def test_the_table_is_plain_json_whatever_a_check_returns(tmp_path, monkeypatch):
+    """A check may compute its verdict with NumPy (np.bool_): claims.json still writes."""
+    from experiments import claims
+
+    claim = claims.dataclasses.replace(
+        claims.CLAIMS[0], check=lambda r: claims.Verdict("x", "t", np.mean([1.0]) > 0)
+    )
+    (row,) = claims.evaluate([claim], tmp_path)
+    assert row["holds"] is True and json.loads(json.dumps(row))["holds"] is True
+
+
 @needs_sample
 @pytest.mark.slow
 def test_reduced_claims_hold_on_the_mslr_excerpt(tmp_path):
