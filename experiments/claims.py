@@ -941,7 +941,7 @@ def markdown(rows, data: str, seconds: float | None = None) -> str:
         "# The papers' claims",
         "",
         f"Data: {data}. {held} of {len(rows)} claims hold."
-        + (f" Wall time {seconds:.0f} s." if seconds is not None else ""),
+        + (f" This invocation: {seconds:.0f} s wall." if seconds is not None else ""),
         "",
         "| claim | where | in the paper's words | paper's numbers | ours (mean ± sd over runs) "
         "| test | holds |",
