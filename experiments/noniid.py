@@ -6,7 +6,7 @@ r"""Non-IID data in FPDGD (thesis ch. 4): the four types, their IID baselines, r
       --fold_dir=MSLR-WEB10K/Fold1 --remedies=none,fedprox,fedper,sharing --ranker=neural
   python -m experiments.noniid --type=3 --clicks=pbm
   python -m experiments.noniid --type=4 --mix=2
-  python -m experiments.noniid --type=1 --ranker=neural --remedies=fedper --fedper_eval=server
+  python -m experiments.noniid --type=1 --ranker=neural --remedies=fedper --fedper_eval=clients
 
 Cells (one compiled program each): 'iid' (the type's IID baseline, unless --noiid),
 'noniid', and one per remedy: fedprox (one per --prox_mu), fedper (--ranker=neural;
@@ -19,10 +19,10 @@ CCM or 5 PBM clients; Type 4: 5 clients doing 1, 3, 5, 7, 9 interactions (IID: 5
 
 Type 1 has no held-out test set: offline nDCG@10 on the training queries under every
 intent's labels, online nDCG averaged over the intents; run r reshuffles the intents
-per query.  FedPer's offline nDCG (--fedper_eval): 'clients' (default; the thesis does
-not say) the mean over clients of each personalised model (shared w1, b1 with the
-client's own w2), or 'server' the server model, whose w2 is the FedAvg of the clients'
-personal w2 (the public FedPer code).  Training is the same under both.
+per query.  FedPer's offline nDCG (--fedper_eval; the thesis does not say): 'server'
+(default) the server model, whose w2 is the FedAvg of the clients' personal w2 (the
+public FedPer code), or 'clients' the mean over clients of each personalised model
+(shared w1, b1 with the client's own w2).  Training is the same under both.
 
 Writes <output_dir>/results.json and table.txt; progress on stderr.  An interrupted
 invocation started again with the same flags (--checkpoint) skips the cells it finished
@@ -69,9 +69,9 @@ flags.DEFINE_list(
 )
 flags.DEFINE_string(
     "fedper_eval",
-    "clients",
-    "FedPer's offline model: clients (mean nDCG of the clients' personalised models) | "
-    "server (the server model: FedAvg of every layer, personal w2 included; public code).",
+    "server",
+    "FedPer's offline model: server (the server model: FedAvg of every layer, personal w2 "
+    "included; public code) | clients (mean nDCG of the clients' personalised models).",
 )
 flags.DEFINE_float("share_fraction", 0.1, "Data sharing: fraction of training queries shared.")
 flags.DEFINE_integer("warmup_interactions", 1000, "Data sharing: centralised warm-up updates.")

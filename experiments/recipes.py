@@ -11,6 +11,8 @@ import dataclasses
 
 CLICKS = ("perfect", "navigational", "informational")
 DP_GRID = ((1.2, 3.0), (2.3, 3.0), (4.5, 5.0), (10.0, 5.0))  # (ε, Δ), FPDGD paper §4
+# FPDGD paper Figure 6: T of B = 2 (T·2/B for B = 4, 8): the MSLR budget 1,000·2·200; quick 1/5
+FIG6_BUDGET_ROUNDS, FIG6_QUICK_ROUNDS = 200, 40
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +45,7 @@ def recipes(quick: bool) -> dict:
     """Every recipe; ``quick`` shrinks rounds, clients and runs."""
     out = []
     for paper in (
+        _foltr_es_study_recipes,
         _fpdgd_recipes,
         _noniid_recipes,
         _poisoning_recipes,
@@ -51,6 +54,63 @@ def recipes(quick: bool) -> dict:
     ):
         out.extend(paper(quick))
     return {recipe.name: recipe for recipe in out}
+
+
+FOLTR_ES_PS = (0.5, 0.9, 1.0)  # thesis §3.1: the privatisation p of Figures 3.1 and 3.4
+FOLTR_ES_BUDGET = 2_000_000  # thesis §3.1.3 (RQ1.1.2): ranker updates (interactions) fixed
+
+
+def _foltr_es_study_recipes(quick: bool) -> list:
+    """Thesis §3.1, the FOLtR-ES reproducibility study: Figures 3.1-3.5.
+
+    B = 4, antithetic pairs, MaxRR as the reward, Adam with its defaults, linear and neural
+    (10 hidden units) rankers; 2,000 clients (RQ1.1.1, 1.1.3, 1.1.4); PDGD updated in batches
+    of the same 8,000 interactions (RQ1.1.3: the fpdgd binary's centralised 'batch' form).
+    T = 250 rounds of 2,000 × 4 interactions is the 2,000,000 ranker updates RQ1.1.2 fixes
+    (the thesis does not give T for the other figures: the same budget).
+    """
+    clients = 200 if quick else 2000
+    rounds = 20 if quick else FOLTR_ES_BUDGET // (4 * 2000)
+    runs = []
+    for ranker in ("linear", "neural"):
+        for click in CLICKS:
+            for p in FOLTR_ES_PS:
+                values = _f(click_model=click, privacy_p=p, ranker=ranker, n_clients=clients)
+                values += _f(local_updates=4, rounds=rounds)
+                runs.append(
+                    Run(f"foltr_es_{ranker}_p{p}_{click}", "foltr_es", values, label=f"p = {p}")
+                )
+        values = ("--centralised", "--centralised_form=batch") + _f(
+            click_models=",".join(CLICKS), ranker=ranker, n_clients=clients, local_updates=4
+        )
+        runs.append(Run(f"pdgd_{ranker}", "fpdgd", values + _f(rounds=rounds), label="PDGD"))
+    out = [
+        Recipe(
+            "thesis_fig3_1",
+            "Thesis §3.1 Figures 3.1, 3.3-3.5: FOLtR-ES over click models, p and rankers "
+            "(MaxRR, online and offline nDCG@10); against PDGD at p = 1",
+            tuple(runs),
+        )
+    ]
+    budget = FOLTR_ES_BUDGET // (10 if quick else 1)
+    clients_runs = []
+    for ranker in ("linear", "neural"):
+        for click in CLICKS:
+            for n in (50, 1000, 2000):
+                values = _f(click_model=click, privacy_p=0.9, ranker=ranker, n_clients=n)
+                values += _f(local_updates=4, rounds=budget // (4 * n))
+                clients_runs.append(
+                    Run(f"foltr_es_{ranker}_c{n}_{click}", "foltr_es", values, label=f"|C| = {n}")
+                )
+    out.append(
+        Recipe(
+            "thesis_fig3_2",
+            "Thesis §3.1 Figure 3.2: FOLtR-ES with |C| ∈ {50, 1,000, 2,000} at a fixed "
+            f"{budget:,} ranker updates (B = 4, p = 0.9)",
+            tuple(clients_runs),
+        )
+    )
+    return out
 
 
 def _fpdgd_recipes(quick: bool) -> list:
@@ -121,19 +181,25 @@ def _fpdgd_recipes(quick: bool) -> list:
         for b in (2, 4, 8)
     ]
     out.append(Recipe("fpdgd_fig5", "FPDGD paper Figure 5: local updates B with DP", tuple(fig5)))
-    budget = (100 if quick else 1000) * 8  # |C|·B fixed
+    # §5.3: the total interaction budget |C|·B·T fixed with |C| = 1,000 kept, so a smaller B
+    # means more global updates (MSLR: B = 2/4/8, T = 200/100/50), with DP (ε = 4.5, Δ = 5).
     fig6 = [
         Run(
             f"batch{b}",
             "fpdgd",
-            clicks + _f(local_updates=b, n_clients=budget // b) + short,
-            label=f"|B| = {b}, |C| = {budget // b}",
+            clicks
+            + _f(local_updates=b, n_clients=1000, privacy_grid="4.5:5")
+            + _f(rounds=rounds(FIG6_BUDGET_ROUNDS, FIG6_QUICK_ROUNDS) * 2 // b),
+            label=f"|B| = {b}",
         )
         for b in (2, 4, 8)
     ]
     out.append(
         Recipe(
-            "fpdgd_fig6", "FPDGD paper Figure 6: B under a fixed interaction budget", tuple(fig6)
+            "fpdgd_fig6",
+            "FPDGD paper Figure 6: B under a fixed interaction budget |C|·|B|·T (|C| = 1,000, "
+            "ε = 4.5, Δ = 5)",
+            tuple(fig6),
         )
     )
     return out

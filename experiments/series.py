@@ -46,6 +46,10 @@ class Series:
     online_performance: np.ndarray | None = None  # [runs]
     offline_ndcg: np.ndarray | None = None  # [runs, rounds]
     offline_mrr: np.ndarray | None = None  # [runs, rounds]: MaxRR curves (FPDGD paper Figure 3)
+    # [runs, rounds], every round whatever --eval_every: nDCG@10 of the lists shown and MaxRR of
+    # the clicks (thesis Figures 3.1-3.4)
+    online_ndcg: np.ndarray | None = None
+    online_max_rr: np.ndarray | None = None
     # [columns] the 1-based round of each offline column (--eval_every > 1); None: 1..T
     offline_rounds: np.ndarray | None = None
     initial_offline_ndcg: np.ndarray | None = None  # [runs]
@@ -78,6 +82,8 @@ def _runs(container: dict, where: str, config: dict) -> dict:
     arrays = {
         "offline_ndcg": _numbers(container, "offline_ndcg", 2, where),
         "offline_mrr": _numbers(container, "offline_mrr", 2, where),
+        "online_ndcg": _numbers(container, "online_ndcg", 2, where),
+        "online_max_rr": _numbers(container, "online_max_rr", 2, where),
         "initial_offline_ndcg": _numbers(container, "initial_offline_ndcg", 1, where),
         "final_offline_ndcg": _numbers(container, "final_offline_ndcg", 1, where),
         "online_performance": _numbers(container, "online_performance", 1, where),

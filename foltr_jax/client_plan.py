@@ -18,7 +18,7 @@ from foltr_jax import click_models, metrics
 from foltr_jax.config import ConfigError
 from foltr_jax.data import RankingDataset
 
-PERSONAL_EVALUATIONS = ("clients", "server")  # FedPer offline model: mean of personalised, server
+PERSONAL_EVALUATIONS = ("server", "clients")  # FedPer offline model: server, mean of personalised
 
 if TYPE_CHECKING:
     from foltr_jax.rounds import Spec
@@ -37,11 +37,11 @@ class ClientPlan:
     prox_mu: FedProx μ (§4.3.3): local ascent θ ← θ + η(∇ − μ(θ − θ_global)), i.e. the
         proximal term (μ/2)‖θ − θ_global‖² of Li et al.; None turns it off.
     personal: FedPer (§4.3.3): names of the parameters every client keeps across rounds.
-    personal_eval: FedPer's offline metrics (PERSONAL_EVALUATIONS): 'clients' (default)
-        average over clients of each client's personalised model (global base layers
-        with its own personal layers); 'server' the server model, i.e. the FedAvg of
-        all layers, personal ones included (the public FedPer code).  The thesis does
-        not say which; training and online metrics are the same under both.
+    personal_eval: FedPer's offline metrics (PERSONAL_EVALUATIONS): 'server' (default)
+        the server model, i.e. the FedAvg of all layers, personal ones included (the
+        public FedPer code); 'clients' the average over clients of each client's
+        personalised model (global base layers with its own personal layers).  The
+        thesis does not say which; training and online metrics are the same under both.
     online_labels: int [V, n_docs]: online nDCG of a shown list averaged over these
         label views (Type 1: every intent, §4.3.1) instead of the training labels.
     """
@@ -52,7 +52,7 @@ class ClientPlan:
     steps: tuple | None = None
     prox_mu: float | None = None
     personal: tuple = ()
-    personal_eval: str = "clients"
+    personal_eval: str = "server"
     online_labels: object = None
 
 
@@ -128,7 +128,7 @@ def _check_plan(spec: Spec, plan: ClientPlan) -> None:
         raise ConfigError(
             "personal_eval", f"must be one of {PERSONAL_EVALUATIONS}, got {plan.personal_eval!r}"
         )
-    if plan.personal_eval != "clients" and not plan.personal:
+    if plan.personal_eval != "server" and not plan.personal:
         raise ConfigError("personal_eval", "applies to FedPer only (set personal)")
 
 

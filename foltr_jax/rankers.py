@@ -3,11 +3,12 @@
 Linear ranker: zero initialisation (poisoning paper §6).  The public FPDGD code's
 LinearRanker starts from a random vector of norm 0.01 instead; we keep zeros (the
 effect is negligible: the fidelity check against that start holds, README).
-Neural ranker: one hidden layer of 64 sigmoid units (poisoning paper §6), weights
-drawn from N(0, (1/fan_in)^2) and hidden-layer biases, as in the public code's
-PDGDNeuralRanker; the papers are silent on biases and DESIGN.md on their
-initialisation, so they start at zero (our choice).  Scores are shift invariant
-under Plackett-Luce, so an output bias would be inert and there is none.
+Neural ranker: one hidden layer of 64 sigmoid units (poisoning paper §6) with
+hidden-layer biases; the weights and the hidden biases are drawn from
+N(0, (1/fan_in)^2), the biases with the hidden layer's fan-in (the number of
+features), as the public code's PDGDNeuralRanker draws them (the papers are silent
+on biases).  Scores are shift invariant under Plackett-Luce, so an output bias
+would be inert and there is none.
 """
 
 from __future__ import annotations
@@ -38,17 +39,18 @@ class LinearRanker:
 
 @dataclasses.dataclass(frozen=True)
 class NeuralRanker:
-    """f(x) = sigmoid(x W1 + b1) · w2, one hidden layer; b1 starts at zero."""
+    """f(x) = sigmoid(x W1 + b1) · w2, one hidden layer; W1 and b1 start from
+    N(0, (1/n_features)^2), w2 from N(0, (1/hidden_units)^2) (public code)."""
 
     n_features: int
     hidden_units: int = 64
 
     def init(self, key: jax.Array):
-        k1, k2 = jax.random.split(key)
+        k1, kb, k2 = jax.random.split(key, 3)
         return {
             "w1": jax.random.normal(k1, (self.n_features, self.hidden_units), jnp.float32)
             / self.n_features,
-            "b1": jnp.zeros((self.hidden_units,), jnp.float32),
+            "b1": jax.random.normal(kb, (self.hidden_units,), jnp.float32) / self.n_features,
             "w2": jax.random.normal(k2, (self.hidden_units,), jnp.float32) / self.hidden_units,
         }
 

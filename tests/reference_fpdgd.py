@@ -11,9 +11,8 @@ Semantics (those of the published FPDGD implementation):
 * linear ranker ``f(x) = x . w``; initial weights a random unit vector times
   0.01 (``init='random_small'``) or zeros (``init='zero'``);
 * neural ranker (``ranker='neural'``) ``f(x) = sigmoid(x W1 + b1) . w2`` with
-  64 hidden units: W1, w2 drawn from N(0, (1/fan_in)^2), hidden biases b1 from
-  zero (the simulator's choice; the public code has the biases, the papers and
-  DESIGN.md say nothing of their start); its gradient is written out by hand;
+  64 hidden units: W1, b1 and w2 drawn from N(0, (1/fan_in)^2), b1 with W1's
+  fan-in (the public code's PDGDNeuralRanker); its gradient is written out by hand;
 * every round each of ``n_clients`` clients starts from the global weights and
   performs ``local_updates`` interactions; each interaction picks a training
   query uniformly at random, samples a Plackett-Luce ranking of
@@ -265,7 +264,9 @@ class Neural:
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
         f, h = self.n_features, self.hidden_units
-        return self.join(rng.standard_normal((f, h)) / f, np.zeros(h), rng.standard_normal(h) / h)
+        w1 = rng.standard_normal((f, h)) / f
+        b1 = rng.standard_normal(h) / f  # public code: the hidden biases like W1
+        return self.join(w1, b1, rng.standard_normal(h) / h)
 
     def hidden(self, theta, features):
         w1, b1, _ = self.split(theta)
@@ -346,7 +347,7 @@ def run_reference(
     """One FPDGD run.
 
     ``init`` applies to the linear ranker; the neural one always starts from
-    N(0, (1/fan_in)^2) weights and zero hidden biases.
+    N(0, (1/fan_in)^2) weights and hidden biases.
 
     Returns numpy arrays:
       offline_ndcg_before [rounds]: test nDCG@10 of the global model after t

@@ -85,7 +85,8 @@ def test_resumes_from_a_checkpoint(tiny, every_round, tmp_path):
 def test_client_chunks_and_fedper(tiny):
     from foltr_jax.client_plan import ClientPlan
 
-    personal = {"ranker": "neural", "clients": ClientPlan(personal=("w2",))}
+    plan = ClientPlan(personal=("w2",), personal_eval="clients")  # the personalised models
+    personal = {"ranker": "neural", "clients": plan}
     for extra in ({"client_chunk": 4}, personal):
         extra = {**extra, "chunk_rounds": 10}  # one compiled chunk (alignment: tested above)
         full, sparse = _run(tiny, **extra), _run(tiny, eval_every=4, **extra)

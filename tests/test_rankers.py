@@ -13,12 +13,17 @@ def test_linear_ranker_starts_at_zero():
     assert set(params) == {"w"} and params["w"].shape == (7,) and not np.any(params["w"])
 
 
-def test_neural_ranker_fan_in_weights_and_zero_hidden_biases():
+def test_neural_ranker_fan_in_weights_and_hidden_biases():
+    """Public code (PDGDNeuralRanker): W1 and b1 ~ N(0, (1/n_features)^2), w2 ~ N(0, (1/64)^2)."""
     params = rankers.make_ranker("neural", 50).init(jax.random.PRNGKey(0))
     assert {k: v.shape for k, v in params.items()} == {"w1": (50, 64), "b1": (64,), "w2": (64,)}
-    assert not np.any(params["b1"])
     # N(0, (1/fan_in)^2): sample sd of 3200 and 64 draws within ~4 standard errors
     assert abs(float(jnp.std(params["w1"])) * 50 - 1) < 4 / np.sqrt(2 * 3200)
+    assert abs(float(jnp.std(params["b1"])) * 50 - 1) < 4 / np.sqrt(2 * 64)
+    assert abs(float(jnp.mean(params["b1"])) * 50) < 4 / np.sqrt(64)
+    assert len(set(np.asarray(params["b1"]).tolist())) == 64  # 64 draws of their own
+    for row in (params["w1"][0], params["w1"][-1], params["w2"] * 64 / 50):
+        assert not np.allclose(params["b1"], row)  # not a copy of another stream
     assert abs(float(jnp.std(params["w2"])) * 64 - 1) < 4 / np.sqrt(2 * 64)
     assert abs(float(jnp.mean(params["w1"])) * 50) < 4 / np.sqrt(3200)
 

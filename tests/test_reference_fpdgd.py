@@ -137,11 +137,11 @@ def test_neural_doc_gradients_match_finite_differences():
     np.testing.assert_allclose(model.scores(theta, features), hidden @ w2, rtol=1e-12)
 
 
-def test_neural_init_fan_in_weights_zero_biases():
+def test_neural_init_fan_in_weights_and_biases():
     model = ref.Neural(20, hidden_units=64)
     w1, b1, w2 = model.split(model.init(np.random.default_rng(0)))
     assert w1.shape == (20, 64) and b1.shape == (64,) and w2.shape == (64,)
-    assert not b1.any()
-    # sd 1/fan_in: 1280 and 64 normal draws, sample sd within ~4 standard errors
+    # sd 1/fan_in (b1: W1's fan-in, as the public code): sample sd within ~4 standard errors
     assert abs(w1.std() * 20 - 1) < 4 / np.sqrt(2 * 1280)
+    assert abs(b1.std() * 20 - 1) < 4 / np.sqrt(2 * 64)
     assert abs(w2.std() * 64 - 1) < 4 / np.sqrt(2 * 64)

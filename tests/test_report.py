@@ -376,6 +376,7 @@ def write_fake_run(folder, run, clicks):
             for epsilon in epsilons:
                 config = {"click_model": click, "epsilon": epsilon, "n_runs": 2, "seed": 0}
                 config["n_clients"] = int(values.get("n_clients", 1000))
+                config["local_updates"] = int(values.get("local_updates", 2))
                 online = 20.0 if method == "fpdgd" else 15.0
                 write(
                     folder / f"{click}_eps{epsilon:g}" / "results.json",
@@ -383,6 +384,8 @@ def write_fake_run(folder, run, clicks):
                 )
     elif run.binary in ("foltr_es", "fedips"):
         config = {"click_model": values.get("click_model", "perfect"), "n_runs": 2, "seed": 0}
+        for name, default in (("n_clients", 2000), ("local_updates", 4)):
+            config[name] = int(values.get(name, default))
         extra = {"metric": "offline_ndcg = NDCG@5"} if run.binary == "fedips" else {}
         write(
             folder / "results.json",
@@ -543,11 +546,7 @@ def test_fpdgd_figures_2_3_and_table_2(paper_pages):
             [f"|C| = {n}, w{o} DP" for n in (10, 100, 1000) for o in ("", "/o")],
         ),
         ("fpdgd_fig5", "Figure 5", ["|B| = 2", "|B| = 4", "|B| = 8"]),
-        (
-            "fpdgd_fig6",
-            "Figure 6",
-            ["|B| = 2, |C| = 400", "|B| = 4, |C| = 200", "|B| = 8, |C| = 100"],
-        ),
+        ("fpdgd_fig6", "Figure 6", ["|B| = 2", "|B| = 4", "|B| = 8"]),
     ],
 )
 def test_fpdgd_figures_4_to_6(paper_pages, recipe, figure, expected):
@@ -555,6 +554,91 @@ def test_fpdgd_figures_4_to_6(paper_pages, recipe, figure, expected):
     assert figure["columns"] == CLICK_COLUMNS
     panels = labels_by_panel(figure)
     assert len(panels) == 3 and all(labels == expected for labels in panels.values())
+    per_round = {line["x_per_round"] for p in figure["panels"] for line in p["lines"]}
+    if recipe == "fpdgd_fig6":  # the paper's x: interactions spent, |C|·|B| per update
+        assert figure["xlabel"].startswith("interactions") and per_round == {2000, 4000, 8000}
+    else:
+        assert figure["xlabel"] == "global updates" and per_round == {1.0}
+
+
+def test_thesis_foltr_es_study_figures_3_1_to_3_5(paper_pages):
+    """Thesis §3.1: a row per dataset and ranker, a column per click model; MaxRR (3.1, 3.3),
+    online nDCG (3.4), offline nDCG (3.5); p ∈ {0.5, 0.9, 1}, PDGD beside p = 1."""
+    page = paper_pages["thesis_fig3_1"]
+    rows = ["synthetic, linear ranker", "synthetic, neural ranker"]
+    by_p = [f"FOLtR-ES p = {p}" for p in ("0.5", "0.9", "1")]
+    for name, metric, expected in (
+        ("Figure 3.1", "mean batch MaxRR", by_p),
+        ("Figure 3.3", "mean batch MaxRR", ["FOLtR-ES p = 1", "PDGD (batch)"]),
+        ("Figure 3.4", "online nDCG@10", by_p),
+        ("Figure 3.5", "offline nDCG@10", ["FOLtR-ES p = 1", "PDGD (batch)"]),
+    ):
+        figure = figure_of(page, name)
+        assert figure["rows"] == rows and figure["columns"] == CLICK_COLUMNS
+        assert figure["metric"] == metric
+        panels = labels_by_panel(figure)
+        assert len(panels) == 6 and all(labels == expected for labels in panels.values())
+    figure = figure_of(paper_pages["thesis_fig3_2"], "Figure 3.2")
+    assert figure["xlabel"].startswith("ranker updates")
+    for panel in figure["panels"]:
+        labels = [line["label"] for line in panel["lines"]]
+        assert labels == ["|C| = 50", "|C| = 1,000", "|C| = 2,000"]
+        assert [line["x_per_round"] for line in panel["lines"]] == [200, 4000, 8000]
+
+
+def test_thesis_foltr_es_study_settings():
+    """B = 4, 2,000 clients, p ∈ {0.5, 0.9, 1}, linear and neural; Figure 3.2 at a fixed
+    2,000,000 ranker updates with p = 0.9; PDGD in batches of the same size."""
+    from experiments import recipes
+
+    runs = recipes.recipes(quick=False)["thesis_fig3_1"].runs
+    es = [flag_values(r) for r in runs if r.binary == "foltr_es"]
+    assert len(es) == 18 and {v["local_updates"] for v in es} == {"4"}
+    assert {v["n_clients"] for v in es} == {"2000"} and {v["rounds"] for v in es} == {"250"}
+    assert {v["privacy_p"] for v in es} == {"0.5", "0.9", "1.0"}
+    assert {v["ranker"] for v in es} == {"linear", "neural"}
+    pdgd = [flag_values(r) for r in runs if r.binary == "fpdgd"]
+    assert [v["centralised_form"] for v in pdgd] == ["batch", "batch"]
+    assert all(v["n_clients"] == "2000" and v["local_updates"] == "4" for v in pdgd)
+    for run in recipes.recipes(quick=False)["thesis_fig3_2"].runs:
+        v = flag_values(run)
+        assert v["privacy_p"] == "0.9" and v["local_updates"] == "4"
+        assert int(v["n_clients"]) * 4 * int(v["rounds"]) == 2_000_000
+
+
+def test_fpdgd_figure_6_keeps_the_budget_and_clients_with_dp():
+    """FPDGD paper §5.3: |C| = 1,000 kept, B = 2/4/8 with T = 200/100/50, ε = 4.5, Δ = 5."""
+    from experiments import recipes
+
+    for quick, rounds in ((False, (200, 100, 50)), (True, (40, 20, 10))):
+        runs = recipes.recipes(quick=quick)["fpdgd_fig6"].runs
+        values = [flag_values(run) for run in runs]
+        assert [int(v["local_updates"]) for v in values] == [2, 4, 8]
+        assert [int(v["rounds"]) for v in values] == list(rounds)
+        assert {v["n_clients"] for v in values} == {"1000"}
+        assert {v["privacy_grid"] for v in values} == {"4.5:5"}
+
+
+def test_fpdgd_figure_6_reads_the_curves_at_fixed_budgets():
+    """nDCG once k interactions are spent: the last update the budget covers."""
+    from experiments.paper_figures.fpdgd import ndcg_after_interactions
+    from experiments.series import Series
+
+    def series(per_client, offline_rounds=None, columns=4):
+        curves = np.arange(1, columns + 1)[None, :] / 10.0 * np.ones((2, 1))
+        return Series(
+            source="x", group="g", panel="perfect", always=(), run_ids=[],
+            fields={"n_clients": 10, "local_updates": per_client},
+            final_offline_ndcg=curves[:, -1], offline_ndcg=curves,
+            offline_rounds=offline_rounds, initial_offline_ndcg=np.zeros(2),
+        )  # fmt: skip
+
+    b2 = series(2)  # 20 interactions per update
+    assert list(ndcg_after_interactions(b2, 19)) == [0.0, 0.0]  # before the first update
+    assert list(ndcg_after_interactions(b2, 40)) == [0.2, 0.2]
+    assert list(ndcg_after_interactions(b2, 1000)) == [0.4, 0.4]
+    sparse = series(2, offline_rounds=np.array([2, 4, 5]), columns=3)  # --eval_every=2
+    assert list(ndcg_after_interactions(sparse, 60)) == [0.1, 0.1]  # round 3: the round-2 value
 
 
 def test_poisoning_figures_2_to_4(paper_pages):

@@ -562,25 +562,25 @@ def test_a_privacy_grid_of_close_epsilons_writes_two_folders(tmp_path):
 
 
 def test_a_batch_counts_only_readable_results_as_done(tmp_path, capsys):
-    from experiments import batch
+    from experiments import runs
 
     run = tmp_path / "run"
     run.mkdir()
-    assert not batch._complete(run)
+    assert not runs.complete(run)
     (run / "results.json").write_text('{"offline_ndcg": [[0.5')  # a truncated file
-    assert not batch._complete(run)
+    assert not runs.complete(run)
     assert "cannot be read as results; running it again" in capsys.readouterr().err
     (run / "results.json").write_text('{"offline_ndcg": [[0.5]]}')
-    assert batch._complete(run)
+    assert runs.complete(run)
     grid = tmp_path / "grid"
     grid.mkdir()
     (grid / "grid.json").write_text('{"cells": ["a", "b"]}')
     (grid / "a").mkdir()
     (grid / "a" / "results.json").write_text("{}")
-    assert not batch._complete(grid)  # cell b is missing
+    assert not runs.complete(grid)  # cell b is missing
     (grid / "b").mkdir()
     (grid / "b" / "results.json").write_text("{}")
-    assert batch._complete(grid)
+    assert runs.complete(grid)
 
 
 # ---------------------------------------------------------------------------------------

@@ -33,12 +33,21 @@ import json
 import pathlib
 
 from experiments import figures
-from experiments.paper_figures import fedips, fpdgd, noniid, poisoning, unlearning
+from experiments.paper_figures import (
+    fedips,
+    fpdgd,
+    noniid,
+    poisoning,
+    thesis_foltr_es,
+    unlearning,
+)
 from experiments.paper_figures.drawing import _draw_all
 from experiments.paper_figures.pool import Pool
 from experiments.paper_figures.summary import describe, markdown
 
 LAYOUTS = {
+    "thesis_fig3_1": thesis_foltr_es.fig3_1,
+    "thesis_fig3_2": thesis_foltr_es.fig3_2,
     "fpdgd_fig2": fpdgd.fig2,
     "fpdgd_fig4": fpdgd.fig4,
     "fpdgd_fig5": fpdgd.fig5,
@@ -67,9 +76,11 @@ def make_page(results_dir, recipe, output_dir=None, draw: bool = True) -> dict:
     summary.update(describe(paper_figures, tables))
     written = []
     if draw:
-        written = _draw_all(paper_figures, tables, recipe, output_dir)
+        written = _draw_all(paper_figures, tables, recipe, output_dir, pool.datasets)
     summary["files"] = written
-    figures._write_text(output_dir / "paper_tables.md", markdown(recipe.name, tables))
+    figures._write_text(
+        output_dir / "paper_tables.md", markdown(recipe.name, tables, pool.datasets)
+    )
     figures._write_text(
         output_dir / "paper.json", json.dumps(summary, indent=1, allow_nan=False) + "\n"
     )

@@ -50,7 +50,10 @@ def _draw_line(ax, line: Line, curve: str, index: int = 0) -> None:
     curves = getattr(s, curve)
     if curves is None:
         return
-    x = figures.curve_rounds(s, curves)[: curves.shape[1]]
+    if curve.startswith("online_"):  # every round's, whatever --eval_every
+        x = np.arange(1, curves.shape[1] + 1)
+    else:
+        x = figures.curve_rounds(s, curves)[: curves.shape[1]]
     if curve == "offline_ndcg" and s.initial_offline_ndcg is not None and not line.constant:
         curves = np.column_stack([s.initial_offline_ndcg, curves])
         x = np.concatenate([[0], x])
@@ -58,6 +61,7 @@ def _draw_line(ax, line: Line, curve: str, index: int = 0) -> None:
         final = curves[:, -1]
         ax.axhline(np.mean(final), color=line.colour, linestyle=line.linestyle, lw=1.4)
         return
+    x = x * line.x_per_round
     keep = np.unique(np.linspace(0, len(x) - 1, min(len(x), MAX_POINTS)).astype(int))
     mean = curves.mean(axis=0)[keep]
     every = max(1, len(keep) // 8)
@@ -165,8 +169,9 @@ def _save(fig: Figure, path: pathlib.Path) -> None:
     figures._save_figure(fig, path)
 
 
-def _draw_all(paper_figures, tables, recipe, output_dir) -> list:
-    """paper_<figure>.png/.pdf for every figure, and page.png/.pdf with figures and tables."""
+def _draw_all(paper_figures, tables, recipe, output_dir, datasets=()) -> list:
+    """paper_<figure>.png/.pdf for every figure, and page.png/.pdf with figures and tables,
+    the page titled with the data it shows (``datasets``)."""
     written = []
     sizes = [figure_size(f) for f in paper_figures] + [table_size(t) for t in tables]
     for i, f in enumerate(paper_figures):
@@ -183,7 +188,8 @@ def _draw_all(paper_figures, tables, recipe, output_dir) -> list:
         width = max(w for w, _ in sizes)
         page = Figure(figsize=(width, sum(h for _, h in sizes) + 0.5), layout="constrained")
         FigureCanvasAgg(page)
-        page.suptitle(f"{recipe.name}: {recipe.title}", fontsize="medium")
+        data = ", ".join(datasets) or "no data"
+        page.suptitle(f"{recipe.name}: {recipe.title}\ndata: {data}", fontsize="medium")
         subs = page.subfigures(len(sizes), 1, height_ratios=[h for _, h in sizes])
         subs = np.atleast_1d(subs)
         for sub, f in zip(subs, paper_figures):

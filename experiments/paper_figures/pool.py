@@ -13,14 +13,20 @@ from experiments import figures
 from experiments.paper_figures.structure import CLICKS
 
 
+EXCERPT = "MSLR-WEB10K excerpt"  # experiments/excerpt.py's folders are named mslr_sample
+
+
 def dataset_of(series: figures.Series) -> str:
-    """The dataset, without its fold: 'MSLR-WEB10K', 'synthetic', 'synthetic intents'."""
+    """The dataset, without its fold: 'MSLR-WEB10K', 'synthetic', 'synthetic intents',
+    'MSLR-WEB10K excerpt'."""
     group = series.group
     if group.startswith("synthetic intents"):
         return "intent-change (synthetic)"
     if group.startswith("synthetic"):
         return "synthetic"
     name = group.split(", ")[0]
+    if "mslr_sample" in name.split("/"):
+        return EXCERPT
     return re.sub(r"/Fold\d+$", "", name).split("/")[-1] if "/" in name else name
 
 
@@ -62,6 +68,8 @@ class Pool:
                         "online_performance",
                         "offline_ndcg",
                         "offline_mrr",
+                        "online_ndcg",
+                        "online_max_rr",
                         "initial_offline_ndcg",
                     )
                 },

@@ -70,6 +70,7 @@ class Line:
     linestyle: str = "-"
     marker: str | None = None
     constant: bool = False  # drawn as its final mean across the panel (unlearning Figure 3)
+    x_per_round: float = 1.0  # x units per round (FPDGD Figure 6: |C|·|B| interactions)
 
 
 @dataclasses.dataclass
@@ -108,10 +109,10 @@ def _panel(title, lines) -> Panel | None:
     return Panel(title, lines) if lines else None
 
 
-def _line(series, label, colour, linestyle="-", marker=None, constant=False):
+def _line(series, label, colour, linestyle="-", marker=None, constant=False, x_per_round=1.0):
     if series is None:
         return None
-    return Line(label, series, colour, linestyle, marker, constant)
+    return Line(label, series, colour, linestyle, marker, constant, x_per_round)
 
 
 def _number(value) -> str:

@@ -21,6 +21,7 @@ def describe(paper_figures: list, tables: list) -> dict:
             "folds": s.folds,
             "colour": line.colour,
             "linestyle": line.linestyle,
+            "x_per_round": line.x_per_round,
             "final_offline_ndcg": float(np.mean(s.final_offline_ndcg)),
         }
 
@@ -42,6 +43,7 @@ def describe(paper_figures: list, tables: list) -> dict:
                 "name": f.name,
                 "caption": f.caption,
                 "metric": f.ylabel,
+                "xlabel": f.xlabel,
                 "rows": f.rows,
                 "columns": f.columns,
                 "panels": panels,
@@ -61,12 +63,18 @@ def describe(paper_figures: list, tables: list) -> dict:
     return out
 
 
-def markdown(recipe_name: str, tables: list) -> str:
+def markdown_cell(value) -> str:
+    """A Markdown table cell: a pipe in it (|B|, |C|) escaped."""
+    return str(value).replace("|", "\\|")
+
+
+def markdown(recipe_name: str, tables: list, datasets=()) -> str:
     lines = [f"# {recipe_name}: the papers' tables", ""]
+    lines += [f"Data: {', '.join(datasets) or 'none'}.", ""]
     for t in tables:
         lines += [f"## {t.name}: {t.caption}", ""]
-        lines.append("| " + " | ".join(t.header) + " |")
+        lines.append("| " + " | ".join(markdown_cell(x) for x in t.header) + " |")
         lines.append("|---" * len(t.header) + "|")
-        lines += ["| " + " | ".join(str(x) for x in row) + " |" for row in t.rows]
+        lines += ["| " + " | ".join(markdown_cell(x) for x in row) + " |" for row in t.rows]
         lines += ["", t.note, ""]
     return "\n".join(lines)

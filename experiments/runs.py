@@ -1,0 +1,156 @@
+"""Running many experiment binaries (experiments.batch, experiments.claims): their data and
+their processes.  No flags are defined here.
+
+Data: a dataset root's folds (``dataset_flags``), or the real MSLR-WEB10K excerpt (43 + 43
+queries of Fold 1), which the quick recipes and the claims check use whenever it is at
+hand: in ../shared/data/mslr_sample/ beside the repository (the developers' copy), or in
+third_party/mslr_sample/data/, where ``third_party/mslr_sample/fetch.py`` puts it (from the
+rankeval 0.8.2 sdist on PyPI; provenance in that folder's README).
+
+Processes: ``run_missing`` runs the commands whose output folder holds no results yet, a
+few at a time; a binary started again resumes from its own checkpoint.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+from experiments.common import UserError
+from foltr_jax import files
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+FETCH = REPO_ROOT / "third_party" / "mslr_sample" / "fetch.py"
+PLACES = (
+    REPO_ROOT.parent / "shared" / "data" / "mslr_sample",
+    REPO_ROOT / "third_party" / "mslr_sample" / "data",
+)
+
+
+def find_excerpt() -> pathlib.Path | None:
+    """The first folder of PLACES holding train.txt and test.txt, or None."""
+    for place in PLACES:
+        if (place / "train.txt").is_file() and (place / "test.txt").is_file():
+            return place
+    return None
+
+
+def find_or_fetch_excerpt(timeout: float = 600) -> pathlib.Path | None:
+    """The excerpt's folder, running the fetch recipe when it is nowhere; None when the
+    fetch fails (no network, no pip): the caller falls back to synthetic data."""
+    found = find_excerpt()
+    if found is not None:
+        return found
+    print("the MSLR excerpt is not here: fetching it (third_party/mslr_sample/fetch.py)",
+          file=sys.stderr)  # fmt: skip
+    try:
+        done = subprocess.run(
+            [sys.executable, str(FETCH)], capture_output=True, text=True, timeout=timeout
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        print(f"fetching the MSLR excerpt failed: {error}", file=sys.stderr)
+        return None
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-2:])
+        print(f"fetching the MSLR excerpt failed: {tail}", file=sys.stderr)
+        return None
+    return find_excerpt()
+
+
+def default_data_root(data_root: str, quick: bool, fetch: bool = True) -> str:
+    """--data_root as given ('synthetic': ''); empty with ``quick``: the MSLR excerpt's folder
+    when it is here or (``fetch``) fetchable, else '' (synthetic)."""
+    if data_root == "synthetic":
+        return ""
+    if data_root or not quick:
+        return data_root
+    found = find_or_fetch_excerpt() if fetch else find_excerpt()
+    return str(found) if found else ""
+
+
+def dataset_flags(data_root: str) -> list:
+    """[(fold name, data flags)] for every fold under data_root (synthetic when empty)."""
+    if not data_root:
+        return [("synthetic", ())]
+    root = pathlib.Path(data_root)
+    if not root.is_dir():
+        raise UserError(f"--data_root: no such folder {data_root}")
+    folds = sorted(p for p in root.glob("Fold*") if p.is_dir())
+    if folds:
+        return [(fold.name, (f"--fold_dir={fold.resolve()}",)) for fold in folds]
+    if (root / "train.txt").is_file() and (root / "test.txt").is_file():
+        return [
+            (
+                root.name,
+                (
+                    f"--train_path={(root / 'train.txt').resolve()}",
+                    f"--test_path={(root / 'test.txt').resolve()}",
+                ),
+            )
+        ]
+    raise UserError(f"--data_root: {data_root} has neither Fold*/ nor train.txt and test.txt")
+
+
+def complete(out: pathlib.Path) -> bool:
+    """A run is done when its results.json (or a grid's grid.json, written last, and every
+    cell's results.json it lists) exists and reads as a JSON object.  One whose files exist
+    but cannot be read is not done: it runs again, and the batch says so."""
+    grid = out / "grid.json"
+    names = ["results.json"]
+    if os.path.lexists(grid):
+        listed = _read_object(grid)
+        cells = listed.get("cells") if isinstance(listed, dict) else None
+        if not (isinstance(cells, list) and all(isinstance(c, str) for c in cells)):
+            print(f"{grid}: cannot be read as a grid; running it again", file=sys.stderr)
+            return False
+        names = [f"{cell}/results.json" for cell in cells]
+    elif not os.path.lexists(out / "results.json"):
+        return False
+    for name in names:
+        if not isinstance(_read_object(out / name), dict):
+            print(f"{out / name}: cannot be read as results; running it again", file=sys.stderr)
+            return False
+    return True
+
+
+def _read_object(path: pathlib.Path):
+    """The JSON in a regular file ``path``, or None when it cannot be read."""
+    if files.special_file(path) or not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
+def run_missing(commands, jobs: int, tag: str) -> list:
+    """Runs the (output folder, argv) commands that are not ``complete``, ``jobs`` at a time,
+    printing progress as '[tag] ...' on stderr; returns the folders whose run failed."""
+    todo = [(out, argv) for out, argv in commands if not complete(out)]
+    done_before = len(commands) - len(todo)
+    failed, start = [], time.perf_counter()
+
+    def execute(argv):
+        return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(execute, argv): out for out, argv in todo}
+        for i, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            out, result = futures[future], future.result()
+            if result.returncode != 0:
+                failed.append(out)
+                tail = result.stderr.strip().splitlines()[-3:]
+                print(f"[{tag}] FAILED {out}: {' | '.join(tail)}", file=sys.stderr)
+            elapsed = time.perf_counter() - start
+            print(
+                f"[{tag}] {done_before + i}/{len(commands)} runs done, {elapsed:.0f} s, "
+                f"~{elapsed / i * (len(todo) - i):.0f} s left",
+                file=sys.stderr,
+                flush=True,
+            )
+    return failed
