@@ -130,7 +130,7 @@ def _spec(config, train: RankingDataset, settings, history_every: int, clients) 
         max_malicious=max(s.n_malicious for s in settings),
         history_every=history_every,
         personal_keys=personal,
-        personal_eval=clients.personal_eval if clients is not None else "clients",
+        personal_eval=clients.personal_eval if clients is not None else "server",
     )
 
 

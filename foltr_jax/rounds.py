@@ -41,7 +41,7 @@ class Spec:
     max_malicious: int = 0  # the largest m of the grid (a static bound for Krum's selection)
     history_every: int = 0  # store every client's update at rounds 1, 1 + Δt, ... (0: never)
     personal_keys: tuple = ()  # FedPer: parameters each client keeps (thesis §4.3.3)
-    personal_eval: str = "clients"  # FedPer's offline model (client_plan.PERSONAL_EVALUATIONS)
+    personal_eval: str = "server"  # FedPer's offline model (client_plan.PERSONAL_EVALUATIONS)
 
     offline = ("offline_ndcg", "offline_mrr")
 
