@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from binaries import run
 
-from foltr_jax import data, federation, metrics, noniid, rankers
+from foltr_jax import data, federation, metrics, noniid, rankers, rounds
 
 
 def _config(**overrides):
@@ -323,7 +323,7 @@ def test_fedper_evaluates_the_clients_or_the_server_model(tiny):
     # the server model's w2 is the FedAvg (equal steps: the mean) of the personal layers
     np.testing.assert_allclose(g["w2"], personal["w2"].mean(axis=1), atol=1e-6)
     # the last offline values, recomputed from the final models
-    evaluate = jax.jit(lambda params: federation.evaluate(spec, arrays, params)[0])
+    evaluate = jax.jit(lambda params: rounds.evaluate(spec, arrays, params)[0])
     for r in range(2):
         model = {k: v[r] for k, v in g.items()}
         assert server.offline_ndcg[r, -1] == pytest.approx(float(evaluate(model)), abs=1e-6)
