@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from binaries import run, without_timings
 from sample_data import REPO_ROOT
 
@@ -15,6 +16,7 @@ def batch(*args, tmp_path):
     return run("batch", *args, cache_dir=tmp_path / "cache", timeout=900)
 
 
+@pytest.mark.slow  # a recipe end to end, its runs in processes of their own
 def test_quick_recipe_runs_end_to_end_then_skips_what_is_done(tmp_path):
     results = tmp_path / "results"
     args = ("--recipe=fpdgd_fig5", "--quick", "--jobs=2", f"--results_dir={results}")
@@ -154,6 +156,7 @@ def resumed_round(stderr: str, label: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+@pytest.mark.slow  # a process killed and started again
 def test_killing_a_run_midway_and_resuming_gives_the_uninterrupted_results(tmp_path):
     args = [*TINY, "--n_clients=200", "--rounds=400", "--chunk_rounds=5", "--n_runs=2"]
     a, b, resumed = kill_and_resume("fpdgd", *args, tmp_path=tmp_path)
@@ -161,6 +164,7 @@ def test_killing_a_run_midway_and_resuming_gives_the_uninterrupted_results(tmp_p
     assert without_timings(a) == without_timings(b)
 
 
+@pytest.mark.slow  # a process killed and started again
 def test_foltr_es_resumes_a_killed_run(tmp_path):
     args = [*TINY, "--n_clients=2000", "--rounds=100", "--chunk_rounds=5", "--n_runs=2"]
     a, b, resumed = kill_and_resume("foltr_es", *args, tmp_path=tmp_path)
@@ -168,6 +172,7 @@ def test_foltr_es_resumes_a_killed_run(tmp_path):
     assert without_timings(a) == without_timings(b)
 
 
+@pytest.mark.slow  # a process killed and started again
 def test_fedips_resumes_a_killed_run_with_estimated_propensities(tmp_path):
     args = [*TINY, "--rounds=40", "--chunk_rounds=5", "--n_runs=2", "--propensity=estimated"]
     a, b, resumed = kill_and_resume("fedips", *args, tmp_path=tmp_path)
@@ -175,6 +180,7 @@ def test_fedips_resumes_a_killed_run_with_estimated_propensities(tmp_path):
     assert without_timings(a) == without_timings(b)
 
 
+@pytest.mark.slow  # a process killed and started again
 def test_noniid_reuses_finished_cells_and_resumes_the_killed_one(tmp_path):
     args = [*TINY, "--type=2", "--rounds=1000", "--chunk_rounds=5", "--n_runs=2"]
     # Killed once the second cell has a checkpoint: the first ('iid') is finished.
@@ -197,6 +203,7 @@ def test_noniid_reuses_finished_cells_and_resumes_the_killed_one(tmp_path):
     assert strip(a) == strip(b)
 
 
+@pytest.mark.slow  # a process killed and started again
 def test_unlearning_reuses_finished_trainings_and_resumes_the_killed_one(tmp_path):
     args = [*TINY, "--rounds=400", "--chunk_rounds=5", "--n_runs=1", "--delta_t=5"]
     args += ["--unlearn_local_updates=1", "--click_models=informational"]
@@ -218,6 +225,7 @@ def test_unlearning_reuses_finished_trainings_and_resumes_the_killed_one(tmp_pat
     assert b["timings"]["resumed_at_round"]["9H-0M"] >= 5
 
 
+@pytest.mark.slow  # a recipe end to end, its runs in processes of their own
 def test_quick_fig2_compares_fpdgd_and_foltr_es_on_the_same_synthetic_data(tmp_path):
     result = batch("--recipe=fpdgd_fig2", "--quick", "--dry_run", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr

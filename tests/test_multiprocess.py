@@ -110,6 +110,7 @@ def cells(folder) -> dict:
     return {c: json.loads((folder / c / "results.json").read_text()) for c in CELLS}
 
 
+@pytest.mark.slow  # several processes
 def test_two_processes_give_the_one_process_results_and_resume_a_killed_run(tmp_path):
     # One process with 4 devices, alongside the two processes (both compile meanwhile).
     single = tmp_path / "single"
@@ -160,6 +161,7 @@ def test_two_processes_give_the_one_process_results_and_resume_a_killed_run(tmp_
             np.testing.assert_allclose(two[cell][curve], one[cell][curve], rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow  # several processes
 def test_processes_with_other_flags_are_refused_in_one_line(tmp_path):
     processes = start(
         "fpdgd",
@@ -177,6 +179,7 @@ def test_processes_with_other_flags_are_refused_in_one_line(tmp_path):
     assert not any((tmp_path / "mismatch").glob("p*/out"))
 
 
+@pytest.mark.slow  # several processes
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -192,6 +195,7 @@ def test_devices_that_do_not_fit_the_processes_are_refused_in_one_line(tmp_path,
         assert line.startswith(f"fpdgd: error: {message}"), line
 
 
+@pytest.mark.slow  # several processes
 def test_a_process_that_fails_alone_stops_the_others(tmp_path):
     (tmp_path / "alone" / "p0").mkdir(parents=True)
     (tmp_path / "alone" / "p0" / "out").write_text("not a folder")  # only process 0 claims it
@@ -205,6 +209,7 @@ def test_a_process_that_fails_alone_stops_the_others(tmp_path):
     ], stderr1
 
 
+@pytest.mark.slow  # a process waiting for its coordinator
 def test_an_unreachable_coordinator_ends_in_one_line_after_the_timeout(tmp_path):
     start_time = time.time()
     # Process 1 of 2 with nobody at the coordinator's address.
