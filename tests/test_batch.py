@@ -8,12 +8,17 @@ import sys
 import time
 
 import pytest
-from binaries import run, without_timings
+from binaries import call, run, without_timings
 from sample_data import REPO_ROOT
 
 
 def batch(*args, tmp_path):
     return run("batch", *args, cache_dir=tmp_path / "cache", timeout=900)
+
+
+def batch_here(*args, tmp_path):
+    """``batch`` for what the batch binary decides before it starts any run: in this process."""
+    return call("batch", *args, cache_dir=tmp_path / "cache")
 
 
 @pytest.mark.slow  # a recipe end to end, its runs in processes of their own
@@ -55,13 +60,13 @@ def test_bad_requests_are_refused_in_one_line(tmp_path):
         (("--recipe=fpdgd_fig5", f"--data_root={tmp_path / 'missing'}"), "no such folder"),
         (("--recipe=fpdgd_fig5", f"--data_root={tmp_path}"), "neither Fold*/ nor train.txt"),
     ]:
-        result = batch(*args, tmp_path=tmp_path)
+        result = batch_here(*args, tmp_path=tmp_path)
         assert result.returncode == 2, result.stderr
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_list_names_every_recipe(tmp_path):
-    result = batch("--list", tmp_path=tmp_path)
+    result = batch_here("--list", tmp_path=tmp_path)
     assert result.returncode == 0
     for name in ("fpdgd_fig2", "poisoning_figs2_4", "unlearning_table3", "fedips_fig1"):
         assert name in result.stdout
@@ -75,7 +80,7 @@ def test_dry_run_runs_every_fold_and_type1_once_on_its_own_data(tmp_path):
         (root / fold).mkdir(parents=True)
     results = tmp_path / "results"
     args = ("--recipe=noniid_type3,noniid_type1", f"--data_root={root}", "--dry_run")
-    result = batch(*args, f"--results_dir={results}", tmp_path=tmp_path)
+    result = batch_here(*args, f"--results_dir={results}", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     commands = result.stdout.strip().splitlines()
     type3 = [c for c in commands if "--type=3" in c]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import binaries
 import numpy as np
 import pytest
 from sample_data import REPO_ROOT
@@ -246,7 +247,10 @@ def test_distributed_without_a_cluster_or_variables_ends_in_one_line(tmp_path):
     assert "JAX_COORDINATOR_ADDRESS" in line and not (tmp_path / "out").exists()
 
 
-def test_binaries_that_do_not_share_the_engine_refuse_distributed(tmp_path):
+def test_binaries_that_do_not_share_the_engine_refuse_distributed(tmp_path, monkeypatch):
+    # They refuse before anything starts: their main in this process (binaries.call), run
+    # from tmp_path as the processes above are.
+    monkeypatch.chdir(tmp_path)
     for module, args in [
         ("foltr_es", []),
         ("fedips", []),
@@ -254,15 +258,7 @@ def test_binaries_that_do_not_share_the_engine_refuse_distributed(tmp_path):
         ("unlearning", []),
         ("benchmark", ["--suite"]),
     ]:
-        done = subprocess.run(
-            [sys.executable, "-m", f"experiments.{module}", "--distributed", *args],
-            cwd=tmp_path,
-            env=environment(tmp_path, 1),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = binaries.call(module, "--distributed", *args, cache_dir=tmp_path / "cache")
         assert done.returncode == 2, (module, done.stderr)
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith(f"{module}: error: --distributed: "), line
