@@ -46,7 +46,7 @@ def _skip_reason() -> str:
     return (
         "the MSLR sample is in neither ../shared/data/mslr_sample nor "
         "third_party/mslr_sample/data"
-        + (f", and fetching it failed ({why})" if why else "")
+        + (f", and {why}" if why else "")
         + f": run `{fetch_command()}` (it downloads rankeval==0.8.2's sdist from PyPI), "
         "then run the tests again"
     )
@@ -64,7 +64,7 @@ def ensure(say=print) -> None:
     if SAMPLE_DIR is not None or os.environ.get(_FAILED):
         return
     if os.environ.get("FOLTR_JAX_FETCH_SAMPLE", "1") == "0":
-        os.environ[_FAILED] = "FOLTR_JAX_FETCH_SAMPLE=0 turned the fetch off"
+        os.environ[_FAILED] = "FOLTR_JAX_FETCH_SAMPLE=0 kept the session from fetching it"
     else:
         say(f"MSLR sample missing: fetching it with `{fetch_command()}` (about a minute) ...")
         try:
@@ -78,13 +78,13 @@ def ensure(say=print) -> None:
             )
             if done.returncode != 0:
                 lines = (done.stderr or done.stdout).strip().splitlines()
-                os.environ[_FAILED] = f"exit status {done.returncode}: " + (
+                os.environ[_FAILED] = f"fetching it failed (exit status {done.returncode}: " + (
                     lines[-1] if lines else "no output"
-                )
+                ) + ")"
         except (OSError, subprocess.TimeoutExpired) as error:
-            os.environ[_FAILED] = str(error)
+            os.environ[_FAILED] = f"fetching it failed ({error})"
         SAMPLE_DIR = _sample_dir()
         if SAMPLE_DIR is None and not os.environ.get(_FAILED):
-            os.environ[_FAILED] = "the recipe wrote no files"
+            os.environ[_FAILED] = "fetching it wrote no files"
         say(f"MSLR sample: {SAMPLE_DIR}" if SAMPLE_DIR else f"MSLR sample: {_skip_reason()}")
     needs_sample = pytest.mark.skipif(SAMPLE_DIR is None, reason=_skip_reason())
