@@ -6,8 +6,12 @@ on-disk cache lets the later processes skip XLA compilation.  Results do not
 depend on it.  The pytest process itself does not write to it: jax is imported
 before the variable is set.  It gains nothing from it (its programs stay in
 memory), and once, late in a full run, XLA aborted the process while serialising
-an executable for that cache.  Tests marked ``slow`` (minutes-long reproductions
-on the MSLR sample) run only with FOLTR_JAX_SLOW_TESTS=1.
+an executable for that cache.
+
+Two tiers: ``python -m pytest`` runs the tests not marked ``slow`` (pyproject's addopts
+deselect them) and ``python -m pytest -m slow`` the others: golden runs, binaries end to
+end in their own processes, several processes, the papers' orderings.  CI runs both.
+When the MSLR excerpt is missing, the session fetches it first (sample_data.ensure).
 """
 
 import os
@@ -60,19 +64,11 @@ def tiny():
     )
 
 
-SLOW = os.environ.get("FOLTR_JAX_SLOW_TESTS") == "1"
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers
+def pytest_sessionstart(session):
+    if hasattr(session.config, "workerinput"):
+        return  # a worker: the process that started it has fetched what could be fetched
+    import sample_data
 
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "slow: minutes-long reproduction checks; run with FOLTR_JAX_SLOW_TESTS=1"
-    )
-
-
-def pytest_collection_modifyitems(config, items):
-    if SLOW:
-        return
-    skip = pytest.mark.skip(reason="slow reproduction check: set FOLTR_JAX_SLOW_TESTS=1")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    sample_data.ensure(say=reporter.write_line if reporter else print)

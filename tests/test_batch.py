@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from binaries import run, without_timings
+import pytest
+from binaries import call, run, without_timings
 from sample_data import REPO_ROOT
 
 
@@ -15,6 +16,12 @@ def batch(*args, tmp_path):
     return run("batch", *args, cache_dir=tmp_path / "cache", timeout=900)
 
 
+def batch_here(*args, tmp_path):
+    """``batch`` for what the batch binary decides before it starts any run: in this process."""
+    return call("batch", *args, cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.slow  # a recipe end to end, its runs in processes of their own
 def test_quick_recipe_runs_end_to_end_then_skips_what_is_done(tmp_path):
     results = tmp_path / "results"
     args = ("--recipe=fpdgd_fig5", "--quick", "--jobs=2", f"--results_dir={results}")
@@ -53,13 +60,13 @@ def test_bad_requests_are_refused_in_one_line(tmp_path):
         (("--recipe=fpdgd_fig5", f"--data_root={tmp_path / 'missing'}"), "no such folder"),
         (("--recipe=fpdgd_fig5", f"--data_root={tmp_path}"), "neither Fold*/ nor train.txt"),
     ]:
-        result = batch(*args, tmp_path=tmp_path)
+        result = batch_here(*args, tmp_path=tmp_path)
         assert result.returncode == 2, result.stderr
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_list_names_every_recipe(tmp_path):
-    result = batch("--list", tmp_path=tmp_path)
+    result = batch_here("--list", tmp_path=tmp_path)
     assert result.returncode == 0
     for name in ("fpdgd_fig2", "poisoning_figs2_4", "unlearning_table3", "fedips_fig1"):
         assert name in result.stdout
@@ -73,7 +80,7 @@ def test_dry_run_runs_every_fold_and_type1_once_on_its_own_data(tmp_path):
         (root / fold).mkdir(parents=True)
     results = tmp_path / "results"
     args = ("--recipe=noniid_type3,noniid_type1", f"--data_root={root}", "--dry_run")
-    result = batch(*args, f"--results_dir={results}", tmp_path=tmp_path)
+    result = batch_here(*args, f"--results_dir={results}", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     commands = result.stdout.strip().splitlines()
     type3 = [c for c in commands if "--type=3" in c]
@@ -154,6 +161,7 @@ def resumed_round(stderr: str, label: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+@pytest.mark.slow  # a process killed and started again
 def test_killing_a_run_midway_and_resuming_gives_the_uninterrupted_results(tmp_path):
     args = [*TINY, "--n_clients=200", "--rounds=400", "--chunk_rounds=5", "--n_runs=2"]
     a, b, resumed = kill_and_resume("fpdgd", *args, tmp_path=tmp_path)
@@ -161,6 +169,7 @@ def test_killing_a_run_midway_and_resuming_gives_the_uninterrupted_results(tmp_p
     assert without_timings(a) == without_timings(b)
 
 
+@pytest.mark.slow  # a process killed and started again
 def test_foltr_es_resumes_a_killed_run(tmp_path):
     args = [*TINY, "--n_clients=2000", "--rounds=100", "--chunk_rounds=5", "--n_runs=2"]
     a, b, resumed = kill_and_resume("foltr_es", *args, tmp_path=tmp_path)
@@ -168,6 +177,7 @@ def test_foltr_es_resumes_a_killed_run(tmp_path):
     assert without_timings(a) == without_timings(b)
 
 
+@pytest.mark.slow  # a process killed and started again
 def test_fedips_resumes_a_killed_run_with_estimated_propensities(tmp_path):
     args = [*TINY, "--rounds=40", "--chunk_rounds=5", "--n_runs=2", "--propensity=estimated"]
     a, b, resumed = kill_and_resume("fedips", *args, tmp_path=tmp_path)
@@ -175,6 +185,7 @@ def test_fedips_resumes_a_killed_run_with_estimated_propensities(tmp_path):
     assert without_timings(a) == without_timings(b)
 
 
+@pytest.mark.slow  # a process killed and started again
 def test_noniid_reuses_finished_cells_and_resumes_the_killed_one(tmp_path):
     args = [*TINY, "--type=2", "--rounds=1000", "--chunk_rounds=5", "--n_runs=2"]
     # Killed once the second cell has a checkpoint: the first ('iid') is finished.
@@ -197,6 +208,7 @@ def test_noniid_reuses_finished_cells_and_resumes_the_killed_one(tmp_path):
     assert strip(a) == strip(b)
 
 
+@pytest.mark.slow  # a process killed and started again
 def test_unlearning_reuses_finished_trainings_and_resumes_the_killed_one(tmp_path):
     args = [*TINY, "--rounds=400", "--chunk_rounds=5", "--n_runs=1", "--delta_t=5"]
     args += ["--unlearn_local_updates=1", "--click_models=informational"]
@@ -218,6 +230,7 @@ def test_unlearning_reuses_finished_trainings_and_resumes_the_killed_one(tmp_pat
     assert b["timings"]["resumed_at_round"]["9H-0M"] >= 5
 
 
+@pytest.mark.slow  # a recipe end to end, its runs in processes of their own
 def test_quick_fig2_compares_fpdgd_and_foltr_es_on_the_same_synthetic_data(tmp_path):
     result = batch("--recipe=fpdgd_fig2", "--quick", "--dry_run", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr

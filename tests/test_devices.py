@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 from sample_data import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # a subprocess with forced devices compiling five methods twice
 
 SCRIPT = """
 import dataclasses, numpy as np, jax

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from binaries import run
+from binaries import call
 from test_fedips import tiny_config, tiny_data
 
 from foltr_jax import data, engine, fedips, foltr_es, pipeline
@@ -186,13 +186,13 @@ def test_binaries_take_eval_every_and_client_chunk(tmp_path):
     )
     for binary, clients in (("foltr_es", "--n_clients=8"), ("fedips", "--n_users=8")):
         out = tmp_path / binary
-        result = run(binary, *flags, clients, f"--output_dir={out}", cache_dir=tmp_path / "c")
+        result = call(binary, *flags, clients, f"--output_dir={out}", cache_dir=tmp_path / "c")
         assert result.returncode == 0, result.stderr
         results = json.loads((out / "results.json").read_text())
         assert results["offline_rounds"] == [2, 4]
         assert np.asarray(results["offline_ndcg"]).shape == (1, 2)
         assert results["config"]["client_chunk"] == 4 and "round 4:" in result.stdout
-    bad = run(
+    bad = call(
         "fedips", *flags, "--n_users=6", f"--output_dir={tmp_path / 'bad'}", cache_dir=tmp_path
     )
     lines = bad.stderr.strip().splitlines()

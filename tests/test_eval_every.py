@@ -2,18 +2,13 @@
 the same values as an every-round run's at those rounds; online metrics every round."""
 
 import json
-import pathlib
-import subprocess
-import sys
 
+import binaries
 import numpy as np
 import pytest
 
 from foltr_jax import federation, rounds
 from foltr_jax.config import ConfigError
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
 
 def _config(**overrides):
     settings = {
@@ -103,25 +98,15 @@ def test_bad_k_refused(bad):
 
 
 def _binary(tmp_path, *flags):
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.fpdgd",
-            "--n_clients=4",
-            "--rounds=5",
-            "--n_runs=1",
-            "--synthetic_queries=20",
-            "--synthetic_features=6",
-            f"--output_dir={tmp_path}",
-            *flags,
-        ],
-        cwd=REPO,
-        check=False,
-        capture_output=True,
-        text=True,
-        env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"},
-        timeout=600,
+    return binaries.call(
+        "fpdgd",
+        "--n_clients=4",
+        "--rounds=5",
+        "--n_runs=1",
+        "--synthetic_queries=20",
+        "--synthetic_features=6",
+        f"--output_dir={tmp_path}",
+        *flags,
     )
 
 

@@ -1,10 +1,13 @@
-"""The binaries as a user runs them: results files, determinism, and bad input."""
+"""The binaries as a user runs them: results files, determinism, and bad input.
+
+Most call a binary's main in this process (binaries.call); determinism is checked on two
+processes of their own (the slow tier)."""
 
 import json
 
 import numpy as np
 import pytest
-from binaries import run, run_twice, without_timings  # test_engine imports run from here
+from binaries import call, run_twice, without_timings
 from sample_data import SAMPLE_DIR, needs_sample
 
 SMALL = [
@@ -18,6 +21,7 @@ SMALL = [
 ]
 
 
+@pytest.mark.slow  # the same results from two processes of their own
 def test_fpdgd_writes_results_and_is_deterministic(tmp_path):
     a, b, result = run_twice("fpdgd", *SMALL, "--n_runs=2", tmp_path=tmp_path)
     assert without_timings(a) == without_timings(b)
@@ -30,7 +34,7 @@ def test_fpdgd_writes_results_and_is_deterministic(tmp_path):
 
 @needs_sample
 def test_fpdgd_on_the_mslr_sample_learns(tmp_path):
-    result = run(
+    result = call(
         "fpdgd",
         f"--train_path={SAMPLE_DIR / 'train.txt'}",
         f"--test_path={SAMPLE_DIR / 'test.txt'}",
@@ -51,7 +55,7 @@ def test_fpdgd_on_the_mslr_sample_learns(tmp_path):
 
 @pytest.mark.parametrize("form", ["same_updates", "same_budget", "batch"])
 def test_centralised_baselines_run(tmp_path, form):
-    result = run(
+    result = call(
         "fpdgd",
         *SMALL,
         "--centralised",
@@ -87,7 +91,7 @@ def test_centralised_baselines_run(tmp_path, form):
 )
 def test_bad_flags_fail_with_one_line_naming_the_flag(tmp_path, flag, named):
     extra = ["--centralised"] if "centralised" in flag else []
-    result = run(
+    result = call(
         "fpdgd",
         *SMALL,
         *flag.split(),
@@ -103,7 +107,7 @@ def test_bad_flags_fail_with_one_line_naming_the_flag(tmp_path, flag, named):
 
 def refused(tmp_path, train, test, *flags):
     """Runs fpdgd on bad data; checks the one-line error and that nothing is left behind."""
-    result = run(
+    result = call(
         "fpdgd",
         f"--train_path={train}",
         f"--test_path={test}",
@@ -154,7 +158,7 @@ def test_empty_file_and_split_queries_are_refused(tmp_path):
 
 
 def test_benchmark_prints_json_last(tmp_path):
-    result = run("benchmark", *SMALL, cache_dir=tmp_path / "cache")
+    result = call("benchmark", *SMALL, cache_dir=tmp_path / "cache")
     assert result.returncode == 0, result.stderr
     last = json.loads(result.stdout.strip().splitlines()[-1])
     assert last["interactions_per_second"] > 0 and last["peak_rss_mb"] > 0
@@ -163,7 +167,7 @@ def test_benchmark_prints_json_last(tmp_path):
 
 
 def test_poisoning_grid_runs_in_one_program(tmp_path):
-    result = run(
+    result = call(
         "poisoning",
         *SMALL,
         "--rounds=3",
@@ -184,7 +188,7 @@ def test_poisoning_grid_runs_in_one_program(tmp_path):
 
 
 def test_poisoning_refuses_too_many_attackers(tmp_path):
-    result = run(
+    result = call(
         "poisoning",
         *SMALL,
         "--malicious_counts=2",

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from binaries import run, run_twice, without_timings
+from binaries import call, run_twice, without_timings
 
 from foltr_jax import data, fedips, ips
 from foltr_jax.federation import ConfigError
@@ -270,9 +270,10 @@ SMALL = [
 
 
 def run_binary(*args, cache_dir):
-    return run("fedips", *args, cache_dir=cache_dir)
+    return call("fedips", *args, cache_dir=cache_dir)
 
 
+@pytest.mark.slow  # the same results from two processes of their own
 def test_binary_writes_results_and_is_deterministic(tmp_path):
     a, b, result = run_twice(
         "fedips", *SMALL, "--n_runs=2", "--propensity=estimated", tmp_path=tmp_path

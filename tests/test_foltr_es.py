@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from binaries import run, run_twice, without_timings
+from binaries import call, run_twice, without_timings
 
 from foltr_jax import click_models, data, es_rewards, federation, foltr_es, loop
 
@@ -266,9 +266,10 @@ KEYS = {
 
 
 def run_binary(*args, cache_dir):
-    return run("foltr_es", *args, cache_dir=cache_dir)
+    return call("foltr_es", *args, cache_dir=cache_dir)
 
 
+@pytest.mark.slow  # the same results from two processes of their own
 def test_binary_writes_results_and_is_deterministic(tmp_path):
     a, b, result = run_twice("foltr_es", *SMALL, "--n_runs=2", "--privacy_p=0.9", tmp_path=tmp_path)
     assert set(a) == KEYS

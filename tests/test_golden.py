@@ -194,6 +194,7 @@ def case_results(tmp_path_factory):
     pool.shutdown(cancel_futures=True)
 
 
+@pytest.mark.slow  # eleven binaries in their own processes, compiled as users compile
 @needs_sample
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_results_match_the_recorded_run(name, case_results):

@@ -268,7 +268,7 @@ def test_results_that_cannot_be_written_keep_the_checkpoint(whole, tmp_path):
 
 def test_results_json_as_a_folder_stops_the_binary_before_any_work(tmp_path):
     (tmp_path / "out" / "results.json").mkdir(parents=True)
-    done = binaries.run(
+    done = binaries.call(
         "fpdgd",
         "--rounds=2",
         "--n_clients=2",

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import binaries
 import numpy as np
 import pytest
 from sample_data import REPO_ROOT
@@ -110,6 +111,7 @@ def cells(folder) -> dict:
     return {c: json.loads((folder / c / "results.json").read_text()) for c in CELLS}
 
 
+@pytest.mark.slow  # several processes
 def test_two_processes_give_the_one_process_results_and_resume_a_killed_run(tmp_path):
     # One process with 4 devices, alongside the two processes (both compile meanwhile).
     single = tmp_path / "single"
@@ -176,6 +178,7 @@ ES_ARGS = [
 ]
 
 
+@pytest.mark.slow  # several processes
 def test_foltr_es_over_two_processes_gives_the_one_process_results(tmp_path):
     """FOLtR-ES on the shared run: its clients split over the 4 devices of two processes."""
     single = tmp_path / "single"
@@ -205,6 +208,7 @@ def test_foltr_es_over_two_processes_gives_the_one_process_results(tmp_path):
         np.testing.assert_allclose(two[curve], one[curve], rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow  # several processes
 def test_processes_with_other_flags_are_refused_in_one_line(tmp_path):
     processes = start(
         "fpdgd",
@@ -222,6 +226,7 @@ def test_processes_with_other_flags_are_refused_in_one_line(tmp_path):
     assert not any((tmp_path / "mismatch").glob("p*/out"))
 
 
+@pytest.mark.slow  # several processes
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -237,6 +242,7 @@ def test_devices_that_do_not_fit_the_processes_are_refused_in_one_line(tmp_path,
         assert line.startswith(f"fpdgd: error: {message}"), line
 
 
+@pytest.mark.slow  # several processes
 def test_a_process_that_fails_alone_stops_the_others(tmp_path):
     (tmp_path / "alone" / "p0").mkdir(parents=True)
     (tmp_path / "alone" / "p0" / "out").write_text("not a folder")  # only process 0 claims it
@@ -250,6 +256,7 @@ def test_a_process_that_fails_alone_stops_the_others(tmp_path):
     ], stderr1
 
 
+@pytest.mark.slow  # a process waiting for its coordinator
 def test_an_unreachable_coordinator_ends_in_one_line_after_the_timeout(tmp_path):
     start_time = time.time()
     # Process 1 of 2 with nobody at the coordinator's address.
@@ -286,21 +293,16 @@ def test_distributed_without_a_cluster_or_variables_ends_in_one_line(tmp_path):
     assert "JAX_COORDINATOR_ADDRESS" in line and not (tmp_path / "out").exists()
 
 
-def test_binaries_that_do_not_share_the_engine_refuse_distributed(tmp_path):
+def test_binaries_that_do_not_share_the_engine_refuse_distributed(tmp_path, monkeypatch):
+    # They refuse before anything starts: their main in this process (binaries.call), run
+    # from tmp_path as the processes above are.
+    monkeypatch.chdir(tmp_path)
     for module, args in [
         ("noniid", ["--type=2"]),
         ("unlearning", []),
         ("benchmark", ["--suite"]),
     ]:
-        done = subprocess.run(
-            [sys.executable, "-m", f"experiments.{module}", "--distributed", *args],
-            cwd=tmp_path,
-            env=environment(tmp_path, 1),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = binaries.call(module, "--distributed", *args, cache_dir=tmp_path / "cache")
         assert done.returncode == 2, (module, done.stderr)
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith(f"{module}: error: --distributed: "), line

@@ -7,7 +7,7 @@ import jax
 import jax.flatten_util
 import numpy as np
 import pytest
-from binaries import run
+from binaries import call
 
 from foltr_jax import data, federation, metrics, noniid, rankers, rounds
 
@@ -383,7 +383,7 @@ SMALL = [
 
 
 def _binary(*args, tmp_path):
-    return run("noniid", *args, cache_dir=tmp_path / "cache")
+    return call("noniid", *args, cache_dir=tmp_path / "cache")
 
 
 def test_binary_writes_results(tmp_path):

@@ -86,6 +86,7 @@ def test_mode_projects_exactly_from_the_measured_seconds(tmp_path):
     assert "not measured (" in pb.table([row])
 
 
+@pytest.mark.slow  # measures a binary in processes of its own
 def test_mode_measures_a_real_binary_on_tiny_data(tmp_path):
     recipe = Recipe("real", "", (Run("f", "fpdgd", ("--rounds=300", "--n_clients=3")),))
     settings = {

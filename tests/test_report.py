@@ -279,7 +279,7 @@ def test_a_folder_without_results(tmp_path):
 
 
 def run_binary(*args):
-    return binaries.run("report", *args, timeout=120)
+    return binaries.call("report", *args)
 
 
 def test_binary(results_dir, tmp_path):

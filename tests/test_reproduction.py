@@ -17,9 +17,7 @@ import json
 
 import pytest
 
-pytestmark = (
-    pytest.mark.slow
-)  # ~3 min: FOLTR_JAX_SLOW_TESTS=1 python -m pytest tests/test_reproduction.py
+pytestmark = pytest.mark.slow  # ~3 min: python -m pytest -m slow tests/test_reproduction.py
 from binaries import run
 from sample_data import SAMPLE_DIR, needs_sample
 

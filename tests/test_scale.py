@@ -143,6 +143,7 @@ print("sharded runs match")
 """
 
 
+@pytest.mark.slow  # a process of its own with eight CPU devices
 def test_sharding_over_eight_cpu_devices_gives_the_single_device_results():
     env = {
         **os.environ,
@@ -183,6 +184,7 @@ def test_the_length_ladder_gives_the_results_of_scoring_every_query_at_full_widt
     np.testing.assert_allclose(ladder.final_params["w"], one_width.final_params["w"], atol=1e-6)
 
 
+@pytest.mark.slow  # the suite runs each case in a process of its own
 def test_benchmark_suite_writes_its_table_and_json(tmp_path):
     output = tmp_path / "suite.json"
     done = binaries.run(

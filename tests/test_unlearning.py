@@ -6,7 +6,7 @@ import json
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from binaries import run as run_binary
+from binaries import call as run_binary
 
 from foltr_jax import attacks, data, federation, unlearning
 
