@@ -6,12 +6,12 @@ import re
 
 import numpy as np
 import pytest
-from binaries import run
+from binaries import load, run
 from sample_data import SAMPLE_DIR, needs_sample
 
 
 def test_every_claim_quotes_its_paper_and_names_known_runs():
-    from experiments import claims
+    claims = load("claims")
 
     papers = {claims.FPDGD, claims.POISONING, claims.UNLEARNING, claims.THESIS, claims.FEDIPS}
     keys = [c.key for c in claims.CLAIMS]
@@ -25,7 +25,7 @@ def test_every_claim_quotes_its_paper_and_names_known_runs():
 def test_claims_quote_the_papers_words():
     """The quoted words are the papers' own, between '[...]' cuts and '[...]' insertions
     (where the paper's text has a formula or a footnote), whitespace aside."""
-    from experiments import claims
+    claims = load("claims")
     from sample_data import REPO_ROOT
 
     folder = REPO_ROOT.parent / "shared" / "papers"
@@ -39,7 +39,7 @@ def test_claims_quote_the_papers_words():
 
 
 def test_shared_runs_run_once_per_fold_and_type1_once(tmp_path):
-    from experiments import claims
+    claims = load("claims")
 
     folds = [("Fold1", ("--fold_dir=/d/Fold1",)), ("Fold2", ("--fold_dir=/d/Fold2",))]
     chosen = [c for c in claims.CLAIMS if c.key in ("fpdgd_table2", "fpdgd_fig4", "noniid_type1")]
@@ -57,7 +57,7 @@ def test_shared_runs_run_once_per_fold_and_type1_once(tmp_path):
 
 
 def test_verdicts_need_significance_or_closeness():
-    from experiments import claims
+    claims = load("claims")
 
     high, low = np.array([0.5, 0.52, 0.51, 0.53]), np.array([0.3, 0.31, 0.29, 0.3])
     assert claims.significantly_above(high, low, "a", "b").holds
@@ -85,7 +85,7 @@ def test_list_and_bad_requests(tmp_path):
 
 
 def test_a_claim_without_results_is_not_run_and_the_table_says_so(tmp_path):
-    from experiments import claims
+    claims = load("claims")
 
     rows = claims.evaluate([claims.CLAIMS[0]], tmp_path)
     assert rows[0]["holds"] is None and rows[0]["ours"].startswith("missing results")
@@ -95,7 +95,7 @@ def test_a_claim_without_results_is_not_run_and_the_table_says_so(tmp_path):
 
 def test_the_table_is_plain_json_whatever_a_check_returns(tmp_path, monkeypatch):
     """A check may compute its verdict with NumPy (np.bool_): claims.json still writes."""
-    from experiments import claims
+    claims = load("claims")
 
     claim = claims.dataclasses.replace(
         claims.CLAIMS[0], check=lambda r: claims.Verdict("x", "t", np.mean([1.0]) > 0)
