@@ -139,9 +139,10 @@ def on_devices(train: Callable, inputs, n_devices: int) -> Callable[[Any, int], 
     return call
 
 
-def check_devices(n_devices: int, clients_per_call: int, what: str = "clients") -> None:
+def check_devices(n_devices: int, count: int, what: str = "clients trained at a time") -> None:
     """Raises ConfigError('n_devices') unless ``n_devices`` devices are visible (every
-    process's devices in a multi-process run) and split ``clients_per_call`` evenly."""
+    process's devices in a multi-process run) and split the ``count`` ``what`` (a round's
+    clients, or FPDGD's lanes) evenly."""
     if n_devices < 1:
         raise ConfigError("n_devices", f"must be at least 1, got {n_devices}")
     if jax.process_count() > 1 and n_devices != jax.device_count():
@@ -154,10 +155,8 @@ def check_devices(n_devices: int, clients_per_call: int, what: str = "clients") 
         raise ConfigError(
             "n_devices", f"asks for {n_devices} devices but {len(jax.devices())} are visible"
         )
-    if clients_per_call % n_devices:
-        raise ConfigError(
-            "n_devices", f"must divide the {clients_per_call} {what} trained at a time"
-        )
+    if count % n_devices:
+        raise ConfigError("n_devices", f"must divide the {count} {what}")
 
 
 def check_streams(stages: tuple, flag: str = "client_chunk") -> None:

@@ -168,26 +168,13 @@ def _check_scale(config: FederationConfig, settings, history_every, clients) -> 
         raise ConfigError(
             "client_chunk", "does not combine with update histories or FedPer's personal layers"
         )
-    if jax.process_count() > 1 and config.n_devices != jax.device_count():
-        raise ConfigError(
-            "n_devices",
-            f"must be the {jax.device_count()} devices of the {jax.process_count()} processes "
-            f"in a multi-process run, got {config.n_devices}",
-        )
-    if config.n_devices > 1:
-        available = len(jax.devices())
-        if config.n_devices > available:
-            raise ConfigError(
-                "n_devices", f"asks for {config.n_devices} devices but {available} are visible"
-            )
-        per_round = config.client_chunk if config.chunked else config.n_clients
-        lanes = per_round * config.n_runs * len(settings)
-        if lanes % config.n_devices:
-            raise ConfigError(
-                "n_devices",
-                f"must divide the {lanes} lanes of a round (clients x runs x settings"
-                f"{', per chunk' if config.chunked else ''})",
-            )
+    per_round = config.client_chunk if config.chunked else config.n_clients
+    per_chunk = ", per chunk" if config.chunked else ""
+    engine.check_devices(
+        config.n_devices,
+        per_round * config.n_runs * len(settings),
+        f"lanes of a round (clients x runs x settings{per_chunk})",
+    )
 
 
 def _attack_names(settings) -> tuple:

@@ -299,7 +299,9 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
     if chunked:
         engine.check_streams(server_stages(spec))
     engine.check_devices(
-        config.n_devices, config.client_chunk if chunked else config.n_users, "users"
+        config.n_devices,
+        config.client_chunk if chunked else config.n_users,
+        "users trained at a time",
     )
     prepared = Prepared(
         train,
