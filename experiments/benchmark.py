@@ -33,13 +33,14 @@ import time
 import jax
 from absl import app, flags
 
-from experiments import common
+from experiments import common, config_flags
 from foltr_jax import federation
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
-common.define_federation_flags()
+CONFIG_FLAGS = common.define_federation_flags()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_integer("repeats", 1, "Timed repetitions of the whole run; the best is reported.")
 flags.DEFINE_bool("suite", False, "Run the performance record (see the module doc).")
 flags.DEFINE_list(

@@ -25,14 +25,15 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
+from experiments import common, config_flags
 from foltr_jax import federation
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
-common.define_federation_flags()
+CONFIG_FLAGS = common.define_federation_flags()
 common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("output_dir", "results/fpdgd", "Folder for results.json.")
 flags.DEFINE_list(
     "click_models", [], "A grid of click models run in one program (instead of --click_model)."

@@ -41,10 +41,9 @@ import time
 import numpy as np
 from absl import app, flags
 
-from experiments import common
-from foltr_jax import click_models, data, federation, loop, noniid, rankers
+from experiments import common, config_flags
+from foltr_jax import click_models, data, federation, loop, noniid
 from foltr_jax.client_plan import PERSONAL_EVALUATIONS
-from foltr_jax.config import resolve_window_scoring
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -79,22 +78,24 @@ flags.DEFINE_list(
     "intent_files", [], "Type 1: per-intent files '<qid> <doc> <label>' (--train_path)."
 )
 flags.DEFINE_integer("synthetic_intents", 4, "Type 1 without files: intents of the synthetic data.")
-flags.DEFINE_integer("n_clients", 0, "Clients |C|; 0: the type's default.")
-flags.DEFINE_integer("local_updates", 0, "Interactions per client per round B; 0: the default (5).")
-flags.DEFINE_integer("rounds", 10_000, "Global updates T.")
-flags.DEFINE_float("learning_rate", 0.1, "PDGD learning rate η.")
-flags.DEFINE_string("ranker", "linear", f"Ranker: {rankers.help_text()}.")
-flags.DEFINE_string("click_model", "informational", f"Types 1, 2, 4: {click_models.help_text()}.")
-flags.DEFINE_integer("n_grades", 0, "Click-table grades (2, 3 or 5); 0 infers from the labels.")
-flags.DEFINE_integer("n_runs", 5, "Repetitions (Type 1: intent reshuffles).")
-flags.DEFINE_integer("seed", 0, "Seed of the simulation and of the splits.")
-flags.DEFINE_integer("chunk_rounds", 500, "Rounds per compiled chunk (progress between chunks).")
-common.define_eval_every_flag()
-flags.DEFINE_string("window_scoring", "auto", "auto (map on a CPU, vmap on a GPU) | map | vmap.")
 flags.DEFINE_string("output_dir", "results/noniid", "Folder for results.json and table.txt.")
-common.define_poisoning_flags()
-flags.DEFINE_float("epsilon", 0.0, "ε of FPDGD's differential privacy (needs --sensitivity).")
-flags.DEFINE_float("sensitivity", 0.0, "Δ of FPDGD's differential privacy; 0 turns it off.")
+# FPDGD's settings; the thesis's defaults (T = 10,000, 5 runs); |C| and B follow the type.
+CONFIG_FLAGS = config_flags.define(
+    federation.FederationConfig,
+    skip=common.FEDERATION_INTERNAL,
+    defaults={
+        "n_clients": 0,
+        "local_updates": 0,
+        "rounds": 10_000,
+        "n_runs": 5,
+        "chunk_rounds": 500,
+    },
+    help={
+        "n_clients": "Clients |C|; 0: the type's default (see above).",
+        "local_updates": "Interactions per client per round B; 0: the default (5).",
+    },
+)
+flags.adopt_module_key_flags(config_flags)
 
 REMEDIES = ("none", "fedprox", "fedper", "sharing")
 PROGRAM = "noniid"
@@ -164,30 +165,7 @@ def _parse():
 
 
 def _config(n_clients: int, local_updates: int, n_grades: int) -> federation.FederationConfig:
-    config = federation.FederationConfig(
-        n_clients=n_clients,
-        local_updates=local_updates,
-        rounds=FLAGS.rounds,
-        learning_rate=FLAGS.learning_rate,
-        ranker=FLAGS.ranker,
-        click_model=FLAGS.click_model,
-        n_grades=n_grades,
-        n_runs=FLAGS.n_runs,
-        seed=FLAGS.seed,
-        chunk_rounds=FLAGS.chunk_rounds,
-        eval_every=FLAGS.eval_every,
-        window_scoring=resolve_window_scoring(FLAGS.window_scoring),
-        attack=FLAGS.attack,
-        aggregator=FLAGS.aggregator,
-        n_malicious=FLAGS.n_malicious,
-        krum_squared_distances=FLAGS.krum_squared_distances,
-        epsilon=FLAGS.epsilon,
-        sensitivity=FLAGS.sensitivity,
-    )
-    try:
-        return config.validate()
-    except federation.ConfigError as error:
-        raise common.UserError(f"--{error.field}: {error.message}") from None
+    return CONFIG_FLAGS.build(n_clients=n_clients, local_updates=local_updates, n_grades=n_grades)
 
 
 def _load_intents() -> tuple[noniid.MultiIntentDataset, dict]:
@@ -396,7 +374,7 @@ def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) 
     try:
         spec, arrays = federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
     except federation.ConfigError as error:
-        raise common.UserError(f"--{error.field}: {error.message}") from None
+        raise common.user_error(error) from None
     fingerprint = cell_fingerprint(cell, spec, arrays) if finished.enabled else ""
     saved = finished.load(cell.name, fingerprint)
     if saved is not None:
@@ -482,7 +460,7 @@ def main(argv):
             try:
                 federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
             except federation.ConfigError as error:
-                raise common.UserError(f"--{error.field}: {error.message}") from None
+                raise common.user_error(error) from None
         print(
             f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
             f"{FLAGS.rounds} rounds",

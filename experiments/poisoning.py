@@ -25,25 +25,22 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
+from experiments import common, config_flags
 from foltr_jax import aggregators, federation
 from foltr_jax.config import ATTACKS
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
-common.define_federation_flags()
+CONFIG_FLAGS = common.define_federation_flags(common.TEN_CLIENT_DEFAULTS)
 common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("output_dir", "results/poisoning", "Folder for results.json and table.txt.")
 flags.DEFINE_enum("grid", "paper", ["paper", "full"], "Which cells to run (see the module doc).")
 flags.DEFINE_list("malicious_counts", ["1", "2", "3", "4"], "Values of m (malicious clients).")
 flags.DEFINE_list(
     "click_models", ["perfect", "navigational", "informational"], "Benign clients' click models."
 )
-FLAGS.set_default("n_clients", 10)
-FLAGS.set_default("local_updates", 5)
-FLAGS.set_default("rounds", 10_000)
-FLAGS.set_default("chunk_rounds", 500)
 
 DEFENCES = aggregators.BUILT_IN[1:]
 TARGETS = {

@@ -29,14 +29,15 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from experiments import common
+from experiments import common, config_flags
 from foltr_jax import federation, loop, statistics, unlearning
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
-common.define_federation_flags()
+CONFIG_FLAGS = common.define_federation_flags(common.TEN_CLIENT_DEFAULTS)
 common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("output_dir", "results/unlearning", "Folder for results.json and table.txt.")
 flags.DEFINE_list(
     "click_models", ["perfect", "navigational", "informational"], "Click models (all clients)."
@@ -48,10 +49,6 @@ flags.DEFINE_list("delta_t", ["5", "10", "20"], "Δt values: updates are stored 
 flags.DEFINE_list(
     "unlearn_local_updates", ["1", "2", "3", "4"], "n′ values: local steps per replayed round."
 )
-FLAGS.set_default("n_clients", 10)
-FLAGS.set_default("local_updates", 5)
-FLAGS.set_default("rounds", 10_000)
-FLAGS.set_default("chunk_rounds", 500)
 
 # ConfigError fields that are not flag names.
 _FLAG_OF = {"click_model": "click_models", "n_malicious": "forget_clients"}

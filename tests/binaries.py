@@ -50,6 +50,8 @@ def run(module, *args, cache_dir=None, env=None, timeout=300):
 # The binary whose flags absl holds now: every binary defines the shared flags again when
 # it is imported, so only one can be loaded at a time.
 _loaded = {"module": None}
+# Modules whose functions define flags for the binary that calls them: kept imported.
+SHARED_DEFINERS = ("experiments.common", "experiments.config_flags")
 
 
 def _binary(module: str):
@@ -65,7 +67,7 @@ def _binary(module: str):
         for flag in list(flags.FLAGS.flags_by_module_dict().get(definer, [])):
             if flag.name in flags.FLAGS:
                 delattr(flags.FLAGS, flag.name)
-        if definer != "experiments.common":
+        if definer not in SHARED_DEFINERS:
             sys.modules.pop(definer, None)
     sys.modules.pop(name, None)
     _loaded["module"] = None
