@@ -100,7 +100,19 @@ __all__ = [
 FLAGS = flags.FLAGS
 
 
+def define_plugin_flag():
+    """--plugin (``experiments.plugins``; ``program.main`` imports them first)."""
+    flags.DEFINE_multi_string(
+        "plugin",
+        [],
+        "User code to import first (repeatable): a module name or a .py file; what it "
+        "registers (aggregators, attacks, click models, rankers, recipes) is then a name "
+        "like the built-in ones.",
+    )
+
+
 def define_data_flags():
+    define_plugin_flag()
     flags.DEFINE_string(
         "train_path", "", "LETOR training file; empty: the synthetic default dataset."
     )
@@ -185,9 +197,8 @@ def define_checkpoint_flag():
     )
 
 
-def federation_config(program: str = "foltr_jax") -> federation.FederationConfig:
+def federation_config() -> federation.FederationConfig:
     """The FederationConfig of the flags (the centralised baseline's with --centralised)."""
-    start_distributed(program)
     config = _FEDERATION_FLAGS[0].build()
     if FLAGS.centralised:
         try:

@@ -21,7 +21,7 @@ import time
 
 from absl import app, flags
 
-from experiments import common, config_flags
+from experiments import common, config_flags, program
 from foltr_jax import federation, fedips, lambdarank, rankers
 
 FLAGS = flags.FLAGS
@@ -186,26 +186,20 @@ def summary(results: dict) -> str:
     )
 
 
-def main(argv):
-    common.quiet_logs()
-    if len(argv) > 1:
-        common.fail(PROGRAM, f"unexpected arguments {argv[1:]}; flags look like --name=value")
-    try:
-        common.start_distributed(PROGRAM)
-        config = config_from_flags()
-        if FLAGS.distributed and FLAGS.baseline == "lambdarank":
-            raise common.UserError(
-                "--distributed: the lambdarank baseline does not run over several processes"
-            )
-        output = common.on_every_process(common.claim_output)  # before any work
-        results = run_experiment(config, output.checkpoint())
-        path = output.write_json("results.json", results)
-    except common.UserError as error:
-        common.fail(PROGRAM, str(error))
-    output.finish()
-    if common.is_writer():
-        print(summary(results) + f"; results in {path}")
+def run() -> program.Done:
+    config = config_from_flags()
+    output = common.on_every_process(common.claim_output)  # before any work
+    results = run_experiment(config, output.checkpoint())
+    path = output.write_json("results.json", results)
+    return program.Done(output, summary(results) + f"; results in {path}")
 
+
+main = program.main(
+    PROGRAM,
+    run,
+    distributed=lambda: FLAGS.baseline != "lambdarank",
+    what="the lambdarank baseline",
+)
 
 if __name__ == "__main__":
     app.run(main)

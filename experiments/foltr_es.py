@@ -19,7 +19,7 @@ import sys
 
 from absl import app, flags
 
-from experiments import common, config_flags
+from experiments import common, config_flags, program
 from foltr_jax import federation, foltr_es
 
 FLAGS = flags.FLAGS
@@ -67,22 +67,15 @@ def summary(results: dict) -> str:
     )
 
 
-def main(argv):
-    common.quiet_logs()
-    if len(argv) > 1:
-        common.fail("foltr_es", f"unexpected arguments {argv[1:]}; flags look like --name=value")
-    try:
-        common.start_distributed("foltr_es")
-        config = CONFIG_FLAGS.build()
-        output = common.on_every_process(common.claim_output)  # before any work
-        results = run_experiment(config, output.checkpoint())
-        path = output.write_json("results.json", results)
-    except common.UserError as error:
-        common.fail("foltr_es", str(error))
-    output.finish()
-    if common.is_writer():
-        print(summary(results) + f"; results in {path}")
+def run() -> program.Done:
+    config = CONFIG_FLAGS.build()
+    output = common.on_every_process(common.claim_output)  # before any work
+    results = run_experiment(config, output.checkpoint())
+    path = output.write_json("results.json", results)
+    return program.Done(output, summary(results) + f"; results in {path}")
 
+
+main = program.main("foltr_es", run)
 
 if __name__ == "__main__":
     app.run(main)

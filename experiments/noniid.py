@@ -41,7 +41,7 @@ import time
 import numpy as np
 from absl import app, flags
 
-from experiments import common, config_flags
+from experiments import common, config_flags, program
 from foltr_jax import click_models, data, federation, loop, noniid
 from foltr_jax.client_plan import PERSONAL_EVALUATIONS
 
@@ -447,59 +447,52 @@ def format_table(kind: int, cells) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv):
-    common.quiet_logs()
-    common.refuse_distributed("noniid", "the non-IID binary")
-    if len(argv) > 1:
-        common.fail(PROGRAM, f"unexpected arguments {argv[1:]}")
-    try:
-        kind, remedies, mus, steps = _parse()
-        output = common.claim_output(("results.json", "table.txt"))  # before any work
-        cells, source = plan_cells(kind, remedies, mus, steps)
-        for cell in cells:  # refuse bad plans before any run
-            try:
-                federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
-            except federation.ConfigError as error:
-                raise common.user_error(error) from None
-        print(
-            f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
-            f"{FLAGS.rounds} rounds",
-            file=sys.stderr,
-        )
-        finished = output.finished_parts(".cells")
-        results_cells = [run_cell(cell, output, finished) for cell in cells]
-        results = {
-            "method": f"fpdgd/noniid/type{kind}",
-            "config": dataclasses.asdict(cells[0].config),
-            "noniid": {
-                "type": kind,
-                "remedies": remedies,
-                "grades_per_client": FLAGS.grades_per_client,
-                "clicks": FLAGS.clicks,
-                "mix": FLAGS.mix,
-                "steps": steps,
-                "prox_mu": mus,
-                "fedper_eval": FLAGS.fedper_eval,
-                "share_fraction": FLAGS.share_fraction,
-                "warmup_interactions": FLAGS.warmup_interactions,
-            },
-            "data": source,
-            "versions": common.versions(),
-            "cells": results_cells,
-            "seconds": sum(c["seconds"] for c in results_cells),
-            "compile_seconds": sum(c["compile_seconds"] for c in results_cells),
-        }
-        path = output.write_json("results.json", results)
-        table = format_table(kind, results_cells)
-        output.write_text("table.txt", table)
-    except common.UserError as error:
-        common.fail(PROGRAM, str(error))
+def run() -> program.Done:
+    kind, remedies, mus, steps = _parse()
+    output = common.claim_output(("results.json", "table.txt"))  # before any work
+    cells, source = plan_cells(kind, remedies, mus, steps)
+    for cell in cells:  # refuse bad plans before any run
+        try:
+            federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
+        except federation.ConfigError as error:
+            raise common.user_error(error) from None
+    print(
+        f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
+        f"{FLAGS.rounds} rounds",
+        file=sys.stderr,
+    )
+    finished = output.finished_parts(".cells")
+    results_cells = [run_cell(cell, output, finished) for cell in cells]
+    results = {
+        "method": f"fpdgd/noniid/type{kind}",
+        "config": dataclasses.asdict(cells[0].config),
+        "noniid": {
+            "type": kind,
+            "remedies": remedies,
+            "grades_per_client": FLAGS.grades_per_client,
+            "clicks": FLAGS.clicks,
+            "mix": FLAGS.mix,
+            "steps": steps,
+            "prox_mu": mus,
+            "fedper_eval": FLAGS.fedper_eval,
+            "share_fraction": FLAGS.share_fraction,
+            "warmup_interactions": FLAGS.warmup_interactions,
+        },
+        "data": source,
+        "versions": common.versions(),
+        "cells": results_cells,
+        "seconds": sum(c["seconds"] for c in results_cells),
+        "compile_seconds": sum(c["compile_seconds"] for c in results_cells),
+    }
+    path = output.write_json("results.json", results)
+    table = format_table(kind, results_cells)
+    output.write_text("table.txt", table)
     finished.clear()
-    output.finish()
-    print(table, end="")
     summary = ", ".join(f"{c['name']} {c['final_offline_ndcg_mean']:.4f}" for c in results_cells)
-    print(f"type {kind}: {summary}; results in {path}")
+    return program.Done(output, f"{table}type {kind}: {summary}; results in {path}")
 
+
+main = program.main(PROGRAM, run, distributed=False, what="the non-IID binary")
 
 if __name__ == "__main__":
     app.run(main)

@@ -29,7 +29,7 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from experiments import common, config_flags
+from experiments import common, config_flags, program
 from foltr_jax import federation, loop, statistics, unlearning
 
 FLAGS = flags.FLAGS
@@ -73,8 +73,7 @@ def unlearning_config() -> unlearning.UnlearningConfig:
     try:
         return config.validate()
     except federation.ConfigError as error:
-        flag = _FLAG_OF.get(error.field, error.field)
-        raise common.UserError(f"--{flag}: {error.message}") from None
+        raise common.user_error(error, _FLAG_OF) from None
 
 
 def _stats(values) -> dict:
@@ -317,30 +316,24 @@ def format_table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv):
-    common.quiet_logs()
-    common.refuse_distributed("unlearning", "the unlearning binary")
-    if len(argv) > 1:
-        common.fail("unlearning", f"unexpected arguments {argv[1:]}")
-    try:
-        config = unlearning_config()
-        output = common.claim_output(("results.json", "table.txt"))  # before any work
-        finished = output.finished_parts(".phases")
-        results = run_experiment(config, output, finished)
-        table = format_table(results)
-        path = output.write_json("results.json", results)
-        output.write_text("table.txt", table)
-    except common.UserError as error:
-        common.fail("unlearning", str(error))
+def run() -> program.Done:
+    config = unlearning_config()
+    output = common.claim_output(("results.json", "table.txt"))  # before any work
+    finished = output.finished_parts(".phases")
+    results = run_experiment(config, output, finished)
+    table = format_table(results)
+    path = output.write_json("results.json", results)
+    output.write_text("table.txt", table)
     finished.clear()
-    output.finish()
-    print(table)
     wall = results["wall_seconds"]
-    print(
-        f"retraining from scratch {wall['retraining_from_scratch']:.1f} s, unlearning grid "
-        f"{wall['unlearning_grid']:.1f} s; results in {path}"
+    return program.Done(
+        output,
+        f"{table}\nretraining from scratch {wall['retraining_from_scratch']:.1f} s, unlearning "
+        f"grid {wall['unlearning_grid']:.1f} s; results in {path}",
     )
 
+
+main = program.main("unlearning", run, distributed=False, what="the unlearning binary")
 
 if __name__ == "__main__":
     app.run(main)
