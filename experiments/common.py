@@ -17,6 +17,7 @@ from absl import flags
 
 from experiments import config_flags
 from experiments.cli import LoadLog, ProgressLog, UserError, fail, quiet_logs
+from experiments.config_flags import user_error
 from experiments.distributed import (
     check_same_everywhere,
     is_writer,
@@ -50,7 +51,9 @@ from experiments.results import (
     timings,
     versions,
 )
-from experiments.config_flags import user_error
+from experiments.results import (
+    header as results_header,
+)
 from foltr_jax import data, federation
 from foltr_jax.config import INT32_MAX, FederationConfig, centralised
 
@@ -84,6 +87,7 @@ __all__ = [
     "quiet_logs",
     "refuse_distributed",
     "results_file",
+    "results_header",
     "slot_namer",
     "start_distributed",
     "stop_cleanly",

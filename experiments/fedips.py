@@ -77,7 +77,7 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
         raise common.UserError(str(error)) from None
     method = method_name(config)
     common_part = {
-        "method": method,
+        **common.results_header(method),
         "config": dataclasses.asdict(config),
         "data": {
             **source,
@@ -90,7 +90,6 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
             "relevant_from": spec.relevant_from,
             "normalise": FLAGS.normalise,
         },
-        "versions": common.versions(),
         "metric": "offline_ndcg = NDCG@5 of the global model on the test split",
         "logging_policy": {
             "queries": prepared.logging_queries.tolist(),

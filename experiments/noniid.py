@@ -464,7 +464,7 @@ def run() -> program.Done:
     finished = output.finished_parts(".cells")
     results_cells = [run_cell(cell, output, finished) for cell in cells]
     results = {
-        "method": f"fpdgd/noniid/type{kind}",
+        **common.results_header(f"fpdgd/noniid/type{kind}"),
         "config": dataclasses.asdict(cells[0].config),
         "noniid": {
             "type": kind,
@@ -479,7 +479,6 @@ def run() -> program.Done:
             "warmup_interactions": FLAGS.warmup_interactions,
         },
         "data": source,
-        "versions": common.versions(),
         "cells": results_cells,
         "seconds": sum(c["seconds"] for c in results_cells),
         "compile_seconds": sum(c["compile_seconds"] for c in results_cells),

@@ -138,14 +138,13 @@ def results_of(config, settings, result, train, test, source, log) -> dict:
             }
         )
     return {
-        "method": f"fpdgd/poisoning/{FLAGS.grid}",
+        **common.results_header(f"fpdgd/poisoning/{FLAGS.grid}"),
         "config": dataclasses.asdict(config),
         "data": {
             **source,
             "train": common.dataset_summary(train),
             "test": common.dataset_summary(test),
         },
-        "versions": common.versions(),
         "cells": cells,
         "interactions": result.interactions,
         "seconds": result.run_seconds,

@@ -113,7 +113,7 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
     training = _training_rows(config, labels, trained)
     cells = _unlearning_rows(config, labels, replayed)
     return {
-        "method": "fpdgd/unlearning",
+        **common.results_header("fpdgd/unlearning"),
         "config": {
             **dataclasses.asdict(cfg),
             "click_models": list(config.click_models),
@@ -128,7 +128,6 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
             "train": common.dataset_summary(train),
             "test": common.dataset_summary(test),
         },
-        "versions": common.versions(),
         "training": training,
         "unlearning": cells,
         "history": _history(config, history),
