@@ -10,7 +10,11 @@ training set and each client samples from its own query list.
   one copy whose label is the largest over intents (relevant if relevant for any).
   No held-out test set: offline nDCG on the training queries under every intent
   (the mean over (query, intent) pairs with a relevant document), online nDCG of a
-  shown list averaged over the intents.
+  shown list averaged over the intents.  Intents: read from files, or made by
+  :func:`synthetic_multi_intent` / :func:`topical_intents` (intents splitting shared
+  topical candidates, like the intent-change collection) or :func:`feature_group_intents`
+  (each intent its own signal, a disjoint feature group; issue 27 tried it: on the MSLR
+  excerpt it narrows the IID gap rather than widening it).
 * Type 2, label distribution (§4.4.1): k-combinations of the grades assigned to
   clients, each grade's query-document pairs split equally among its clients.
 * Type 3, click preference (§4.5.1): a click model per client; IID: each interaction
