@@ -1,4 +1,5 @@
-"""Print, as JSON, every flag each named binary defines: ``python flag_dump.py fpdgd ...``.
+"""Print, as JSON, every flag each named binary defines (``python flag_dump.py fpdgd ...``),
+or the recipes and claims (``python flag_dump.py --catalogue``).
 
 Run by ``flagdoc`` in a process of its own (the binaries define their flags in absl's
 global FLAGS when imported, and several of them share flag names).  For each binary the
@@ -60,5 +61,38 @@ def dump(binaries: list) -> dict:
     return out
 
 
+def catalogue() -> dict:
+    """The batch recipes (experiments/recipes.py, full size) and the claims table's entries
+    (experiments/claims.py), for the papers' pages."""
+    _forget_experiments()
+    claims = importlib.import_module("experiments.claims")
+    recipes = importlib.import_module("experiments.recipes")
+    return {
+        "recipes": [
+            {
+                "name": r.name,
+                "title": r.title,
+                "runs": [
+                    {"name": run.name, "binary": run.binary, "flags": list(run.flags),
+                     "label": run.label}
+                    for run in r.runs
+                ],
+            }
+            for r in recipes.recipes(quick=False).values()
+        ],
+        "claims": [
+            {
+                "key": c.key, "paper": c.paper, "where": c.where, "words": c.words,
+                "paper_numbers": c.paper_numbers, "runs": list(c.runs), "setting": c.setting,
+                "reduced": c.reduced,
+            }
+            for c in claims.CLAIMS
+        ],
+    }
+
+
 if __name__ == "__main__":
-    json.dump(dump(sys.argv[1:]), sys.stdout)
+    if sys.argv[1:] == ["--catalogue"]:
+        json.dump(catalogue(), sys.stdout)
+    else:
+        json.dump(dump(sys.argv[1:]), sys.stdout)

@@ -13,6 +13,7 @@ build and git-ignored.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -47,18 +48,32 @@ _DUMP = {}
 
 def flag_dump() -> dict:
     if not _DUMP:
-        done = subprocess.run(
-            [sys.executable, str(HERE / "flag_dump.py"), *binaries()],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"},
-        )
-        if done.returncode:
-            raise RuntimeError(f"flag_dump.py failed:\n{done.stderr[-3000:]}")
-        _DUMP.update(json.loads(done.stdout))
+        _DUMP.update(json.loads(_dump(*binaries())))
     return _DUMP
+
+
+def _dump(*args) -> str:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "flag_dump.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    if done.returncode:
+        raise RuntimeError(f"flag_dump.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+_CATALOGUE = {}
+
+
+def catalogue() -> dict:
+    """experiments/recipes.py's recipes and experiments/claims.py's claims, as JSON."""
+    if not _CATALOGUE:
+        _CATALOGUE.update(json.loads(_dump("--catalogue")))
+    return _CATALOGUE
 
 
 def _write(path: pathlib.Path, text: str) -> None:
@@ -146,6 +161,73 @@ class BinaryFlags(SphinxDirective):
         return out
 
 
+class PaperRecipes(SphinxDirective):
+    """``paper-recipes PREFIX...``: the batch recipes whose names start with a prefix, with
+    every run's command line (``experiments/recipes.py``, full size; ``--quick`` shrinks)."""
+
+    required_arguments = 1
+    optional_arguments = 10
+
+    def run(self):
+        self.env.note_dependency(str(ROOT / "experiments" / "recipes.py"))
+        found = [
+            r for r in catalogue()["recipes"]
+            if any(r["name"].startswith(prefix) for prefix in self.arguments)
+        ]
+        if not found:
+            raise self.error(f"no recipe starts with {self.arguments}")
+        out = []
+        for recipe in found:
+            head = nodes.paragraph()
+            head += nodes.strong(text=recipe["name"])
+            head += nodes.Text(f": {recipe['title']}")
+            out.append(head)
+            runs = nodes.bullet_list()
+            for run in recipe["runs"]:
+                item = nodes.list_item()
+                line = nodes.paragraph()
+                line += nodes.Text(f"{run['label'] or run['name']}: ")
+                line += nodes.literal(
+                    text=" ".join([f"python -m experiments.{run['binary']}", *run["flags"]])
+                )
+                item += line
+                runs += item
+            out.append(runs)
+        return out
+
+
+class PaperClaims(SphinxDirective):
+    """``paper-claims PAPER``: the entries of ``experiments/claims.py`` whose paper starts
+    with PAPER: the quoted claim, where it is, the paper's numbers and our setting."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+
+    def run(self):
+        self.env.note_dependency(str(ROOT / "experiments" / "claims.py"))
+        found = [c for c in catalogue()["claims"] if c["paper"].startswith(self.arguments[0])]
+        if not found:
+            raise self.error(f"no claim of a paper named {self.arguments[0]!r}")
+        items = nodes.definition_list()
+        for claim in found:
+            term = nodes.term()
+            term += nodes.literal(text=claim["key"])
+            term += nodes.Text(f"  ({claim['paper']}, {claim['where']})")
+            body = nodes.definition()
+            body += nodes.paragraph(text=f"\u201c{claim['words']}\u201d")
+            if claim["paper_numbers"]:
+                body += nodes.paragraph(text=f"The paper's numbers: {claim['paper_numbers']}.")
+            setting = f"Measured here: {claim['setting']}; runs: {', '.join(claim['runs'])}."
+            if claim["reduced"]:
+                setting += " In the reduced set (the slow test tier's claims check)."
+            body += nodes.paragraph(text=setting)
+            item = nodes.definition_list_item()
+            item += term
+            item += body
+            items += item
+        return [items]
+
+
 def _dedent_doc(doc: str) -> str:
     lines = doc.strip("\n").splitlines()
     rest = [line for line in lines[1:] if line.strip()]
@@ -156,4 +238,6 @@ def _dedent_doc(doc: str) -> str:
 def setup(app):
     app.connect("builder-inited", write_generated_pages)
     app.add_directive("binary-flags", BinaryFlags)
+    app.add_directive("paper-recipes", PaperRecipes)
+    app.add_directive("paper-claims", PaperClaims)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
