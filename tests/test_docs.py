@@ -64,3 +64,34 @@ def test_reference_pages_are_generated_from_the_code():
         assert name in binaries
     assert "common" not in binaries and "recipes" not in binaries
     assert "engine" in flagdoc.library_modules() and "__init__" not in flagdoc.library_modules()
+
+
+def test_readme_links_point_at_pages():
+    readme = (REPO_ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\((docs/[^)#]+\.md)(?:#[^)]*)?\)", readme)
+    assert len(targets) >= 10, targets
+    for target in targets:
+        assert (REPO_ROOT / target).is_file(), target
+
+
+@pytest.mark.slow
+def test_docs_build_without_warnings(tmp_path):
+    """The README's build command, into a temporary folder (about 20 s)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip(
+        "sphinx", reason='needs the docs extra: .venv/bin/pip install -e ".[docs]"'
+    )
+    pytest.importorskip("myst_parser", reason='needs the docs extra: pip install -e ".[docs]"')
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs",
+         str(tmp_path / "html")],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.strip() == "", done.stderr[-3000:]
+    flags = (tmp_path / "html" / "_generated" / "binaries" / "fpdgd.html").read_text()
+    assert "--n_clients" in flags and "--privacy_grid" in flags
+    api = (tmp_path / "html" / "_generated" / "api" / "engine.html").read_text()
+    assert "foltr_jax.engine.run" in api
