@@ -59,7 +59,12 @@ def _dump(*args) -> str:
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        # This checkout's experiments/, whatever an installed foltr_jax points at.
+        env={
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        },
     )
     if done.returncode:
         raise RuntimeError(f"flag_dump.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
