@@ -95,3 +95,38 @@ def test_docs_build_without_warnings(tmp_path):
     assert "--n_clients" in flags and "--privacy_grid" in flags
     api = (tmp_path / "html" / "_generated" / "api" / "engine.html").read_text()
     assert "foltr_jax.engine.run" in api
+
+
+def test_flag_pages_list_what_the_binary_defines():
+    """The flags the reference shows for a binary are the ones absl holds once it is loaded
+    (its --helpfull, less absl's own), with their defaults and help."""
+    import sys
+
+    from absl import flags
+
+    import binaries
+
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import flagdoc
+
+    import json
+
+    dumped = json.loads(flagdoc._dump("fedips"))["fedips"]
+    documented = {f["name"]: f for group in dumped["groups"] for f in group["flags"]}
+    binaries.load("fedips")
+    defined = {
+        flag.name: flag
+        for module, module_flags in flags.FLAGS.flags_by_module_dict().items()
+        if not module.startswith("absl")
+        for flag in module_flags
+    }
+    assert set(documented) == set(defined)
+    for name, flag in defined.items():
+        # The registries' help lists every registered name; the docs' examples, run in this
+        # process, register more after the build's own (fresh) process read them.
+        if "docs_" in flag.help:
+            assert flag.help.startswith(documented[name]["help"].rstrip(".")), name
+        else:
+            assert documented[name]["help"] == flag.help, name
+        assert documented[name]["default"] == flag.default_as_str, name
+    assert dumped["groups"][0]["module"] == "experiments.fedips"

@@ -1,7 +1,7 @@
 """Sphinx extension: the reference pages that are generated from the code at build time.
 
 - ``_generated/binaries/<name>.md``: one page per binary (every ``experiments/*.py`` that
-  calls ``app.run``), holding a ``binary-flags`` directive;
+  runs as ``__main__``), holding a ``binary-flags`` directive;
 - ``_generated/api/<module>.md``: one autodoc page per ``foltr_jax`` module.
 
 The ``binary-flags`` directive renders the binary's docstring and every flag it defines,
@@ -29,10 +29,10 @@ GENERATED = DOCS / "_generated"
 
 
 def binaries() -> list:
-    """The modules of ``experiments/`` that are binaries (they call ``app.run``)."""
+    """The modules of ``experiments/`` that are binaries (they run as ``__main__``)."""
     found = []
     for path in sorted((ROOT / "experiments").glob("*.py")):
-        if re.search(r"^\s*app\.run\(", path.read_text(), re.MULTILINE):
+        if re.search(r"^if __name__ == .__main__.:", path.read_text(), re.MULTILINE):
             found.append(path.stem)
     return found
 
@@ -59,7 +59,12 @@ def _dump(*args) -> str:
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        # This checkout's experiments/, whatever an installed foltr_jax points at.
+        env={
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        },
     )
     if done.returncode:
         raise RuntimeError(f"flag_dump.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
