@@ -143,12 +143,12 @@ class BinaryFlags(SphinxDirective):
                 if flag["short_name"]:
                     term += nodes.Text(", ")
                     term += nodes.literal(text=f"-{flag['short_name']}")
-                default = flag["default"]
-                term += nodes.Text(
-                    f"  ({flag['type']}; default: "
-                    + (default if default not in (None, "", "''") else "empty")
-                    + ")"
-                )
+                default = flag["default"] or ""
+                if len(default) >= 2 and default[0] == default[-1] == "'":
+                    default = default[1:-1]  # absl quotes every default
+                term += nodes.Text(f"  ({flag['type']}, default ")
+                term += nodes.literal(text=default) if default else nodes.Text("empty")
+                term += nodes.Text(")")
                 body = nodes.definition()
                 body += nodes.paragraph(text=flag["help"])
                 if flag["choices"]:
