@@ -27,18 +27,25 @@ class ClientPlan:
 
     queries: int [n_clients, L] or [n_runs, n_clients, L] training-query indices each
         client samples from uniformly (-1 pads); Types 1-2 and data sharing (§4.3-4.4).
+
     click_models: one click-model name per client (Type 3, §4.5.1).
+
     random_click_models: every interaction draws one of these uniformly (Type 3's IID).
+
     steps: local interactions per client, each ≤ B (Type 4, §4.5.2); FedAvg weights
         n_c = steps[c].
+
     prox_mu: FedProx μ (§4.3.3): local ascent θ ← θ + η(∇ − μ(θ − θ_global)), i.e. the
         proximal term (μ/2)‖θ − θ_global‖² of Li et al.; None turns it off.
+
     personal: FedPer (§4.3.3): names of the parameters every client keeps across rounds.
+
     personal_eval: FedPer's offline metrics (PERSONAL_EVALUATIONS): 'server' (default)
         the server model, i.e. the FedAvg of all layers, personal ones included (the
         public FedPer code); 'clients' the average over clients of each client's
         personalised model (global base layers with its own personal layers).  The
         thesis does not say which; training and online metrics are the same under both.
+
     online_labels: int [V, n_docs]: online nDCG of a shown list averaged over these
         label views (Type 1: every intent, §4.3.1) instead of the training labels.
     """
