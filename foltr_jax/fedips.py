@@ -37,11 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from foltr_jax import engine, loop, pipeline
+from foltr_jax import engine, loop, pipeline, rankers
 from foltr_jax.config import ConfigError, Setting, check_fields, check_schedule
 from foltr_jax.data import RankingDataset
 from foltr_jax.fedips_em import EmState, init_em, round_propensities
-from foltr_jax.interaction import at_narrowest_width, window_widths
+from foltr_jax.interaction import Scoring, at_narrowest_width, window_widths
 from foltr_jax.ips import (
     hinge_rank_bound,
     sample_user_gammas,
@@ -194,6 +194,12 @@ class Spec:
     relevant_from: int
 
     offline = ("offline_ndcg5", "offline_ndcg10")
+
+    @functools.cached_property
+    def scoring(self) -> Scoring:
+        """How a user's query windows are scored (``interaction.Scoring``), built once."""
+        ranker = rankers.LinearRanker(self.n_features)
+        return Scoring(ranker, self.window, self.widths, self.config.top_k)
 
     # The method as ``engine.run`` takes it (``engine.Method``).
     def repetitions(self) -> np.ndarray:
@@ -377,28 +383,31 @@ def local_sgd(spec: Spec, train: TrainData, params, log: ClickLog, propensities)
     """Algorithm 1 lines 5-8 with eq. 7's weights: one SGD step per click record, in order.
 
     ``propensities`` [K] are the user's p at each position.  Returns the user's new params.
-    The query's candidates are one ``dynamic_slice`` at the narrowest width of ``spec.widths``
-    that holds the user's longest clicked query (``lax.switch``).
+    The query's candidates are scored as the lane layer scores them
+    (``interaction.Scoring.window_scores``) at the narrowest of its widths that holds the
+    user's longest clicked query (``lax.switch``).
     """
-    lr = spec.config.local_lr
+    lr, scoring = spec.config.local_lr, spec.scoring
     weights = jnp.where(log.record_valid, 1.0 / propensities[log.record_position], 0.0)
 
     def at_width(width, params):
         def step(p, record):
             query, position, weight = record
-            window = jax.lax.dynamic_slice_in_dim(
-                train.features, train.query_offsets[query], width, axis=0
-            )
             valid = jnp.arange(width) < train.query_lengths[query]
             index = train.shown_index[query, position]
-            g = jax.grad(lambda w: weight * hinge_rank_bound(window @ w["w"], valid, index))(p)
+
+            def loss(w):
+                scores = scoring.window_scores(w, train, query, width)
+                return weight * hinge_rank_bound(scores, valid, index)
+
+            g = jax.grad(loss)(p)
             return jax.tree_util.tree_map(lambda a, b: a - lr * b, p, g), None
 
         records = (log.record_query, log.record_position, weights)
         return jax.lax.scan(step, params, records)[0]
 
     longest = jnp.max(jnp.where(log.record_valid, train.query_lengths[log.record_query], 1))
-    return at_narrowest_width(spec.widths, longest, at_width, params)
+    return at_narrowest_width(scoring.widths, longest, at_width, params)
 
 
 class State(NamedTuple):
