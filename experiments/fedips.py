@@ -59,6 +59,7 @@ flags.DEFINE_string(
 flags.DEFINE_float("local_learning_rate", _D.local_lr, "η_l: clients' SGD step.")
 flags.DEFINE_float("global_learning_rate", _D.global_lr, "η_g: server step on the mean update.")
 flags.DEFINE_integer("rounds", _D.rounds, "T: global rounds.")
+flags.DEFINE_string("ranker", _D.ranker, f"The users' ranker: {rankers.help_text()}.")
 flags.DEFINE_integer("n_runs", _D.n_runs, "Independent repetitions, run together in one program.")
 flags.DEFINE_integer("seed", _D.seed, "Seed (f₀'s queries, users' γ_s, queries, clicks).")
 flags.DEFINE_integer("chunk_rounds", _D.chunk_rounds, "Rounds per compiled chunk (progress).")

@@ -14,8 +14,9 @@ s mod Q) until its m-th click, at most ``max_sessions`` lists; the clicks of tho
 order, are its local click log for the round.  ``clicks_per_user = 0`` shows each query once and
 keeps every click.  Each user then runs Algorithm 1's local SGD over its clicks with eq. 7's IPS
 weights: w ← w − η_l · (c / p) ∇h_{q,d}(w), h the hinge bound of eq. 4 summed over all the query's
-candidates (the d' = d term is the constant 1); the server steps θ ← θ + η_g · mean_u Δ_u (FedOpt
-with server SGD, Algorithm 1 line 11).  All users take part every round.
+candidates (the d' = d term is the constant 1), taken through the users' ranker (``ranker``: any
+registered ranker, linear by default; a zero-start ReLU network has zero gradients and stays put);
+the server steps θ ← θ + η_g · mean_u Δ_u (FedOpt with server SGD, Algorithm 1 line 11).  All users take part every round.
 
 Propensities p: 'known' uses each user's true examination probability (1/rank)^γ_s (eq. 9 needs the
 user's own propensity; the paper's estimated IPS is "personalized" too); 'none' sets p = 1 (the
@@ -37,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from foltr_jax import engine, loop, pipeline, rankers
+from foltr_jax import engine, lambdarank, loop, pipeline, rankers
 from foltr_jax.config import ConfigError, Setting, check_fields, check_schedule
 from foltr_jax.data import RankingDataset
 from foltr_jax.fedips_em import EmState, init_em, round_propensities
@@ -47,7 +48,13 @@ from foltr_jax.ips import (
     sample_user_gammas,
     simulate_clicks,
 )
-from foltr_jax.lambdarank import TestData, evaluate, logging_queries, test_data, train_lambdarank
+from foltr_jax.lambdarank import (
+    TestData,
+    evaluate_scores,
+    logging_queries,
+    test_data,
+    train_lambdarank,
+)
 
 PROPENSITIES = ("known", "estimated", "none")
 EM_SCOPES = ("user", "global")
@@ -77,6 +84,7 @@ class FedIpsConfig:
     em_learning_rate: float = 1.0  # step of the federated relevance model F (regression-EM)
     em_prior_count: float = 1.0  # pseudo-observations of the initial propensity 0.5 per position
     propensity_floor: float = 0.01  # estimated propensities (relative to rank 1) are at least this
+    ranker: str = "linear"  # the users' ranker (rankers.names()); eq. 4's hinge is taken through it
     n_runs: int = 1
     seed: int = 0
     chunk_rounds: int = 50  # rounds per compiled scan chunk
@@ -122,6 +130,8 @@ class FedIpsConfig:
             raise ConfigError(
                 "propensity", f"must be one of {PROPENSITIES}, got {self.propensity!r}"
             )
+        if self.ranker not in rankers.names():
+            raise ConfigError("ranker", f"must be one of {rankers.names()}, got {self.ranker!r}")
         if self.em_scope not in EM_SCOPES:
             raise ConfigError("em_scope", f"must be one of {EM_SCOPES}, got {self.em_scope!r}")
         if self.attack == "data_poisoning":
@@ -198,7 +208,7 @@ class Spec:
     @functools.cached_property
     def scoring(self) -> Scoring:
         """How a user's query windows are scored (``interaction.Scoring``), built once."""
-        ranker = rankers.LinearRanker(self.n_features)
+        ranker = rankers.make_ranker(self.config.ranker, self.n_features)
         return Scoring(ranker, self.window, self.widths, self.config.top_k)
 
     # The method as ``engine.run`` takes it (``engine.Method``).
@@ -207,11 +217,11 @@ class Spec:
 
     def init(self, arrays: Arrays, init_keys):
         """Constants (the data, every user's γ_s drawn from the run's initialisation key)
-        and the zero models, the EM's state and the server's."""
-        return (arrays, user_gammas(self.config, init_keys)), initial_state(self)
+        and the initial models (``initial_state``), the EM's state and the server's."""
+        return (arrays, user_gammas(self.config, init_keys)), initial_state(self, init_keys)
 
     def evaluate(self, consts, state: State):
-        return jax.vmap(evaluate, in_axes=(0, None))(state.params, consts[0].test)
+        return jax.vmap(lambda p: evaluate(self, p, consts[0].test))(state.params)
 
     def round(self, consts, state: State, run_keys, t, evaluate_now):
         arrays, gammas = consts
@@ -283,7 +293,7 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
     logging_params, _ = train_lambdarank(
         train.subset(chosen), config.logging_learning_rate, config.logging_steps
     )
-    log5, log10 = jax.device_get(jax.jit(evaluate)(logging_params, tdata))
+    log5, log10 = jax.device_get(jax.jit(lambdarank.evaluate)(logging_params, tdata))
     index, shown = displayed_lists(train, logging_params, k)
     rows = train.query_offsets[:, None] + index
     labels = np.where(shown, train.labels[rows], 0)
@@ -474,7 +484,7 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, 
     )
     params = jax.tree_util.tree_map(jnp.add, state.params, engine.unflatten(step, state.params))
     ndcg5, ndcg10 = engine.offline_when(
-        jax.vmap(lambda p: evaluate(p, arrays.test)), params, evaluate_now
+        jax.vmap(lambda p: evaluate(spec, p, arrays.test)), params, evaluate_now
     )
     round_metrics = RoundMetrics(
         ndcg5,
@@ -522,9 +532,23 @@ def run_keys_and_gammas(config: FedIpsConfig):
     return train_keys, user_gammas(config, gamma_keys)
 
 
-def initial_state(spec: Spec) -> State:
+def evaluate(spec: Spec, params, test: TestData):
+    """Offline (NDCG@5, NDCG@10) of the users' ranker with ``params`` on the test split."""
+    return evaluate_scores(spec.scoring.ranker.apply(params, test.features), test)
+
+
+_RANKER_INIT = 0x52414E4B  # fold_in tag: the ranker's initialisation from a run's key
+
+
+def initial_state(spec: Spec, init_keys=None) -> State:
+    """Every run's initial ranker (``ranker.init`` from fold_in(the run's initialisation
+    key, _RANKER_INIT), so the users' γ_s keep their stream; the linear ranker starts at
+    zero), the EM's state and the server's.  ``init_keys`` default to ``run``'s."""
     cfg = spec.config
-    params = {"w": jnp.zeros((cfg.n_runs, spec.n_features), jnp.float32)}
+    if init_keys is None:
+        init_keys = loop.run_keys(cfg.seed, jnp.arange(cfg.n_runs))[0]
+    ranker = spec.scoring.ranker
+    params = jax.vmap(lambda key: ranker.init(jax.random.fold_in(key, _RANKER_INIT)))(init_keys)
     em = None
     if cfg.propensity == "estimated":
         em = jax.tree_util.tree_map(
