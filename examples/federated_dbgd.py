@@ -84,10 +84,8 @@ class Dbgd:
         return arrays, (w, jax.vmap(pipeline.chain(*self.stages()).init)(w))
 
     def evaluate(self, arrays, state):
-        test = arrays[1]
-        return jax.vmap(lambda w: interaction.ranking_quality(test.features @ w, test, self))(
-            state[0]
-        )
+        test, k = arrays[1], self.config.top_k
+        return jax.vmap(lambda w: interaction.ranking_quality(test.features @ w, test, k))(state[0])
 
     def interact(self, arrays, w, key):
         """One DBGD interaction of one client: (new w, nDCG of the interleaved list)."""

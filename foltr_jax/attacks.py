@@ -322,10 +322,13 @@ def fang_trimmed_mean_intervals(models, global_model, n_malicious, full_knowledg
     s_j = sign(μ_j − w_g,j) is coordinate j's change direction without attack (μ over all n
     before-attack models with full knowledge, over the m malicious ones with partial), and the
     attackers push the other way.  Full knowledge, with w_max,j / w_min,j the max / min over the
-    n − m benign before-attack models:
+    n − m benign before-attack models::
+
       s_j > 0: [w_min,j / b, w_min,j] if w_min,j > 0 else [b·w_min,j, w_min,j];
       s_j ≤ 0: [w_max,j, b·w_max,j] if w_max,j > 0 else [w_max,j / b, w_max,j].
-    Partial knowledge, with μ_j, σ_j (population) over the m malicious before-attack models:
+
+    Partial knowledge, with μ_j, σ_j (population) over the m malicious before-attack models::
+
       s_j > 0: [μ_j − 4σ_j, μ_j − 3σ_j];  s_j ≤ 0: [μ_j + 3σ_j, μ_j + 4σ_j].
     """
     n = models.shape[0]

@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from foltr_jax import click_models, metrics
-from foltr_jax.config import ConfigError
+from foltr_jax.config import ConfigError, FederationConfig
 from foltr_jax.data import RankingDataset
 
 PERSONAL_EVALUATIONS = ("server", "clients")  # FedPer offline model: server, mean of personalised
-
-if TYPE_CHECKING:
-    from foltr_jax.rounds import Spec
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -30,18 +27,25 @@ class ClientPlan:
 
     queries: int [n_clients, L] or [n_runs, n_clients, L] training-query indices each
         client samples from uniformly (-1 pads); Types 1-2 and data sharing (§4.3-4.4).
+
     click_models: one click-model name per client (Type 3, §4.5.1).
+
     random_click_models: every interaction draws one of these uniformly (Type 3's IID).
+
     steps: local interactions per client, each ≤ B (Type 4, §4.5.2); FedAvg weights
         n_c = steps[c].
+
     prox_mu: FedProx μ (§4.3.3): local ascent θ ← θ + η(∇ − μ(θ − θ_global)), i.e. the
         proximal term (μ/2)‖θ − θ_global‖² of Li et al.; None turns it off.
+
     personal: FedPer (§4.3.3): names of the parameters every client keeps across rounds.
+
     personal_eval: FedPer's offline metrics (PERSONAL_EVALUATIONS): 'server' (default)
         the server model, i.e. the FedAvg of all layers, personal ones included (the
         public FedPer code); 'clients' the average over clients of each client's
         personalised model (global base layers with its own personal layers).  The
         thesis does not say which; training and online metrics are the same under both.
+
     online_labels: int [V, n_docs]: online nDCG of a shown list averaged over these
         label views (Type 1: every intent, §4.3.1) instead of the training labels.
     """
@@ -70,11 +74,17 @@ class ClientArrays(NamedTuple):
 
 
 def client_arrays(
-    spec: Spec, plan: ClientPlan, train: RankingDataset, names, n_settings: int, window: int
+    cfg: FederationConfig,
+    ranker,
+    plan: ClientPlan,
+    train: RankingDataset,
+    names,
+    n_settings: int,
+    window: int,
 ) -> ClientArrays:
-    """Checks a ClientPlan against the config and puts it on the device."""
-    _check_plan(spec, plan)
-    cfg = spec.config
+    """Checks a ClientPlan against the config and the ranker (FedPer's layers) and puts it
+    on the device."""
+    _check_plan(cfg, ranker, plan)
     queries = count = None
     if plan.queries is not None:
         queries, count = _query_lists(plan.queries, cfg, train, n_settings)
@@ -97,9 +107,8 @@ def client_arrays(
     )
 
 
-def _check_plan(spec: Spec, plan: ClientPlan) -> None:
+def _check_plan(cfg: FederationConfig, ranker, plan: ClientPlan) -> None:
     """Raises ConfigError naming the ClientPlan field that does not fit the config."""
-    cfg = spec.config
     n_clients = cfg.n_clients
     for name in ("click_models", "steps"):
         value = getattr(plan, name)
@@ -121,7 +130,7 @@ def _check_plan(spec: Spec, plan: ClientPlan) -> None:
     if plan.prox_mu is not None and not 0 <= plan.prox_mu < math.inf:
         raise ConfigError("prox_mu", f"must be finite and at least 0, got {plan.prox_mu}")
     if plan.personal:
-        keys = set(spec.ranker.init(jax.random.PRNGKey(0)))
+        keys = set(ranker.init(jax.random.PRNGKey(0)))
         if not set(plan.personal) < keys:
             raise ConfigError("personal", f"must be a proper subset of the ranker's {sorted(keys)}")
     if plan.personal_eval not in PERSONAL_EVALUATIONS:

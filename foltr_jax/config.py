@@ -392,8 +392,10 @@ def centralised(config: FederationConfig, form: str) -> FederationConfig:
     """The centralised PDGD baseline matching an FPDGD config (FPDGD paper §4).
 
     same_updates: one interaction per update, as many updates as FPDGD rounds.
+
     same_budget: one update per interaction, FPDGD's whole interaction budget
         (n_clients · B interactions between two evaluations).
+
     batch: gradients of n_clients · B interactions accumulated (summed) into one
         update per round.
     """

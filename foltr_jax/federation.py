@@ -96,7 +96,9 @@ def build(
     )
     if clients is not None:
         arrays = arrays._replace(
-            clients=client_arrays(spec, clients, train, names, len(settings), spec.window)
+            clients=client_arrays(
+                config, spec.ranker, clients, train, names, len(settings), spec.window
+            )
         )
     return spec, arrays
 

@@ -14,8 +14,9 @@ s mod Q) until its m-th click, at most ``max_sessions`` lists; the clicks of tho
 order, are its local click log for the round.  ``clicks_per_user = 0`` shows each query once and
 keeps every click.  Each user then runs Algorithm 1's local SGD over its clicks with eq. 7's IPS
 weights: w ← w − η_l · (c / p) ∇h_{q,d}(w), h the hinge bound of eq. 4 summed over all the query's
-candidates (the d' = d term is the constant 1); the server steps θ ← θ + η_g · mean_u Δ_u (FedOpt
-with server SGD, Algorithm 1 line 11).  All users take part every round.
+candidates (the d' = d term is the constant 1), taken through the users' ranker (``ranker``: any
+registered ranker, linear by default; a zero-start ReLU network has zero gradients and stays put);
+the server steps θ ← θ + η_g · mean_u Δ_u (FedOpt with server SGD, Algorithm 1 line 11).  All users take part every round.
 
 Propensities p: 'known' uses each user's true examination probability (1/rank)^γ_s (eq. 9 needs the
 user's own propensity; the paper's estimated IPS is "personalized" too); 'none' sets p = 1 (the
@@ -37,17 +38,23 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from foltr_jax import engine, loop, pipeline
+from foltr_jax import engine, lambdarank, loop, pipeline, rankers
 from foltr_jax.config import ConfigError, Setting, check_fields, check_schedule, setting
 from foltr_jax.data import RankingDataset
 from foltr_jax.fedips_em import EmState, init_em, round_propensities
-from foltr_jax.interaction import at_narrowest_width, window_widths
+from foltr_jax.interaction import Scoring, at_narrowest_width, window_widths
 from foltr_jax.ips import (
     hinge_rank_bound,
     sample_user_gammas,
     simulate_clicks,
 )
-from foltr_jax.lambdarank import TestData, evaluate, logging_queries, test_data, train_lambdarank
+from foltr_jax.lambdarank import (
+    TestData,
+    evaluate_scores,
+    logging_queries,
+    test_data,
+    train_lambdarank,
+)
 
 PROPENSITIES = ("known", "estimated", "none")
 EM_SCOPES = ("user", "global")
@@ -95,6 +102,7 @@ class FedIpsConfig:
     propensity_floor: float = setting(
         0.01, "Lower bound of estimated propensities (relative to rank 1)."
     )
+    ranker: str = "linear"  # the users' ranker (rankers.names()); eq. 4's hinge is taken through it
     n_runs: int = 1
     seed: int = 0
     chunk_rounds: int = 50  # rounds per compiled scan chunk
@@ -140,6 +148,8 @@ class FedIpsConfig:
             raise ConfigError(
                 "propensity", f"must be one of {PROPENSITIES}, got {self.propensity!r}"
             )
+        if self.ranker not in rankers.names():
+            raise ConfigError("ranker", f"must be one of {rankers.names()}, got {self.ranker!r}")
         if self.em_scope not in EM_SCOPES:
             raise ConfigError("em_scope", f"must be one of {EM_SCOPES}, got {self.em_scope!r}")
         if self.attack == "data_poisoning":
@@ -213,17 +223,23 @@ class Spec:
 
     offline = ("offline_ndcg5", "offline_ndcg10")
 
+    @functools.cached_property
+    def scoring(self) -> Scoring:
+        """How a user's query windows are scored (``interaction.Scoring``), built once."""
+        ranker = rankers.make_ranker(self.config.ranker, self.n_features)
+        return Scoring(ranker, self.window, self.widths, self.config.top_k)
+
     # The method as ``engine.run`` takes it (``engine.Method``).
     def repetitions(self) -> np.ndarray:
         return np.arange(self.config.n_runs)
 
     def init(self, arrays: Arrays, init_keys):
         """Constants (the data, every user's γ_s drawn from the run's initialisation key)
-        and the zero models, the EM's state and the server's."""
-        return (arrays, user_gammas(self.config, init_keys)), initial_state(self)
+        and the initial models (``initial_state``), the EM's state and the server's."""
+        return (arrays, user_gammas(self.config, init_keys)), initial_state(self, init_keys)
 
     def evaluate(self, consts, state: State):
-        return jax.vmap(evaluate, in_axes=(0, None))(state.params, consts[0].test)
+        return jax.vmap(lambda p: evaluate(self, p, consts[0].test))(state.params)
 
     def round(self, consts, state: State, run_keys, t, evaluate_now):
         arrays, gammas = consts
@@ -295,7 +311,7 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
     logging_params, _ = train_lambdarank(
         train.subset(chosen), config.logging_learning_rate, config.logging_steps
     )
-    log5, log10 = jax.device_get(jax.jit(evaluate)(logging_params, tdata))
+    log5, log10 = jax.device_get(jax.jit(lambdarank.evaluate)(logging_params, tdata))
     index, shown = displayed_lists(train, logging_params, k)
     rows = train.query_offsets[:, None] + index
     labels = np.where(shown, train.labels[rows], 0)
@@ -395,28 +411,31 @@ def local_sgd(spec: Spec, train: TrainData, params, log: ClickLog, propensities)
     """Algorithm 1 lines 5-8 with eq. 7's weights: one SGD step per click record, in order.
 
     ``propensities`` [K] are the user's p at each position.  Returns the user's new params.
-    The query's candidates are one ``dynamic_slice`` at the narrowest width of ``spec.widths``
-    that holds the user's longest clicked query (``lax.switch``).
+    The query's candidates are scored as the lane layer scores them
+    (``interaction.Scoring.window_scores``) at the narrowest of its widths that holds the
+    user's longest clicked query (``lax.switch``).
     """
-    lr = spec.config.local_lr
+    lr, scoring = spec.config.local_lr, spec.scoring
     weights = jnp.where(log.record_valid, 1.0 / propensities[log.record_position], 0.0)
 
     def at_width(width, params):
         def step(p, record):
             query, position, weight = record
-            window = jax.lax.dynamic_slice_in_dim(
-                train.features, train.query_offsets[query], width, axis=0
-            )
             valid = jnp.arange(width) < train.query_lengths[query]
             index = train.shown_index[query, position]
-            g = jax.grad(lambda w: weight * hinge_rank_bound(window @ w["w"], valid, index))(p)
+
+            def loss(w):
+                scores = scoring.window_scores(w, train, query, width)
+                return weight * hinge_rank_bound(scores, valid, index)
+
+            g = jax.grad(loss)(p)
             return jax.tree_util.tree_map(lambda a, b: a - lr * b, p, g), None
 
         records = (log.record_query, log.record_position, weights)
         return jax.lax.scan(step, params, records)[0]
 
     longest = jnp.max(jnp.where(log.record_valid, train.query_lengths[log.record_query], 1))
-    return at_narrowest_width(spec.widths, longest, at_width, params)
+    return at_narrowest_width(scoring.widths, longest, at_width, params)
 
 
 class State(NamedTuple):
@@ -483,7 +502,7 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, 
     )
     params = jax.tree_util.tree_map(jnp.add, state.params, engine.unflatten(step, state.params))
     ndcg5, ndcg10 = engine.offline_when(
-        jax.vmap(lambda p: evaluate(p, arrays.test)), params, evaluate_now
+        jax.vmap(lambda p: evaluate(spec, p, arrays.test)), params, evaluate_now
     )
     round_metrics = RoundMetrics(
         ndcg5,
@@ -531,9 +550,23 @@ def run_keys_and_gammas(config: FedIpsConfig):
     return train_keys, user_gammas(config, gamma_keys)
 
 
-def initial_state(spec: Spec) -> State:
+def evaluate(spec: Spec, params, test: TestData):
+    """Offline (NDCG@5, NDCG@10) of the users' ranker with ``params`` on the test split."""
+    return evaluate_scores(spec.scoring.ranker.apply(params, test.features), test)
+
+
+_RANKER_INIT = 0x52414E4B  # fold_in tag: the ranker's initialisation from a run's key
+
+
+def initial_state(spec: Spec, init_keys=None) -> State:
+    """Every run's initial ranker (``ranker.init`` from fold_in(the run's initialisation
+    key, _RANKER_INIT), so the users' γ_s keep their stream; the linear ranker starts at
+    zero), the EM's state and the server's.  ``init_keys`` default to ``run``'s."""
     cfg = spec.config
-    params = {"w": jnp.zeros((cfg.n_runs, spec.n_features), jnp.float32)}
+    if init_keys is None:
+        init_keys = loop.run_keys(cfg.seed, jnp.arange(cfg.n_runs))[0]
+    ranker = spec.scoring.ranker
+    params = jax.vmap(lambda key: ranker.init(jax.random.fold_in(key, _RANKER_INIT)))(init_keys)
     em = None
     if cfg.propensity == "estimated":
         em = jax.tree_util.tree_map(

@@ -183,6 +183,14 @@ class Spec:
 
     offline = ("offline_ndcg", "offline_mrr")
 
+    @functools.cached_property
+    def scoring(self) -> interaction.Scoring:
+        """How the lanes' lists are scored (``interaction.Scoring``), built once."""
+        cfg = self.config
+        return interaction.Scoring(
+            self.ranker, self.window, self.widths, cfg.top_k, cfg.window_scoring
+        )
+
     def unravel(self, flat: jax.Array):
         """A flat parameter vector [P] as the ranker's pytree."""
         return _unraveller(self.ranker)(flat)
@@ -252,37 +260,21 @@ def rank_lanes(spec: Spec, arrays: Arrays, lane_params, queries) -> jax.Array:
 
     ``lane_params`` = (flat_global [R, P], noise [R·N, P], run [L], client [L],
     sign [L]): lane models are not materialised; each lane builds
-    φ_run + sign·ε_client when it is scored.  As in
-    ``interaction.display_lists``, scoring walks the lanes in turn (``lax.map``) at the
-    narrowest width holding the query (``lax.switch``); ``window_scoring='vmap'``
-    scores all lanes batched at full width instead (for accelerators).
+    φ_run + sign·ε_client when it is scored.  Scoring is the lane layer's
+    (``interaction.Scoring.score_lanes``, as FPDGD's lanes are scored).
     """
     flat_global, noise, run, client, sign = lane_params
-    train, k = arrays.train, spec.config.top_k
+    k = spec.config.top_k
 
-    def at_width(width, flat, query):
-        start, length = train.query_offsets[query], train.query_lengths[query]
-        window = jax.lax.dynamic_slice_in_dim(train.features, start, width, axis=0)
-        scores = spec.ranker.apply(spec.unravel(flat), window)
+    def top_k(width, scores, length):
         scores = jnp.where(jnp.arange(width) < length, scores, -jnp.inf)
         return jax.lax.top_k(scores, k)[1].astype(jnp.int32)  # ties: lower index first
 
-    def params_of(r, c, s):
-        return flat_global[r] + s * noise[c]
+    def params_of(args):
+        r, c, s = args
+        return spec.unravel(flat_global[r] + s * noise[c])
 
-    if spec.config.window_scoring == "vmap":
-        return jax.vmap(lambda r, c, s, q: at_width(spec.window, params_of(r, c, s), q))(
-            run, client, sign, queries
-        )
-
-    def one(args):
-        r, c, s, query = args
-        length = train.query_lengths[query]
-        return interaction.at_narrowest_width(
-            spec.widths, length, at_width, params_of(r, c, s), query
-        )
-
-    return jax.lax.map(one, (run, client, sign, queries))
+    return spec.scoring.score_lanes(arrays.train, (run, client, sign), queries, top_k, params_of)
 
 
 def lane_clicks(spec: Spec, arrays: Arrays, lane_positions, keys, labels, shown) -> jax.Array:
@@ -403,7 +395,7 @@ def evaluate(spec: Spec, arrays: Arrays, flat_params):
     """Offline nDCG@k and MRR@k of one model on the test split, averaged over queries
     with a relevant document (as ``rounds.evaluate``)."""
     scores = spec.ranker.apply(spec.unravel(flat_params), arrays.test.features)
-    return interaction.ranking_quality(scores, arrays.test, spec)
+    return interaction.ranking_quality(scores, arrays.test, spec.config.top_k)
 
 
 class RoundMetrics(NamedTuple):

@@ -3,13 +3,17 @@ clicks and the update (FPDGD paper Algorithm 1), local training (Algorithm 2's
 ClientUpdate) and the sharding of lanes over devices.
 
 A *lane* is one client of one run slot; every function here maps over the
-stacked lane axis.  ``spec`` and ``arrays`` are ``rounds.Spec`` and ``rounds.Arrays``.
+stacked lane axis.  The layer knows no method: ``Scoring`` (how candidate windows are
+scored, shared by every method that scores lists) and ``LaneSpec`` (PDGD's local
+training) are its static description, ``LaneData`` the arrays every lane reads and
+``Lanes`` the per-lane facts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.flatten_util
@@ -18,9 +22,6 @@ import numpy as np
 
 from foltr_jax import click_models, metrics, pdgd, plackett_luce, privacy
 from foltr_jax.data import RankingDataset
-
-if TYPE_CHECKING:
-    from foltr_jax.rounds import Arrays, Spec
 
 
 class DeviceData(NamedTuple):
@@ -150,58 +151,116 @@ def at_narrowest_width(widths: tuple, length, fn, *args):
     return jax.lax.switch(jnp.searchsorted(jnp.asarray(widths), length), branches, *args)
 
 
+@dataclasses.dataclass(frozen=True)
+class Scoring:
+    """How a method scores candidate windows (static, hashable): the ranker, the window
+    (the longest training query, at least top-k), the scoring widths (``window_widths``),
+    the displayed list's length and how lanes are scored: ``'map'`` walks the lanes one
+    after another (``lax.map``: XLA:CPU turns a vmapped ``dynamic_slice`` into a slow
+    general gather), each at the narrowest width that holds its query; ``'vmap'`` (for
+    accelerators) scores every lane batched at full width."""
+
+    ranker: object
+    window: int
+    widths: tuple
+    top_k: int
+    window_scoring: str = "map"
+
+    def window_scores(self, params, data, query, width: int):
+        """float [width]: the ranker's scores of the ``width`` rows from ``query``'s first
+        candidate in ``data`` (flat ``features``, ``query_offsets``; rows past the query's
+        end are its neighbours' or padding)."""
+        start = data.query_offsets[query]
+        window = jax.lax.dynamic_slice_in_dim(data.features, start, width, axis=0)
+        return self.ranker.apply(params, window)
+
+    def score_lanes(self, data, lane_args, queries, finish, params_of=None):
+        """``finish(width, scores [width], length)`` of every lane's query window, scored
+        with the lane's params ``params_of(lane_args)`` (default: ``lane_args`` are the
+        params) as ``window_scoring`` says; ``finish`` gives every width one shape."""
+        params_of = params_of or (lambda args: args)
+
+        def at_width(width, params, query):
+            scores = self.window_scores(params, data, query, width)
+            return finish(width, scores, data.query_lengths[query])
+
+        if self.window_scoring == "vmap":
+            return jax.vmap(lambda args, query: at_width(self.window, params_of(args), query))(
+                lane_args, queries
+            )
+
+        def one(args):
+            args, query = args
+            length = data.query_lengths[query]
+            return at_narrowest_width(self.widths, length, at_width, params_of(args), query)
+
+        return jax.lax.map(one, (lane_args, queries))
+
+
+@dataclasses.dataclass(frozen=True)
+class LaneSpec:
+    """PDGD's local training of every lane (static, hashable): the scoring, the step size
+    η, the B local interactions, the groups lists are sampled in (``_display_in_groups``)
+    and the devices the lanes are sharded over (``train_lanes``)."""
+
+    scoring: Scoring
+    learning_rate: float
+    local_updates: int
+    display_groups: int = 1
+    n_devices: int = 1
+
+
+class LaneData(NamedTuple):
+    """What every lane reads (replicated over devices): the training data and the client
+    plan's facts shared by the lanes (None keeps the IID behaviour)."""
+
+    train: DeviceData
+    prox_mu: jax.Array | None = None  # float32 []: FedProx's μ (thesis §4.3.3)
+    online_labels: jax.Array | None = None  # int32 [V, n_docs + window]: label views
+    online_ideal: jax.Array | None = None  # float32 [V, n_queries]: their ideal DCG@k
+    click_pool: click_models.ClickModel | None = None  # leaves [P, ...]: drawn per interaction
+
+
 def display_lists(
-    spec: Spec, arrays: Arrays, lane_params, keys, queries, lane_slots, global_scores
+    lane_spec: LaneSpec, data: LaneData, lane_params, keys, queries, lane_slots, global_scores
 ):
     """Scores every lane's candidates and samples its displayed list.
 
-    Scoring walks the lanes one after another (``lax.map``): XLA:CPU turns a
-    vmapped ``dynamic_slice`` into a slow general gather.  Each lane picks with
-    ``lax.switch`` the narrowest width in ``spec.widths`` that holds its query, so
-    scoring follows the query's own length; the rest of its window is -inf.
-    Sampling is vmapped over all lanes.  With ``window_scoring='vmap'`` (for
-    accelerators) scoring is vmapped too, at full width.
+    Scoring follows ``Scoring.score_lanes``; a lane's window past its scoring width is
+    -inf.  Sampling is vmapped over all lanes (``_display_in_groups``).  With
+    ``global_scores`` [n_slots, n_docs + window] (a round's first step) every lane takes
+    its slot's (``lane_slots``) scores instead.
     """
-    train = arrays.train
+    scoring, train = lane_spec.scoring, data.train
     lengths = train.query_lengths[queries]
     if global_scores is not None:
         # A round's first step: every lane scores with its run's global model.
         scores = jax.vmap(
             lambda run, query: jax.lax.dynamic_slice(
-                global_scores, (run, train.query_offsets[query]), (1, spec.window)
+                global_scores, (run, train.query_offsets[query]), (1, scoring.window)
             )[0]
         )(lane_slots, queries)
     else:
 
-        def at_width(width, params, query):
-            start = train.query_offsets[query]
-            window = jax.lax.dynamic_slice_in_dim(train.features, start, width, axis=0)
-            scores = spec.ranker.apply(params, window)
-            return jnp.pad(scores, (0, spec.window - width), constant_values=-jnp.inf)
+        def pad(width, scores, length):
+            return jnp.pad(scores, (0, scoring.window - width), constant_values=-jnp.inf)
 
-        if spec.config.window_scoring == "vmap":
-            scores = jax.vmap(functools.partial(at_width, spec.window))(lane_params, queries)
-        else:
-
-            def one(args):
-                params, query, length = args
-                return at_narrowest_width(spec.widths, length, at_width, params, query)
-
-            scores = jax.lax.map(one, (lane_params, queries, lengths))
-    return _display_in_groups(spec, keys, scores, lengths)
+        scores = scoring.score_lanes(train, lane_params, queries, pad)
+    return _display_in_groups(lane_spec, keys, scores, lengths)
 
 
-def _display_in_groups(spec: Spec, keys, scores, lengths):
+def _display_in_groups(lane_spec: LaneSpec, keys, scores, lengths):
     """Vmapped ``display_list`` over lanes, in ``display_groups`` groups of similar length.
 
     Lanes are sorted by query length and cut into equal groups; each group samples
     at the narrowest width holding its longest query (``lax.switch``), so the
     sampling work follows the lengths too.  Results do not depend on the grouping.
     """
+    widths = lane_spec.scoring.widths
     n_lanes = lengths.shape[0]
-    n_groups = min(spec.config.display_groups, n_lanes)
-    display = jax.vmap(functools.partial(display_list, k=spec.config.top_k))
-    if n_groups == 1 or len(spec.widths) == 1:
+    n_groups = min(lane_spec.display_groups, n_lanes)
+    display = jax.vmap(functools.partial(display_list, k=lane_spec.scoring.top_k))
+    if n_groups == 1 or len(widths) == 1:
         return display(keys, scores, lengths)
     size = -(-n_lanes // n_groups)
     order = jnp.argsort(lengths)
@@ -215,7 +274,7 @@ def _display_in_groups(spec: Spec, keys, scores, lengths):
         lanes = order[g * size : (g + 1) * size]
         parts.append(
             at_narrowest_width(
-                spec.widths,
+                widths,
                 lengths[lanes[-1]],
                 display_at,
                 keys[lanes],
@@ -228,7 +287,7 @@ def _display_in_groups(spec: Spec, keys, scores, lengths):
 
 
 def interaction_step(
-    spec: Spec, arrays: Arrays, lane_params, keys, lanes: Lanes, global_scores=None
+    lane_spec: LaneSpec, data: LaneData, lane_params, keys, lanes: Lanes, global_scores=None
 ):
     """One PDGD interaction on every lane.
 
@@ -239,25 +298,29 @@ def interaction_step(
         global_scores: optional [n_slots, n_docs + window] training-set scores under
             the lanes' current models (a round's first step starts from the global model).
     """
+    train = data.train
     key_query, key_rank, key_click = jnp.moveaxis(
         jax.vmap(lambda key: jax.random.split(key, 3))(keys), 1, 0
     )
     if lanes.queries is None:
-        queries, _, _ = jax.vmap(sample_query, in_axes=(0, None))(key_query, arrays.train)
+        queries, _, _ = jax.vmap(sample_query, in_axes=(0, None))(key_query, train)
     else:  # each lane draws from its own query list (non-IID, thesis ch. 4)
         queries = jax.vmap(lambda k, table, n: table[jax.random.randint(k, (), 0, n)])(
             key_query, lanes.queries, lanes.query_count
         )
     displayed = display_lists(
-        spec, arrays, lane_params, key_rank, queries, lanes.slot, global_scores
+        lane_spec, data, lane_params, key_rank, queries, lanes.slot, global_scores
     )
     update = functools.partial(
-        pdgd_update, data=arrays.train, ranker=spec.ranker, learning_rate=spec.config.learning_rate
+        pdgd_update,
+        data=train,
+        ranker=lane_spec.scoring.ranker,
+        learning_rate=lane_spec.learning_rate,
     )
     click_model = lanes.click_model
-    if lanes.click_pool is not None:
+    if data.click_pool is not None:
         # Type 3's IID baseline: every interaction draws a click model (thesis §4.5.1).
-        pool = lanes.click_pool
+        pool = data.click_pool
         draw = jax.vmap(
             lambda key: jax.random.randint(
                 jax.random.fold_in(key, _CLICK_DRAW), (), 0, pool.eta.shape[0]
@@ -267,10 +330,9 @@ def interaction_step(
     params, outcome = jax.vmap(
         lambda p, k, q, d, c, n: update(p, k, q, d, click_model=c, clip_norm=n)
     )(lane_params, key_click, queries, displayed, click_model, lanes.clip_norm)
-    clients = arrays.clients
-    if clients is not None and clients.online_labels is not None:
+    if data.online_labels is not None:
         outcome = outcome._replace(
-            ndcg=_online_ndcg_over_views(spec, arrays, clients, queries, displayed.ranking)
+            ndcg=_online_ndcg_over_views(lane_spec, data, queries, displayed.ranking)
         )
     return params, outcome
 
@@ -278,31 +340,31 @@ def interaction_step(
 _CLICK_DRAW = 0x5EED  # fold_in tag of the per-interaction click-model draw
 
 
-def _online_ndcg_over_views(spec: Spec, arrays: Arrays, clients, queries, ranking):
+def _online_ndcg_over_views(lane_spec: LaneSpec, data: LaneData, queries, ranking):
     """Online nDCG@k of the shown lists averaged over label views (thesis §4.3.1)."""
-    train, k = arrays.train, spec.config.top_k
+    train, k = data.train, lane_spec.scoring.top_k
     lengths = train.query_lengths[queries]
     shown = jnp.arange(k)[None, :] < jnp.minimum(lengths, k)[:, None]  # [lanes, k]
     rows = train.query_offsets[queries][:, None] + ranking
-    labels = jnp.where(shown, clients.online_labels[:, rows], 0)  # [V, lanes, k]
-    ideal = clients.online_ideal[:, queries]  # [V, lanes]
+    labels = jnp.where(shown, data.online_labels[:, rows], 0)  # [V, lanes, k]
+    ideal = data.online_ideal[:, queries]  # [V, lanes]
     return jnp.mean(metrics.ndcg_of_list(labels, shown, ideal), axis=0)
 
 
 class Lanes(NamedTuple):
-    """Per-lane facts of a round (a lane is one client of one run slot)."""
+    """Per-lane facts of a round (a lane is one client of one run slot); every leaf has
+    the lane axis first."""
 
     slot: jax.Array  # int [lanes] run slot (setting x repetition)
     click_model: click_models.ClickModel  # leaves [lanes, ...]
     clip_norm: jax.Array | None  # float [lanes]; None without differential privacy
     queries: jax.Array | None = None  # int [lanes, L] the lane's query list (None: all)
     query_count: jax.Array | None = None  # int [lanes] valid entries of ``queries``
-    click_pool: click_models.ClickModel | None = None  # leaves [P, ...]: drawn per interaction
 
 
 def local_training(
-    spec: Spec,
-    arrays: Arrays,
+    lane_spec: LaneSpec,
+    data: LaneData,
     lane_params,
     lane_keys,
     lanes: Lanes,
@@ -319,18 +381,18 @@ def local_training(
             the starting (global) models, used for the first interaction.
         lane_steps: optional int [lanes] ≤ B: a lane keeps its model after its own
             number of interactions (one program for several local step counts).
-    With ``arrays.clients.prox_mu`` (FedProx, thesis §4.3.3) every step also pulls the
-    model towards its starting (global) model: θ ← θ + η∇ − ημ(θ − θ_global).
+    With ``data.prox_mu`` (FedProx, thesis §4.3.3) every step also pulls the model
+    towards its starting (global) model: θ ← θ + η∇ − ημ(θ − θ_global).
     Returns:
         (trained lane params, InteractionOutcome with leaves [lanes, B]).
     """
-    mu = None if arrays.clients is None else arrays.clients.prox_mu
+    mu = data.prox_mu
 
     def step(params, b, scores=None):
         keys = jax.vmap(lambda key: jax.random.fold_in(key, b))(lane_keys)
-        new, outcome = interaction_step(spec, arrays, params, keys, lanes, scores)
+        new, outcome = interaction_step(lane_spec, data, params, keys, lanes, scores)
         if mu is not None:
-            pull = spec.config.learning_rate * mu
+            pull = lane_spec.learning_rate * mu
             new = jax.tree_util.tree_map(
                 lambda n, p, g: n - pull * (p - g), new, params, lane_params
             )
@@ -344,7 +406,7 @@ def local_training(
         return new, outcome
 
     params, first = step(lane_params, 0, global_scores)
-    params, later = jax.lax.scan(step, params, jnp.arange(1, spec.config.local_updates))
+    params, later = jax.lax.scan(step, params, jnp.arange(1, lane_spec.local_updates))
     outcome = jax.tree_util.tree_map(
         lambda a, b: jnp.concatenate([a[:, None], b.T], axis=1), first, later
     )
@@ -352,18 +414,24 @@ def local_training(
 
 
 def train_lanes(
-    spec: Spec, arrays: Arrays, lane_params, lane_keys, lanes: Lanes, global_scores, lane_steps
+    lane_spec: LaneSpec,
+    data: LaneData,
+    lane_params,
+    lane_keys,
+    lanes: Lanes,
+    global_scores,
+    lane_steps,
 ):
-    """``local_training``, with the lanes sharded over ``config.n_devices`` devices.
+    """``local_training``, with the lanes sharded over ``lane_spec.n_devices`` devices.
 
     Every lane's interactions depend only on its own key and model, so each device
     trains its shard of lanes (``shard_map`` over a one-axis ``Mesh``) and the
     results are the single-device results, gathered in lane order.
     """
-    n_devices = spec.config.n_devices
+    n_devices = lane_spec.n_devices
     if n_devices == 1:
         return local_training(
-            spec, arrays, lane_params, lane_keys, lanes, global_scores, lane_steps
+            lane_spec, data, lane_params, lane_keys, lanes, global_scores, lane_steps
         )
     mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), ("lanes",))
     split, whole = jax.sharding.PartitionSpec("lanes"), jax.sharding.PartitionSpec()
@@ -371,7 +439,7 @@ def train_lanes(
     # The data go in as an argument (replicated), not closed over: over several processes
     # they are global arrays on the mesh, which shard_map must see in its own (manual) view.
     def shard(data, params, keys, lane_facts, scores, steps):
-        return local_training(spec, data, params, keys, lane_facts, scores, steps)
+        return local_training(lane_spec, data, params, keys, lane_facts, scores, steps)
 
     return jax.shard_map(
         shard,
@@ -379,14 +447,14 @@ def train_lanes(
         in_specs=(whole, split, split, split, whole, split),
         out_specs=split,
         check_vma=False,
-    )(arrays, lane_params, lane_keys, lanes, global_scores, lane_steps)
+    )(data, lane_params, lane_keys, lanes, global_scores, lane_steps)
 
 
-def ranking_quality(scores, test: DeviceData, spec):
+def ranking_quality(scores, test: DeviceData, k: int):
     """Mean nDCG@k and MRR@k of ranking ``test`` by ``scores`` (float [n_docs + pad]),
     over the queries with a relevant document (FPDGD paper §4)."""
     ndcg, rr = metrics.per_query_rank_metrics(
-        scores, test.labels, test.ideal_dcg, test.eval_buckets, spec.config.top_k
+        scores, test.labels, test.ideal_dcg, test.eval_buckets, k
     )
     relevant = test.ideal_dcg > 0
     n_relevant = jnp.maximum(jnp.sum(relevant), 1)

@@ -67,7 +67,12 @@ def test_data(dataset: RankingDataset) -> TestData:
 
 def evaluate(params, test: TestData):
     """Offline (NDCG@5, NDCG@10) of a linear ranker, over test queries with a relevant doc."""
-    scores = test.features @ params["w"]
+    return evaluate_scores(test.features @ params["w"], test)
+
+
+def evaluate_scores(scores, test: TestData):
+    """Offline (NDCG@5, NDCG@10) of ranking the test split by ``scores`` [n_docs], over test
+    queries with a relevant doc."""
     relevant = test.ideal10 > 0
     n_relevant = jnp.maximum(jnp.sum(relevant), 1)
     out = []

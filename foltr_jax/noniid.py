@@ -10,7 +10,11 @@ training set and each client samples from its own query list.
   one copy whose label is the largest over intents (relevant if relevant for any).
   No held-out test set: offline nDCG on the training queries under every intent
   (the mean over (query, intent) pairs with a relevant document), online nDCG of a
-  shown list averaged over the intents.
+  shown list averaged over the intents.  Intents: read from files, or made by
+  :func:`synthetic_multi_intent` / :func:`topical_intents` (intents splitting shared
+  topical candidates, like the intent-change collection) or :func:`feature_group_intents`
+  (each intent its own signal, a disjoint feature group; issue 27 tried it: on the MSLR
+  excerpt it narrows the IID gap rather than widening it).
 * Type 2, label distribution (§4.4.1): k-combinations of the grades assigned to
   clients, each grade's query-document pairs split equally among its clients.
 * Type 3, click preference (§4.5.1): a click model per client; IID: each interaction
@@ -204,6 +208,26 @@ def synthetic_multi_intent(
         n_grades=5,
         name="synthetic-intents",
     )
+    return topical_intents(
+        base, seed, n_intents=n_intents, n_grades=n_grades, relevant_fraction=relevant_fraction
+    )
+
+
+def topical_intents(
+    base: RankingDataset,
+    seed=0,
+    *,
+    n_intents: int = 4,
+    n_grades: int = 2,
+    relevant_fraction: float = 0.05,
+) -> MultiIntentDataset:
+    """Intents that split one set of topical candidates (:func:`synthetic_multi_intent`'s
+    construction on any dataset whose labels are the shared topical grade g, e.g. an
+    MSLR fold): the candidates are a query's best documents by g (plus noise), each
+    relevant to the intent whose per-(query, intent) random direction it matches best."""
+    if not 0.0 < relevant_fraction < 1.0:
+        raise ValueError(f"relevant_fraction must be in (0, 1), got {relevant_fraction!r}")
+    n_features = int(base.features.shape[1])
     rng = np.random.default_rng([seed, 1])
     x = base.features.astype(np.float64)
     q_of_doc = np.repeat(np.arange(base.n_queries), base.query_lengths)
@@ -244,6 +268,111 @@ def synthetic_multi_intent(
     return MultiIntentDataset(base, np.asarray(labels, np.int32))
 
 
+# MSLR-WEB10K's 136 features: 25 kinds (covered query terms, TF, IDF, TF-IDF, BM25, LMIR,
+# ...) each on 5 streams, feature 5·i + s + 1 (1-based) being kind i on stream s, then 11
+# document-level features (PageRank, URL length, ...).  0-based column indices per stream.
+MSLR_STREAM_NAMES = ("body", "anchor", "title", "url", "whole document")
+MSLR_STREAMS = tuple(tuple(range(s, 125, 5)) for s in range(5))
+
+
+def feature_group_intents(
+    base: RankingDataset,
+    seed=0,
+    *,
+    n_intents: int | None = None,
+    groups=None,
+    relevant_fraction: float = 0.05,
+    n_grades: int = 2,
+    noise: float = 0.3,
+) -> MultiIntentDataset:
+    """Intents whose relevant documents come from distinct signals: intent k's relevance
+    is its own ranking function over its own feature group.
+
+    ``groups`` are disjoint lists of feature columns, one per intent (e.g. MSLR's streams,
+    :data:`MSLR_STREAMS`); by default the features are split at random (seeded) into
+    ``n_intents`` (4) groups of equal size.  Intent k scores every document by ``z(x[G_k]
+    · u_k) + noise · ε`` (``u_k`` ~ N(0, I), one direction for all queries; ``z``
+    standardised within the query) and its best ``max(1, round(relevant_fraction · n))``
+    documents of a query of n are relevant, the best of them with the higher grades when
+    ``n_grades`` > 2.  The base labels are not used.  Unlike
+    :func:`synthetic_multi_intent`, whose intents split one shared set of topical
+    candidates, an intent's relevant documents here say nothing about another's: the
+    intents share no signal (their relevant sets overlap only by chance).
+    """
+    n_features = int(base.features.shape[1])
+    rng = np.random.default_rng([seed, 6])
+    if groups is None:
+        n_intents = 4 if n_intents is None else int(n_intents)
+        if not 2 <= n_intents <= n_features:
+            raise ValueError(f"n_intents must be in [2, {n_features}], got {n_intents}")
+        groups = np.array_split(rng.permutation(n_features), n_intents)
+    groups = [np.asarray(g, np.int64).reshape(-1) for g in groups]
+    if n_intents is not None and len(groups) != n_intents:
+        raise ValueError(f"{len(groups)} feature groups for n_intents = {n_intents}")
+    if len(groups) < 2:
+        raise ValueError(f"need at least 2 intents (feature groups), got {len(groups)}")
+    every = np.concatenate(groups)
+    if any(g.size == 0 for g in groups):
+        raise ValueError("every intent needs a non-empty feature group")
+    if every.min() < 0 or every.max() >= n_features:
+        raise ValueError(f"feature groups must hold columns in [0, {n_features})")
+    if np.unique(every).size != every.size:
+        raise ValueError("feature groups must be disjoint")
+    if not 0.0 < relevant_fraction < 1.0:
+        raise ValueError(f"relevant_fraction must be in (0, 1), got {relevant_fraction!r}")
+    if n_grades < 2:
+        raise ValueError(f"n_grades must be at least 2, got {n_grades}")
+    x = base.features.astype(np.float64)
+    lengths = base.query_lengths.astype(np.int64)
+    q_of_doc = np.repeat(np.arange(base.n_queries), lengths)
+    start = np.repeat(base.query_offsets.astype(np.int64), lengths)
+    directions = [rng.normal(size=g.size) for g in groups]
+    score = np.stack([x[:, g] @ u for g, u in zip(groups, directions)])  # [intents, docs]
+    score = _standardise_within_queries(score, base.query_offsets, lengths, q_of_doc)
+    score = score + noise * rng.standard_normal(score.shape)
+    n_rel = np.maximum(1, np.rint(relevant_fraction * lengths)).astype(np.int64)[q_of_doc]
+    labels = []
+    for k in range(len(groups)):
+        order = np.lexsort((-score[k], q_of_doc))
+        rank = np.empty(base.n_docs, np.int64)  # 0 = the query's best document for intent k
+        rank[order] = np.arange(base.n_docs) - start[order]
+        grade = n_grades - 1 - (rank * (n_grades - 1)) // n_rel
+        labels.append(np.where(rank < n_rel, grade, 0))
+    return MultiIntentDataset(base, np.asarray(labels, np.int32))
+
+
+def _standardise_within_queries(values, offsets, lengths, q_of_doc):
+    """values [..., n_docs] centred and scaled to unit sd within every query (a constant
+    query stays at 0)."""
+    mean = (np.add.reduceat(values, offsets, axis=-1) / lengths)[..., q_of_doc]
+    values = values - mean
+    sd = np.sqrt(np.add.reduceat(values**2, offsets, axis=-1) / lengths)[..., q_of_doc]
+    return values / np.where(sd > 1e-12, sd, 1.0)
+
+
+def write_intent_files(mi: MultiIntentDataset, directory) -> list[pathlib.Path]:
+    """Writes one file per intent (``<directory>/intent<k>.txt``, the format
+    :func:`read_multi_intent` reads: ``<qid> <doc> <label>`` for every document with a
+    label above 0) and returns their paths, e.g. for ``experiments.noniid
+    --train_path=... --intent_files=...``."""
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    base = mi.base
+    q_of_doc = np.repeat(np.arange(base.n_queries), base.query_lengths)
+    position = np.arange(base.n_docs) - np.repeat(base.query_offsets, base.query_lengths)
+    paths = []
+    for k in range(mi.n_intents):
+        rows = np.flatnonzero(mi.intent_labels[k] > 0)
+        lines = [
+            f"{base.query_ids[q_of_doc[r]]} {position[r]} {mi.intent_labels[k, r]}\n"
+            for r in rows
+        ]
+        path = directory / f"intent{k}.txt"
+        path.write_text(f"# intent {k}: <qid> <doc> <label>\n" + "".join(lines))
+        paths.append(path)
+    return paths
+
+
 def intent_queries(mi: MultiIntentDataset, n_runs: int, seed: int) -> np.ndarray:
     """int [n_runs, n_intents, n_queries]: client c's queries in ``mi.stacked()`` per
     run: for query q the copy of intent π_r(q)[c], π_r a per-query random permutation
@@ -254,9 +383,25 @@ def intent_queries(mi: MultiIntentDataset, n_runs: int, seed: int) -> np.ndarray
     return (perms * nq + np.arange(nq)[None, :, None]).transpose(0, 2, 1)
 
 
-def type1_setup(mi: MultiIntentDataset, n_runs: int, seed: int, iid: bool):
-    """(train, test, ClientPlan kwargs) of Type 1 (non-IID) or its IID baseline."""
+IID_MEASURES = ("intents", "merged")
+
+
+def type1_setup(
+    mi: MultiIntentDataset, n_runs: int, seed: int, iid: bool, iid_measure: str = "intents"
+):
+    """(train, test, ClientPlan kwargs) of Type 1 (non-IID) or its IID baseline.
+
+    ``iid_measure`` (the IID baseline only): "intents" (default, §4.3.1's text) measures
+    it as the non-IID cell is measured, offline and online under every intent's labels;
+    "merged" measures it on the merged labels it is trained on, as the public code does
+    (its IID clients and test set read the merged judgements, intents/0.txt, while each
+    non-IID client is measured under its own intent), which rewards the IID ranker for a
+    document relevant to any intent."""
+    if iid_measure not in IID_MEASURES:
+        raise ValueError(f"iid_measure must be one of {IID_MEASURES}, got {iid_measure!r}")
     test = mi.stacked()
+    if iid and iid_measure == "merged":
+        return mi.merged(), mi.merged(), {}
     if iid:
         return mi.merged(), test, {"online_labels": mi.intent_labels}
     views = np.tile(mi.intent_labels, (1, mi.n_intents))  # every intent on every copy

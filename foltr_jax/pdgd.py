@@ -5,15 +5,21 @@ Preferences: every clicked document is preferred over every unclicked document
 shown above the last click and over the one unclicked document directly after the
 last click (public code and the original PDGD paper).
 
-Pair weight for d_k >_c d_l:
+Pair weight for d_k >_c d_l::
+
     w = ρ(d_k, d_l, R, D) · e^{f(d_k)} e^{f(d_l)} / (e^{f(d_k)} + e^{f(d_l)})²,
     ρ = P(R*|D) / (P(R|D) + P(R*|D)),
+
 where R* swaps the two documents.  With a < b their positions, only the
-Plackett-Luce denominators Z_p for a < p ≤ b differ:
+Plackett-Luce denominators Z_p for a < p ≤ b differ::
+
     Z_p  = rest + Σ_{q ≥ p} e^{s_q}
     Z*_p = rest + Σ_{q ≥ p, q ≠ b} e^{s_q} + e^{s_a},
-where ``rest`` sums over the candidates never shown.  Hence
+
+where ``rest`` sums over the candidates never shown.  Hence::
+
     ρ = 1 / (1 + Π_{a<p≤b} Z*_p / Z_p).
+
 Each Z_p is scaled by exp(-m_p), m_p the largest score in its own set, so Z_p ≥ 1
 and Z*_p / Z_p ≤ 2: the product cannot overflow and no difference of large sums
 is ever taken.  The gradient is Σ w (∇f(d_k) − ∇f(d_l)), returned here as one

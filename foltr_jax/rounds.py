@@ -21,7 +21,15 @@ import numpy as np
 from foltr_jax import click_models, engine, pipeline
 from foltr_jax.client_plan import ClientArrays
 from foltr_jax.config import FederationConfig, RunSettings
-from foltr_jax.interaction import DeviceData, Lanes, ranking_quality, train_lanes
+from foltr_jax.interaction import (
+    DeviceData,
+    Lanes,
+    LaneData,
+    LaneSpec,
+    Scoring,
+    ranking_quality,
+    train_lanes,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +56,18 @@ class Spec:
     @property
     def n_slots(self) -> int:
         return self.n_settings * self.config.n_runs
+
+    @functools.cached_property
+    def lane_spec(self) -> LaneSpec:
+        """The lane layer's static description (``interaction.LaneSpec``), built once."""
+        cfg = self.config
+        return LaneSpec(
+            Scoring(self.ranker, self.window, self.widths, cfg.top_k, cfg.window_scoring),
+            cfg.learning_rate,
+            cfg.local_updates,
+            cfg.display_groups,
+            cfg.n_devices,
+        )
 
     # The method as ``engine.run`` takes it (``engine.Method``).
     def repetitions(self) -> np.ndarray:
@@ -214,7 +234,8 @@ def initial_server_state(spec: Spec, arrays: Arrays, global_params):
 def evaluate(spec: Spec, arrays: Arrays, params):
     """Offline nDCG@k and MRR@k of ``params`` on the test split (queries with a
     relevant document only)."""
-    return ranking_quality(spec.ranker.apply(params, arrays.test.features), arrays.test, spec)
+    scores = spec.ranker.apply(params, arrays.test.features)
+    return ranking_quality(scores, arrays.test, spec.config.top_k)
 
 
 class RoundMetrics(NamedTuple):
@@ -269,10 +290,21 @@ def lane_facts(spec: Spec, arrays: Arrays, settings: RunSettings, positions) -> 
             queries=clients.queries[:, positions].reshape(spec.n_slots * n, -1),
             query_count=clients.query_count[:, positions].reshape(-1),
         )
-    if clients is not None and clients.click_pool is not None:
-        pool = jax.tree_util.tree_map(lambda x: x[clients.click_pool], arrays.click_table)
-        lanes = lanes._replace(click_pool=pool)
     return lanes
+
+
+def lane_data(arrays: Arrays) -> LaneData:
+    """What every lane reads: the training data and the client plan's shared facts
+    (FedProx's μ, Type 1's label views, Type 3's per-interaction click pool)."""
+    clients = arrays.clients
+    if clients is None:
+        return LaneData(arrays.train)
+    pool = None
+    if clients.click_pool is not None:
+        pool = jax.tree_util.tree_map(lambda x: x[clients.click_pool], arrays.click_table)
+    return LaneData(
+        arrays.train, clients.prox_mu, clients.online_labels, clients.online_ideal, pool
+    )
 
 
 def offline_metrics(spec: Spec, arrays: Arrays, new_global, personal=None):
@@ -341,8 +373,8 @@ def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int) -> 
         steps = jax.lax.dynamic_slice_in_dim(clients.steps, start, size)
         lane_steps, weights = jnp.tile(steps, n_slots), steps.astype(jnp.float32)
     client_params, outcome = train_lanes(
-        spec,
-        arrays,
+        spec.lane_spec,
+        lane_data(arrays),
         lane_params,
         client_lane_keys(rnd.round_keys, ids),
         lanes,

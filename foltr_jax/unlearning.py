@@ -37,6 +37,7 @@ from foltr_jax.rounds import (
     evaluate,
     first_step_scores,
     history_length,
+    lane_data,
     to_lanes,
 )
 
@@ -276,8 +277,8 @@ def _replay_clients(spec: Spec, consts: _ReplayConsts, flat_global, step_keys, s
         clip_norm=None,
     )
     client_params, _ = interaction.local_training(
-        spec,
-        arrays,
+        spec.lane_spec,
+        lane_data(arrays),
         to_lanes(global_params, size),
         client_lane_keys(step_keys, ids),
         lanes,

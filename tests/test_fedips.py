@@ -169,12 +169,47 @@ def numpy_local_sgd(dataset, shown_index, w, records, lr):
     return w
 
 
-@pytest.mark.parametrize("propensity", ["known", "none"])
-def test_federated_round_matches_numpy(propensity):
-    spec, arrays, prepared = tiny_experiment(propensity)
+def numpy_neural_local_sgd(dataset, shown_index, params, records, lr):
+    """The same SGD for f(x) = σ(x W1 + b1) · w2, with the hinge's subgradient backpropagated by
+    hand: ∂h/∂f(d') = 1 for every d' with a positive margin, ∂h/∂f(d) = −(their count)."""
+    w1, b1, w2 = (np.array(params[name], np.float64) for name in ("w1", "b1", "w2"))
+    for query, position, weight in records:
+        start, length = dataset.query_offsets[query], dataset.query_lengths[query]
+        x = dataset.features[start : start + length].astype(np.float64)
+        d = shown_index[query, position]
+        hidden = 1.0 / (1.0 + np.exp(-(x @ w1 + b1)))  # [n, H]
+        scores = hidden @ w2
+        coefficient = np.zeros(length)
+        for other in range(length):
+            if 1.0 - (scores[d] - scores[other]) > 0:
+                coefficient[other] += 1.0
+                coefficient[d] -= 1.0
+        pre = coefficient[:, None] * w2[None, :] * hidden * (1.0 - hidden)  # ∂h/∂(x W1 + b1)
+        grad_w1, grad_b1, grad_w2 = x.T @ pre, pre.sum(axis=0), coefficient @ hidden
+        w1 -= lr * weight * grad_w1
+        b1 -= lr * weight * grad_b1
+        w2 -= lr * weight * grad_w2
+    return {"w1": w1, "b1": b1, "w2": w2}
+
+
+def random_start(ranker, n_runs=2, n_features=4, hidden=64):
+    """Start models away from the rankers' initialisation (the update depends on them)."""
+    rng = np.random.default_rng(0)
+    if ranker == "linear":
+        shapes = {"w": (n_features,)}
+    else:
+        shapes = {"w1": (n_features, hidden), "b1": (hidden,), "w2": (hidden,)}
+    return {k: jnp.asarray(rng.normal(size=(n_runs,) + v), jnp.float32) for k, v in shapes.items()}
+
+
+@pytest.mark.parametrize(
+    "propensity, ranker", [("known", "linear"), ("none", "linear"), ("known", "neural")]
+)
+def test_federated_round_matches_numpy(propensity, ranker):
+    spec, arrays, prepared = fedips.build(tiny_config(propensity, ranker=ranker), *tiny_data())
     cfg = spec.config
     keys, gammas = fedips.run_keys_and_gammas(cfg)
-    start = {"w": jnp.asarray(np.random.default_rng(0).normal(size=(2, 4)), jnp.float32)}
+    start = random_start(ranker)
     state = fedips.initial_state(spec)._replace(params=start)
     round_fn = jax.jit(functools.partial(fedips.fedips_round, spec), static_argnums=())
     new_state, round_metrics, logs = round_fn(arrays, state, keys, gammas, jnp.int32(3))
@@ -196,12 +231,56 @@ def test_federated_round_matches_numpy(propensity):
                     records.append((q, k, 1.0 / p))
             assert len(records) <= cfg.clicks_per_user
             assert len(records) == min(cfg.clicks_per_user, logs.clicks[r, u].sum())
-            w = numpy_local_sgd(prepared.train, shown_index, start["w"][r], records, cfg.local_lr)
-            deltas.append(w - np.asarray(start["w"][r], np.float64))
-        expected.append(np.asarray(start["w"][r]) + cfg.global_lr * np.mean(deltas, axis=0))
-    np.testing.assert_allclose(new_state.params["w"], np.asarray(expected), rtol=1e-4, atol=1e-5)
-    assert np.any(np.abs(np.asarray(expected) - np.asarray(start["w"])) > 1e-3)  # it moved
+            mine = {k: np.asarray(v[r], np.float64) for k, v in start.items()}
+            if ranker == "linear":
+                w = numpy_local_sgd(prepared.train, shown_index, mine["w"], records, cfg.local_lr)
+                trained = {"w": w}
+            else:
+                trained = numpy_neural_local_sgd(
+                    prepared.train, shown_index, mine, records, cfg.local_lr
+                )
+            deltas.append({k: trained[k] - mine[k] for k in mine})
+        expected.append(
+            {
+                k: np.asarray(start[k][r]) + cfg.global_lr * np.mean([d[k] for d in deltas], 0)
+                for k in start
+            }
+        )
+    for name in start:
+        wanted = np.asarray([e[name] for e in expected])
+        np.testing.assert_allclose(new_state.params[name], wanted, rtol=1e-4, atol=1e-5)
+        moved = np.abs(wanted - np.asarray(start[name]))
+        assert np.any(moved > 1e-3 if ranker == "linear" else moved > 1e-5), name  # it moved
     assert np.array_equal(round_metrics.clicks, logs.record_valid.sum(axis=(1, 2)))
+
+
+def test_fedips_with_the_neural_ranker_learns():
+    """FedIPS through the neural ranker (the one registry): its runs start from the ranker's own
+    random initialisation, each run's differently, and improve NDCG@5 over it (fixed seed)."""
+    train, test = data.synthetic_train_test(
+        3, n_train_queries=60, n_test_queries=30, n_features=6, mean_docs_per_query=12
+    )
+    config = fedips.FedIpsConfig(
+        n_users=16,
+        queries_per_user=4,
+        clicks_per_user=4,
+        max_sessions=12,
+        local_lr=0.1,
+        rounds=40,
+        n_runs=2,
+        chunk_rounds=40,
+        logging_fraction=0.1,
+        logging_steps=20,
+        ranker="neural",
+    )
+    spec, arrays, _ = fedips.build(config, train, test)
+    result = fedips.run(spec, arrays)
+    first = result.final_params["w1"]
+    assert first.shape == (2, 6, 64) and not np.allclose(first[0], first[1])
+    start = fedips.initial_state(spec).params
+    assert not np.allclose(start["w1"][0], start["w1"][1])  # each run its own initialisation
+    initial, final = np.asarray(result.initial_offline_ndcg5), result.offline_ndcg5[:, -1]
+    assert np.all(final > initial + 0.05), (initial, final)
 
 
 def test_click_log_stops_at_the_mth_click():
@@ -305,12 +384,23 @@ def test_binary_lambdarank_baseline(tmp_path):
     assert np.asarray(results["offline_ndcg5"]).shape == (1, 5)
 
 
+def test_binary_takes_the_ranker(tmp_path):
+    result = run_binary(
+        *SMALL, "--ranker=neural", f"--output_dir={tmp_path}", cache_dir=tmp_path / "cache"
+    )
+    assert result.returncode == 0, result.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["config"]["ranker"] == "neural"
+    assert np.asarray(results["offline_ndcg5"]).shape == (1, 6)
+
+
 @pytest.mark.parametrize(
     "flag, named",
     [
         ("--propensity=maybe", "--propensity"),
         ("--local_learning_rate=0", "--local_learning_rate"),
         ("--n_users=0", "--n_users"),
+        ("--ranker=forest", "--ranker"),
     ],
 )
 def test_binary_refuses_bad_flags_with_one_line(tmp_path, flag, named):

@@ -1,0 +1,248 @@
+"""Sphinx extension: the reference pages that are generated from the code at build time.
+
+- ``_generated/binaries/<name>.md``: one page per binary (every ``experiments/*.py`` that
+  runs as ``__main__``), holding a ``binary-flags`` directive;
+- ``_generated/api/<module>.md``: one autodoc page per ``foltr_jax`` module.
+
+The ``binary-flags`` directive renders the binary's docstring and every flag it defines,
+read from absl's FLAGS in a process of its own (``flag_dump.py``), so the pages follow
+the flag definitions; nothing is copied by hand.  ``_generated`` is rewritten on every
+build and git-ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+from docutils import nodes
+from sphinx.util.docutils import SphinxDirective
+
+HERE = pathlib.Path(__file__).resolve().parent
+DOCS = HERE.parent
+ROOT = DOCS.parent
+GENERATED = DOCS / "_generated"
+
+
+def binaries() -> list:
+    """The modules of ``experiments/`` that are binaries (they run as ``__main__``)."""
+    found = []
+    for path in sorted((ROOT / "experiments").glob("*.py")):
+        if re.search(r"^if __name__ == .__main__.:", path.read_text(), re.MULTILINE):
+            found.append(path.stem)
+    return found
+
+
+def library_modules() -> list:
+    return sorted(
+        p.stem for p in (ROOT / "foltr_jax").glob("*.py") if not p.stem.startswith("_")
+    )
+
+
+_DUMP = {}
+
+
+def flag_dump() -> dict:
+    if not _DUMP:
+        _DUMP.update(json.loads(_dump(*binaries())))
+    return _DUMP
+
+
+def _dump(*args) -> str:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "flag_dump.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        # This checkout's experiments/, whatever an installed foltr_jax points at.
+        env={
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        },
+    )
+    if done.returncode:
+        raise RuntimeError(f"flag_dump.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+_CATALOGUE = {}
+
+
+def catalogue() -> dict:
+    """experiments/recipes.py's recipes and experiments/claims.py's claims, as JSON."""
+    if not _CATALOGUE:
+        _CATALOGUE.update(json.loads(_dump("--catalogue")))
+    return _CATALOGUE
+
+
+def _write(path: pathlib.Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:  # unchanged pages are not rebuilt
+        path.write_text(text)
+
+
+def write_generated_pages(app) -> None:
+    keep = set()
+    for name in binaries():
+        path = GENERATED / "binaries" / f"{name}.md"
+        _write(
+            path,
+            f"# `experiments.{name}`\n\n"
+            f"`python -m experiments.{name} --helpfull` prints the same flags.\n\n"
+            f"```{{binary-flags}} {name}\n```\n",
+        )
+        keep.add(path)
+    for name in library_modules():
+        path = GENERATED / "api" / f"{name}.md"
+        _write(
+            path,
+            f"# `foltr_jax.{name}`\n\n"
+            "```{eval-rst}\n"
+            f".. automodule:: foltr_jax.{name}\n"
+            "   :ignore-module-all:\n"
+            "   :members:\n"
+            "   :show-inheritance:\n"
+            "```\n",
+        )
+        keep.add(path)
+    for stale in GENERATED.rglob("*.md"):
+        if stale not in keep:
+            stale.unlink()
+
+
+class BinaryFlags(SphinxDirective):
+    """``binary-flags NAME``: the docstring and the flags of ``experiments.NAME``."""
+
+    required_arguments = 1
+
+    def run(self):
+        name = self.arguments[0]
+        dump = flag_dump()
+        if name not in dump:
+            raise self.error(f"no binary experiments.{name}")
+        self.env.note_dependency(str(ROOT / "experiments" / f"{name}.py"))
+        self.env.note_dependency(str(ROOT / "experiments" / "common.py"))
+        entry = dump[name]
+        out = []
+        if entry["doc"].strip():
+            out.append(nodes.literal_block(text=_dedent_doc(entry["doc"])))
+        for group in entry["groups"]:
+            own = group["module"] == f"experiments.{name}"
+            title = "Its own flags" if own else f"Shared flags (defined in {group['module']})"
+            out.append(nodes.rubric(text=title))
+            items = nodes.definition_list()
+            for flag in group["flags"]:
+                term = nodes.term()
+                term += nodes.literal(text=f"--{flag['name']}")
+                if flag["short_name"]:
+                    term += nodes.Text(", ")
+                    term += nodes.literal(text=f"-{flag['short_name']}")
+                default = flag["default"] or ""
+                if len(default) >= 2 and default[0] == default[-1] == "'":
+                    default = default[1:-1]  # absl quotes every default
+                term += nodes.Text(f"  ({flag['type']}, default ")
+                term += nodes.literal(text=default) if default else nodes.Text("empty")
+                term += nodes.Text(")")
+                body = nodes.definition()
+                body += nodes.paragraph(text=flag["help"])
+                if flag["choices"]:
+                    choice = nodes.paragraph(text="One of: ")
+                    for i, value in enumerate(flag["choices"]):
+                        if i:
+                            choice += nodes.Text(", ")
+                        choice += nodes.literal(text=value)
+                    body += choice
+                item = nodes.definition_list_item()
+                item += term
+                item += body
+                items += item
+            out.append(items)
+        return out
+
+
+class PaperRecipes(SphinxDirective):
+    """``paper-recipes PREFIX...``: the batch recipes whose names start with a prefix, with
+    every run's command line (``experiments/recipes.py``, full size; ``--quick`` shrinks)."""
+
+    required_arguments = 1
+    optional_arguments = 10
+
+    def run(self):
+        self.env.note_dependency(str(ROOT / "experiments" / "recipes.py"))
+        found = [
+            r for r in catalogue()["recipes"]
+            if any(r["name"].startswith(prefix) for prefix in self.arguments)
+        ]
+        if not found:
+            raise self.error(f"no recipe starts with {self.arguments}")
+        out = []
+        for recipe in found:
+            head = nodes.paragraph()
+            head += nodes.strong(text=recipe["name"])
+            head += nodes.Text(f": {recipe['title']}")
+            out.append(head)
+            runs = nodes.bullet_list()
+            for run in recipe["runs"]:
+                item = nodes.list_item()
+                line = nodes.paragraph()
+                line += nodes.Text(f"{run['label'] or run['name']}: ")
+                line += nodes.literal(
+                    text=" ".join([f"python -m experiments.{run['binary']}", *run["flags"]])
+                )
+                item += line
+                runs += item
+            out.append(runs)
+        return out
+
+
+class PaperClaims(SphinxDirective):
+    """``paper-claims PAPER``: the entries of ``experiments/claims.py`` whose paper starts
+    with PAPER: the quoted claim, where it is, the paper's numbers and our setting."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+
+    def run(self):
+        self.env.note_dependency(str(ROOT / "experiments" / "claims.py"))
+        found = [c for c in catalogue()["claims"] if c["paper"].startswith(self.arguments[0])]
+        if not found:
+            raise self.error(f"no claim of a paper named {self.arguments[0]!r}")
+        items = nodes.definition_list()
+        for claim in found:
+            term = nodes.term()
+            term += nodes.literal(text=claim["key"])
+            term += nodes.Text(f"  ({claim['paper']}, {claim['where']})")
+            body = nodes.definition()
+            body += nodes.paragraph(text=f"\u201c{claim['words']}\u201d")
+            if claim["paper_numbers"]:
+                body += nodes.paragraph(text=f"The paper's numbers: {claim['paper_numbers']}.")
+            setting = f"Measured here: {claim['setting']}; runs: {', '.join(claim['runs'])}."
+            if claim["reduced"]:
+                setting += " In the reduced set (the slow test tier's claims check)."
+            body += nodes.paragraph(text=setting)
+            item = nodes.definition_list_item()
+            item += term
+            item += body
+            items += item
+        return [items]
+
+
+def _dedent_doc(doc: str) -> str:
+    lines = doc.strip("\n").splitlines()
+    rest = [line for line in lines[1:] if line.strip()]
+    indent = min((len(line) - len(line.lstrip()) for line in rest), default=0)
+    return "\n".join([lines[0].strip()] + [line[indent:] for line in lines[1:]])
+
+
+def setup(app):
+    app.connect("builder-inited", write_generated_pages)
+    app.add_directive("binary-flags", BinaryFlags)
+    app.add_directive("paper-recipes", PaperRecipes)
+    app.add_directive("paper-claims", PaperClaims)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,76 @@
+"""Sphinx configuration: the foltr_jax documentation, built offline from the repository.
+
+    .venv/bin/pip install -e ".[docs]" && .venv/bin/python -m sphinx -W --keep-going -b html docs docs/_build/html
+
+Pages are MyST Markdown; the API reference is autodoc (napoleon reads the docstrings'
+sections) and the binaries' flags are read from the code at build time (``_ext/flagdoc.py``).
+Math is rendered by MathJax in the browser: the build needs no network.
+"""
+
+import pathlib
+import re
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE / "_ext"))
+
+import foltr_jax  # noqa: E402
+
+project = "foltr_jax"
+author = "the foltr_jax authors"
+release = version = foltr_jax.__version__
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "flagdoc",
+]
+
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+root_doc = "index"
+exclude_patterns = ["_build"]
+smartquotes = False  # flags keep their two hyphens
+
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"undoc-members": False}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = True
+
+html_theme = "alabaster"
+html_title = "foltr_jax"
+html_theme_options = {"description": "Federated Online Learning to Rank, simulated in JAX"}
+napoleon_use_ivar = True  # a dataclass's "Attributes:" section is not a second description
+
+# Type hints name classes by their short names (Spec, Arrays), which several method
+# modules define alike; the ambiguity is left unlinked rather than guessed.
+suppress_warnings = ["ref.python"]
+
+# The docstrings write set sizes as |C|, |U|; reStructuredText reads |name| as a
+# substitution.  Outside literal blocks the bars are escaped before parsing.
+_BARS = re.compile(r"(?<![\\`|])\|(?=[^\s|`])([^|`\n]*?[^\s|`\\])\|(?![|`_])")
+
+
+def _escape_bars(app, what, name, obj, options, lines):
+    literal_indent = None
+    for i, line in enumerate(lines):
+        indent = len(line) - len(line.lstrip())
+        if literal_indent is not None:
+            if line.strip() and indent <= literal_indent:
+                literal_indent = None
+            else:
+                continue
+        lines[i] = _BARS.sub(r"\\|\1\\|", line)
+        if line.rstrip().endswith("::"):
+            literal_indent = indent
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _escape_bars)

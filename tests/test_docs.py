@@ -1,0 +1,132 @@
+"""The documentation's code runs: every ```python block of docs/**/*.md that is marked
+runnable (a ``% runnable`` MyST comment on the line before the fence) is executed here, in
+this process, and must finish without an exception (the blocks assert what they show).
+Its pages point at files that exist, and the reference pages stay generated from the code.
+
+The build itself (``python -m sphinx -W``, about 20 s) runs in .ci/run, not here.
+"""
+
+import re
+
+import pytest
+from sample_data import REPO_ROOT
+
+DOCS = REPO_ROOT / "docs"
+_FENCE = re.compile(r"^% runnable[ \t]*\n```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def runnable_blocks() -> list:
+    found = []
+    for page in sorted(DOCS.rglob("*.md")):
+        if "_build" in page.parts or "_generated" in page.parts:
+            continue
+        for number, match in enumerate(_FENCE.finditer(page.read_text()), start=1):
+            found.append(pytest.param(match.group(1), id=f"{page.relative_to(DOCS)}#{number}"))
+    return found
+
+
+def test_the_pages_mark_their_examples_runnable():
+    ids = [block.id for block in runnable_blocks()]
+    assert any(i.startswith("getting-started.md") for i in ids), ids
+    assert sum(i.startswith("howto/plugins.md") for i in ids) >= 2, ids
+    # A marker that is not followed by a python fence would be silently ignored.
+    for page in DOCS.rglob("*.md"):
+        text = page.read_text()
+        markers = re.findall(r"^% runnable", text, re.MULTILINE)
+        assert len(markers) == len(_FENCE.findall(text)), page
+
+
+@pytest.mark.parametrize("code", runnable_blocks())
+def test_docs_example_runs(code):
+    exec(compile(code, "<docs example>", "exec"), {"__name__": "__docs_example__"})
+
+
+def test_literalinclude_and_relative_links_point_at_files():
+    for page in DOCS.rglob("*.md"):
+        if "_build" in page.parts or "_generated" in page.parts:
+            continue
+        text = page.read_text()
+        for target in re.findall(r"```\{literalinclude\} (\S+)", text):
+            assert (page.parent / target).is_file(), (page, target)
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", text):
+            assert (page.parent / target).is_file(), (page, target)
+
+
+def test_reference_pages_are_generated_from_the_code():
+    import sys
+
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import flagdoc
+
+    binaries = flagdoc.binaries()
+    for name in ("fpdgd", "poisoning", "noniid", "unlearning", "foltr_es", "fedips", "batch",
+                 "claims", "benchmark"):
+        assert name in binaries
+    assert "common" not in binaries and "recipes" not in binaries
+    assert "engine" in flagdoc.library_modules() and "__init__" not in flagdoc.library_modules()
+
+
+def test_readme_links_point_at_pages():
+    readme = (REPO_ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\((docs/[^)#]+\.md)(?:#[^)]*)?\)", readme)
+    assert len(targets) >= 10, targets
+    for target in targets:
+        assert (REPO_ROOT / target).is_file(), target
+
+
+@pytest.mark.slow
+def test_docs_build_without_warnings(tmp_path):
+    """The README's build command, into a temporary folder (about 20 s)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip(
+        "sphinx", reason='needs the docs extra: .venv/bin/pip install -e ".[docs]"'
+    )
+    pytest.importorskip("myst_parser", reason='needs the docs extra: pip install -e ".[docs]"')
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs",
+         str(tmp_path / "html")],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.strip() == "", done.stderr[-3000:]
+    flags = (tmp_path / "html" / "_generated" / "binaries" / "fpdgd.html").read_text()
+    assert "--n_clients" in flags and "--privacy_grid" in flags
+    api = (tmp_path / "html" / "_generated" / "api" / "engine.html").read_text()
+    assert "foltr_jax.engine.run" in api
+
+
+def test_flag_pages_list_what_the_binary_defines():
+    """The flags the reference shows for a binary are the ones absl holds once it is loaded
+    (its --helpfull, less absl's own), with their defaults and help."""
+    import sys
+
+    from absl import flags
+
+    import binaries
+
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import flagdoc
+
+    import json
+
+    dumped = json.loads(flagdoc._dump("fedips"))["fedips"]
+    documented = {f["name"]: f for group in dumped["groups"] for f in group["flags"]}
+    binaries.load("fedips")
+    defined = {
+        flag.name: flag
+        for module, module_flags in flags.FLAGS.flags_by_module_dict().items()
+        if not module.startswith("absl")
+        for flag in module_flags
+    }
+    assert set(documented) == set(defined)
+    for name, flag in defined.items():
+        # The registries' help lists every registered name; the docs' examples, run in this
+        # process, register more after the build's own (fresh) process read them.
+        if "docs_" in flag.help:
+            assert flag.help.startswith(documented[name]["help"].rstrip(".")), name
+        else:
+            assert documented[name]["help"] == flag.help, name
+        assert documented[name]["default"] == flag.default_as_str, name
+    assert dumped["groups"][0]["module"] == "experiments.fedips"
