@@ -112,7 +112,7 @@ SETTING_HELP = {
     "local_updates": "Local interactions per client per round B.",
     "rounds": "Global updates T.",
     "learning_rate": "Clients' learning rate η (FPDGD: the PDGD step; FOLtR-ES: Adam's step).",
-    "ranker": lambda: f"Ranker: {rankers.help_text()}; FOLtR-ES reads neural as relu.",
+    "ranker": lambda: f"Ranker (FOLtR-ES reads neural as relu): {rankers.help_text()}.",
     "click_model": lambda: f"Click model: {click_models.help_text()}.",
     "n_grades": "Relevance grades of the click tables (2, 3 or 5); 0 infers from the labels.",
     "n_runs": "Independent repetitions, run together in one program.",
