@@ -37,11 +37,12 @@ import sys
 
 from absl import app, flags
 
-from experiments import common, paper_figures, runs
+from experiments import common, paper_figures, plugins, runs
 from experiments import figures as report
 from experiments.recipes import CLICKS, DP_GRID, Recipe, Run, recipes  # noqa: F401
 
 FLAGS = flags.FLAGS
+common.define_plugin_flag()  # imported before the recipes are read, passed on to every run
 flags.DEFINE_list("recipe", [], "Recipes to run (see --list), or 'all'.")
 flags.DEFINE_bool("list", False, "List the recipes and exit.")
 flags.DEFINE_bool("quick", False, "A small version of every run (minutes on a laptop).")
@@ -77,7 +78,7 @@ def _commands(recipe: Recipe, results_dir: pathlib.Path, folds, n_runs: int, qui
                 extra += ("--synthetic_queries=60",)
             data_flags = () if run.own_data else data
             argv = [sys.executable, "-m", f"experiments.{run.binary}", *data_flags, *run.flags]
-            argv += extra
+            argv += extra + tuple(f"--plugin={plugins.as_argument(p)}" for p in FLAGS.plugin)
             commands.append((out, argv + [f"--output_dir={out}"]))
     return commands
 
@@ -121,6 +122,10 @@ def main(argv):
     common.quiet_logs()
     if len(argv) > 1:
         common.fail("batch", f"unexpected arguments {argv[1:]}")
+    try:
+        plugins.load(FLAGS.plugin)
+    except common.UserError as error:
+        common.fail("batch", str(error))
     available = recipes(FLAGS.quick)
     if FLAGS.list:
         for recipe in available.values():

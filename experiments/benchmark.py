@@ -33,13 +33,14 @@ import time
 import jax
 from absl import app, flags
 
-from experiments import common
+from experiments import common, config_flags, program
 from foltr_jax import federation
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
-common.define_federation_flags()
+CONFIG_FLAGS = common.define_federation_flags()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_integer("repeats", 1, "Timed repetitions of the whole run; the best is reported.")
 flags.DEFINE_bool("suite", False, "Run the performance record (see the module doc).")
 flags.DEFINE_list(
@@ -100,17 +101,14 @@ def run_suite() -> None:
     """Runs every case in a subprocess; prints a table and writes the JSON record."""
     unknown = set(FLAGS.suite_variants) - set(VARIANTS)
     if unknown:
-        common.fail(
-            "benchmark", f"--suite_variants: unknown {sorted(unknown)}; use {list(VARIANTS)}"
-        )
+        raise common.UserError(f"--suite_variants: unknown {sorted(unknown)}; use {list(VARIANTS)}")
     try:
         cases = suite_cases()
     except ValueError:
-        common.fail("benchmark", f"--suite_clients must be integers, got {FLAGS.suite_clients}")
-    try:
-        output = common.probe_output_file(FLAGS.suite_output, "suite_output")  # before any case
-    except common.UserError as error:
-        common.fail("benchmark", str(error))
+        raise common.UserError(
+            f"--suite_clients must be integers, got {FLAGS.suite_clients}"
+        ) from None
+    output = common.probe_output_file(FLAGS.suite_output, "suite_output")  # before any case
     rows = []
     print(f"{'case':<34}{'interactions/s':>16}{'peak RSS':>11}{'compile':>9}", flush=True)
     for name, args in cases:
@@ -139,58 +137,41 @@ def run_suite() -> None:
         "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
         "versions": common.versions(),
     }
-    try:
-        common.write_output_file(output, record, "suite_output")
-    except common.UserError as error:  # the table above keeps the measurements
-        common.fail("benchmark", str(error))
+    common.write_output_file(output, record, "suite_output")  # the table keeps the numbers
     print(f"suite written to {FLAGS.suite_output}")
 
 
-def main(argv):
-    common.quiet_logs()
-    if len(argv) > 1:
-        common.fail("benchmark", f"unexpected arguments {argv[1:]}")
+def run() -> program.Done:
     if FLAGS.suite:
-        common.refuse_distributed("benchmark", "benchmark --suite")
         run_suite()
-        return
-    try:
-        config = common.federation_config("benchmark")
-        train, test, source = common.on_every_process(common.load_datasets)
-    except common.UserError as error:
-        common.fail("benchmark", str(error))
-    try:
-        spec, arrays = common.on_every_process(common.build, config, train, test)
-    except common.UserError as error:
-        common.fail("benchmark", str(error))
-    try:
-        with common.stop_cleanly():
-            results = [federation.run(spec, arrays) for _ in range(max(FLAGS.repeats, 1))]
-    except common.UserError as error:
-        common.fail("benchmark", str(error))
+        return program.Done()
+    config = common.federation_config()
+    train, test, source = common.on_every_process(common.load_datasets)
+    spec, arrays = common.on_every_process(common.build, config, train, test)
+    with common.stop_cleanly():
+        results = [federation.run(spec, arrays) for _ in range(max(FLAGS.repeats, 1))]
     best = min(results, key=lambda r: r.run_seconds)
     compile_seconds = results[0].compile_seconds  # later repeats reuse the compiled program
     if not common.is_writer():  # process 0 of a --distributed run reports
-        return
+        return program.Done()
     print(f"compile_seconds {compile_seconds:.2f}")
-    print(
-        json.dumps(
-            {
-                "interactions_per_second": round(best.interactions_per_second, 1),
-                "peak_rss_mb": round(common.peak_rss_mb(), 1),
-                "seconds": round(best.run_seconds, 4),
-                "compile_seconds": round(compile_seconds, 3),
-                "interactions": best.interactions,
-                "config": dataclasses.asdict(config),
-                "data": {**source, "train": common.dataset_summary(train)},
-                "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
-                "devices": [str(d) for d in jax.devices()],
-                "processes": jax.process_count(),
-                "versions": common.versions(),
-            }
-        )
-    )
+    record = {
+        "interactions_per_second": round(best.interactions_per_second, 1),
+        "peak_rss_mb": round(common.peak_rss_mb(), 1),
+        "seconds": round(best.run_seconds, 4),
+        "compile_seconds": round(compile_seconds, 3),
+        "interactions": best.interactions,
+        "config": dataclasses.asdict(config),
+        "data": {**source, "train": common.dataset_summary(train)},
+        "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
+        "devices": [str(d) for d in jax.devices()],
+        "processes": jax.process_count(),
+        "versions": common.versions(),
+    }
+    return program.Done(message=json.dumps(record))
 
+
+main = program.main("benchmark", run, distributed=lambda: not FLAGS.suite, what="benchmark --suite")
 
 if __name__ == "__main__":
     app.run(main)

@@ -15,7 +15,9 @@ import os
 
 from absl import flags
 
+from experiments import config_flags
 from experiments.cli import LoadLog, ProgressLog, UserError, fail, quiet_logs
+from experiments.config_flags import user_error
 from experiments.distributed import (
     check_same_everywhere,
     is_writer,
@@ -49,14 +51,11 @@ from experiments.results import (
     timings,
     versions,
 )
-from foltr_jax import aggregators, attacks, click_models, data, federation, rankers
-from foltr_jax.config import (
-    INT32_MAX,
-    PRIVACY_NOISE,
-    FederationConfig,
-    centralised,
-    resolve_window_scoring,
+from experiments.results import (
+    header as results_header,
 )
+from foltr_jax import data, federation
+from foltr_jax.config import INT32_MAX, FederationConfig, centralised
 
 __all__ = [
     "EXPERIMENTS_DIR",
@@ -76,9 +75,7 @@ __all__ = [
     "define_checkpoint_flag",
     "define_data_flags",
     "define_distributed_flags",
-    "define_n_devices_flag",
     "define_federation_flags",
-    "define_poisoning_flags",
     "fail",
     "federation_config",
     "is_writer",
@@ -90,10 +87,12 @@ __all__ = [
     "quiet_logs",
     "refuse_distributed",
     "results_file",
+    "results_header",
     "slot_namer",
     "start_distributed",
     "stop_cleanly",
     "unique_names",
+    "user_error",
     "timings",
     "versions",
     "write_bytes_atomic",
@@ -105,7 +104,19 @@ __all__ = [
 FLAGS = flags.FLAGS
 
 
+def define_plugin_flag():
+    """--plugin (``experiments.plugins``; ``program.main`` imports them first)."""
+    flags.DEFINE_multi_string(
+        "plugin",
+        [],
+        "User code to import first (repeatable): a module name or a .py file; what it "
+        "registers (aggregators, attacks, click models, rankers, recipes) is then a name "
+        "like the built-in ones.",
+    )
+
+
 def define_data_flags():
+    define_plugin_flag()
     flags.DEFINE_string(
         "train_path", "", "LETOR training file; empty: the synthetic default dataset."
     )
@@ -132,60 +143,24 @@ def define_data_flags():
     flags.DEFINE_integer("synthetic_seed", 0, "Seed of the synthetic dataset.")
 
 
-def define_federation_flags():
-    defaults = federation.FederationConfig()
-    flags.DEFINE_integer("n_clients", defaults.n_clients, "Clients per round |C|.")
-    flags.DEFINE_integer(
-        "local_updates", defaults.local_updates, "Local interactions per client per round B."
-    )
-    flags.DEFINE_integer("rounds", defaults.rounds, "Global updates T.")
-    flags.DEFINE_float("learning_rate", defaults.learning_rate, "PDGD learning rate η.")
-    flags.DEFINE_string(
-        "ranker",
-        defaults.ranker,
-        f"Ranker: {rankers.help_text()}.",
-    )
-    flags.DEFINE_string(
-        "click_model",
-        defaults.click_model,
-        f"Click model: {click_models.help_text()}.",
-    )
-    flags.DEFINE_integer(
-        "n_grades",
-        defaults.n_grades,
-        "Relevance grades of the click tables (2, 3 or 5); 0 infers from the labels.",
-    )
-    flags.DEFINE_integer(
-        "n_runs", defaults.n_runs, "Independent repetitions, run together in one program."
-    )
-    flags.DEFINE_integer(
-        "seed", defaults.seed, "Seed of the simulation (rankings, clicks, queries, initial models)."
-    )
-    flags.DEFINE_integer(
-        "chunk_rounds",
-        defaults.chunk_rounds,
-        "Rounds per compiled chunk (progress is reported between chunks).",
-    )
-    define_eval_every_flag(defaults.eval_every)
-    flags.DEFINE_string(
-        "window_scoring",
-        defaults.window_scoring,
-        "auto: map on a CPU, vmap on an accelerator; map: score each client's candidates in turn "
-        "(fast on CPU); vmap: batched (for GPU).",
-    )
-    _define_privacy_flags(defaults)
-    define_poisoning_flags()
-    flags.DEFINE_string(
-        "server_optimizer",
-        defaults.server_optimizer,
-        "Server optimiser on the aggregate (FedOpt): none (the aggregate is the new model, "
-        "FPDGD's Algorithm 2) | sgd (θ + η_s·Δ) | momentum (FedAvgM, 0.9) | adam (FedAdam).",
-    )
-    flags.DEFINE_float(
-        "server_learning_rate", defaults.server_learning_rate, "η_s of --server_optimizer."
-    )
-    define_client_chunk_flag(defaults.client_chunk)
-    define_n_devices_flag(defaults.n_devices)
+# FederationConfig's fields that are not flags: fixed by the papers (top_k) or set by a
+# binary (aggregation by --centralised_form, display_groups by the program).
+FEDERATION_INTERNAL = ("top_k", "aggregation", "display_groups")
+_FEDERATION_FLAGS: list = []
+# The poisoning and unlearning papers' setting (10 clients, B = 5, T = 10,000).
+TEN_CLIENT_DEFAULTS = {
+    "n_clients": 10,
+    "local_updates": 5,
+    "rounds": 10_000,
+    "chunk_rounds": 500,
+}  # the ConfigFlags of define_federation_flags
+
+
+def define_federation_flags(defaults: dict | None = None) -> config_flags.ConfigFlags:
+    """FederationConfig's flags (``config_flags``; ``defaults``: a binary's paper defaults),
+    --distributed, and --centralised/--centralised_form; ``federation_config`` reads them."""
+    generated = config_flags.define(FederationConfig, skip=FEDERATION_INTERNAL, defaults=defaults)
+    _FEDERATION_FLAGS[:] = [generated]
     define_distributed_flags()
     flags.DEFINE_bool("centralised", False, "Run the centralised PDGD baseline instead of FPDGD.")
     flags.DEFINE_string(
@@ -193,57 +168,7 @@ def define_federation_flags():
         "same_budget",
         "same_updates | same_budget | batch: which reading of the FPDGD paper's baseline (§4).",
     )
-
-
-def define_eval_every_flag(default: int = 1):
-    """--eval_every (every method: ``engine.offline_when``)."""
-    flags.DEFINE_integer(
-        "eval_every",
-        default,
-        "Offline metrics (the test split) after rounds K, 2K, ... and the last round only; "
-        "results.json's offline curves then list those rounds in offline_rounds. "
-        "1: every round. Online metrics are every round's.",
-    )
-
-
-def define_client_chunk_flag(default: int = 0, clients: str = "clients"):
-    """--client_chunk (every method: ``engine.serve``)."""
-    flags.DEFINE_integer(
-        "client_chunk",
-        default,
-        f"Train a round's {clients} this many at a time (memory follows the chunk; the server "
-        "pipeline must stream: FedAvg, privacy noise, a server optimiser); 0: all at once.",
-    )
-
-
-def define_n_devices_flag(default: int = 1, clients: str = "clients"):
-    """--n_devices (every method: ``engine.on_devices``, FPDGD's lanes)."""
-    flags.DEFINE_integer(
-        "n_devices", default, f"Shard the {clients} of a round over this many devices."
-    )
-
-
-def _define_privacy_flags(defaults):
-    """--epsilon, --sensitivity, --clip_factor, --privacy_noise (FPDGD's differential privacy)."""
-    flags.DEFINE_float(
-        "epsilon", defaults.epsilon, "ε of FPDGD's differential privacy (needs --sensitivity)."
-    )
-    flags.DEFINE_float(
-        "sensitivity", defaults.sensitivity, "Δ of FPDGD's differential privacy; 0 turns it off."
-    )
-    flags.DEFINE_float(
-        "clip_factor",
-        defaults.clip_factor,
-        "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0).",
-    )
-    flags.DEFINE_enum(
-        "privacy_noise",
-        defaults.privacy_noise,
-        list(PRIVACY_NOISE),
-        "auto: with FedAvg of equal weights and no model attack, draw the average's noise once "
-        "per round (the same distribution as the clients' Gamma shares, much cheaper); "
-        "per_client: every client always draws its own share (FPDGD Algorithm 3 as written).",
-    )
+    return generated
 
 
 def define_distributed_flags():
@@ -263,29 +188,6 @@ def define_distributed_flags():
     )
 
 
-def define_poisoning_flags():
-    """--attack, --aggregator, --n_malicious, --krum_squared_distances: shared by every method."""
-    defaults = FederationConfig()
-    flags.DEFINE_string(
-        "aggregator", defaults.aggregator, f"Server aggregation rule: {aggregators.help_text()}."
-    )
-    flags.DEFINE_string(
-        "attack",
-        defaults.attack,
-        "The first --n_malicious clients attack: none | data_poisoning (they click with the "
-        f"poison model) | {attacks.help_text().split(' | ', 1)[1]}.",
-    )
-    flags.DEFINE_integer(
-        "n_malicious", defaults.n_malicious, "m: the first m clients are malicious."
-    )
-    flags.DEFINE_bool(
-        "krum_squared_distances",
-        defaults.krum_squared_distances,
-        "Krum and Fang's Krum attack score with squared Euclidean distances (Blanchard et al.); "
-        "--nokrum_squared_distances: Euclidean, as the poisoning paper says.",
-    )
-
-
 def define_checkpoint_flag():
     flags.DEFINE_bool(
         "checkpoint",
@@ -299,43 +201,14 @@ def define_checkpoint_flag():
     )
 
 
-def federation_config(program: str = "foltr_jax") -> federation.FederationConfig:
-    start_distributed(program)
-    config = federation.FederationConfig(
-        n_clients=FLAGS.n_clients,
-        local_updates=FLAGS.local_updates,
-        rounds=FLAGS.rounds,
-        learning_rate=FLAGS.learning_rate,
-        ranker=FLAGS.ranker,
-        click_model=FLAGS.click_model,
-        n_grades=FLAGS.n_grades,
-        n_runs=FLAGS.n_runs,
-        epsilon=FLAGS.epsilon,
-        sensitivity=FLAGS.sensitivity,
-        clip_factor=FLAGS.clip_factor,
-        privacy_noise=FLAGS.privacy_noise,
-        aggregator=FLAGS.aggregator,
-        attack=FLAGS.attack,
-        n_malicious=FLAGS.n_malicious,
-        krum_squared_distances=FLAGS.krum_squared_distances,
-        server_optimizer=FLAGS.server_optimizer,
-        server_learning_rate=FLAGS.server_learning_rate,
-        seed=FLAGS.seed,
-        chunk_rounds=FLAGS.chunk_rounds,
-        eval_every=FLAGS.eval_every,
-        window_scoring=resolve_window_scoring(FLAGS.window_scoring),
-        client_chunk=FLAGS.client_chunk,
-        n_devices=FLAGS.n_devices,
-    )
-    try:
-        config.validate()
-        if FLAGS.centralised:
-            try:
-                config = centralised(config, FLAGS.centralised_form)
-            except ValueError as error:
-                raise federation.ConfigError("centralised_form", str(error)) from None
-    except federation.ConfigError as error:
-        raise UserError(f"--{error.field}: {error.message}") from None
+def federation_config() -> federation.FederationConfig:
+    """The FederationConfig of the flags (the centralised baseline's with --centralised)."""
+    config = _FEDERATION_FLAGS[0].build()
+    if FLAGS.centralised:
+        try:
+            config = centralised(config, FLAGS.centralised_form)
+        except ValueError as error:
+            raise UserError(f"--centralised_form: {error}") from None
     return config
 
 
@@ -344,7 +217,7 @@ def build(config, train, test, settings=None):
     try:
         spec, arrays = federation.build(config, train, test, settings)
     except federation.ConfigError as error:
-        raise UserError(f"--{error.field}: {error.message}") from None
+        raise user_error(error) from None
     check_same_everywhere(spec, arrays)
     return spec, arrays
 

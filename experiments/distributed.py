@@ -62,8 +62,8 @@ def refuse_distributed(program: str, what: str) -> None:
     if FLAGS.distributed:
         fail(
             program,
-            f"--distributed: {what} does not run over several processes (only "
-            "experiments.fpdgd and experiments.benchmark do); run it without --distributed",
+            f"--distributed: {what} does not run over several processes (fpdgd, "
+            "poisoning, benchmark, foltr_es and fedips do); run it without --distributed",
         )
 
 

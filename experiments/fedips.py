@@ -21,68 +21,18 @@ import time
 
 from absl import app, flags
 
-from experiments import common
+from experiments import common, config_flags, program
 from foltr_jax import federation, fedips, lambdarank, rankers
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
 common.define_checkpoint_flag()
 common.define_distributed_flags()
-common.define_poisoning_flags()
+# Config fields whose flag has another name.
+FLAG_OF_FIELD = {"local_lr": "local_learning_rate", "global_lr": "global_learning_rate"}
+CONFIG_FLAGS = config_flags.define(fedips.FedIpsConfig, rename=FLAG_OF_FIELD)
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
-_D = fedips.FedIpsConfig()
-flags.DEFINE_integer("n_users", _D.n_users, "|U|: users (clients), all take part every round.")
-flags.DEFINE_integer("queries_per_user", _D.queries_per_user, "Queries a user issues per round.")
-flags.DEFINE_integer(
-    "clicks_per_user",
-    _D.clicks_per_user,
-    "m: clicks a user leaves per round (its queries are shown in turn until the m-th click); "
-    "0 shows each query once and keeps every click.",
-)
-flags.DEFINE_integer(
-    "max_sessions", _D.max_sessions, "Most lists shown to a user per round while collecting m."
-)
-flags.DEFINE_integer("top_k", _D.top_k, "K: documents shown per query.")
-flags.DEFINE_float("gamma", _D.gamma, "γ: mean position bias, p(e) = (1/rank)^γ_s.")
-flags.DEFINE_float("gamma_sd", _D.gamma_sd, "Standard deviation of the per-user γ_s.")
-flags.DEFINE_float(
-    "noise_click_prob", _D.noise_click_prob, "Click factor of non-relevant documents (eq. 11)."
-)
-flags.DEFINE_integer(
-    "relevant_from",
-    _D.relevant_from,
-    "Smallest relevant grade for clicks; 0: 3 on 5-grade labels, the top grade otherwise.",
-)
-flags.DEFINE_string(
-    "propensity", _D.propensity, "known | estimated (federated regression-EM) | none (FedAvg)."
-)
-flags.DEFINE_float("local_learning_rate", _D.local_lr, "η_l: clients' SGD step.")
-flags.DEFINE_float("global_learning_rate", _D.global_lr, "η_g: server step on the mean update.")
-flags.DEFINE_integer("rounds", _D.rounds, "T: global rounds.")
-flags.DEFINE_string("ranker", _D.ranker, f"The users' ranker: {rankers.help_text()}.")
-flags.DEFINE_integer("n_runs", _D.n_runs, "Independent repetitions, run together in one program.")
-flags.DEFINE_integer("seed", _D.seed, "Seed (f₀'s queries, users' γ_s, queries, clicks).")
-flags.DEFINE_integer("chunk_rounds", _D.chunk_rounds, "Rounds per compiled chunk (progress).")
-common.define_eval_every_flag(_D.eval_every)
-common.define_client_chunk_flag(_D.client_chunk, "users")
-common.define_n_devices_flag(_D.n_devices, "users")
-flags.DEFINE_float(
-    "logging_fraction", _D.logging_fraction, "Share of training queries f₀ is trained on."
-)
-flags.DEFINE_float(
-    "logging_learning_rate", _D.logging_learning_rate, "f₀: LambdaRank gradient-descent step."
-)
-flags.DEFINE_integer("logging_steps", _D.logging_steps, "f₀: LambdaRank gradient-descent steps.")
-flags.DEFINE_string("em_scope", _D.em_scope, "Estimated propensities: user (per user) | global.")
-flags.DEFINE_float(
-    "em_learning_rate", _D.em_learning_rate, "Step of the regression-EM relevance model."
-)
-flags.DEFINE_float(
-    "em_prior_count", _D.em_prior_count, "Pseudo-impressions of the initial propensity 0.5."
-)
-flags.DEFINE_float(
-    "propensity_floor", _D.propensity_floor, "Lower bound of estimated propensities (rank 1 = 1)."
-)
+flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string(
     "baseline", "none", "none: FedIPS/FedAvg; lambdarank: full-information linear LambdaRank."
 )
@@ -91,21 +41,11 @@ flags.DEFINE_integer("lambdarank_steps", 300, "λLinear baseline: full-batch ste
 flags.DEFINE_string("output_dir", "results/fedips", "Folder for results.json.")
 
 PROGRAM = "fedips"
-# Config fields whose flag has another name.
-FLAG_OF_FIELD = {"local_lr": "local_learning_rate", "global_lr": "global_learning_rate"}
 BASELINES = ("none", "lambdarank")
 
 
 def config_from_flags() -> fedips.FedIpsConfig:
-    fields = {f.name for f in dataclasses.fields(fedips.FedIpsConfig)}
-    values = {name: getattr(FLAGS, FLAG_OF_FIELD.get(name, name)) for name in fields}
-    config = fedips.FedIpsConfig(**values)
-    try:
-        config.validate()
-    except federation.ConfigError as error:
-        raise common.UserError(
-            f"--{FLAG_OF_FIELD.get(error.field, error.field)}: {error.message}"
-        ) from None
+    config = CONFIG_FLAGS.build()
     if FLAGS.baseline not in BASELINES:
         raise common.UserError(f"--baseline: must be one of {BASELINES}, got {FLAGS.baseline!r}")
     if FLAGS.baseline == "lambdarank":
@@ -132,12 +72,12 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
     try:
         spec, arrays, prepared = fedips.build(config, train, test)
     except federation.ConfigError as error:
-        raise common.UserError(f"--{error.field}: {error.message}") from None
+        raise CONFIG_FLAGS.error(error) from None
     except ValueError as error:
         raise common.UserError(str(error)) from None
     method = method_name(config)
     common_part = {
-        "method": method,
+        **common.results_header(method),
         "config": dataclasses.asdict(config),
         "data": {
             **source,
@@ -150,7 +90,6 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
             "relevant_from": spec.relevant_from,
             "normalise": FLAGS.normalise,
         },
-        "versions": common.versions(),
         "metric": "offline_ndcg = NDCG@5 of the global model on the test split",
         "logging_policy": {
             "queries": prepared.logging_queries.tolist(),
@@ -246,26 +185,20 @@ def summary(results: dict) -> str:
     )
 
 
-def main(argv):
-    common.quiet_logs()
-    if len(argv) > 1:
-        common.fail(PROGRAM, f"unexpected arguments {argv[1:]}; flags look like --name=value")
-    try:
-        common.start_distributed(PROGRAM)
-        config = config_from_flags()
-        if FLAGS.distributed and FLAGS.baseline == "lambdarank":
-            raise common.UserError(
-                "--distributed: the lambdarank baseline does not run over several processes"
-            )
-        output = common.on_every_process(common.claim_output)  # before any work
-        results = run_experiment(config, output.checkpoint())
-        path = output.write_json("results.json", results)
-    except common.UserError as error:
-        common.fail(PROGRAM, str(error))
-    output.finish()
-    if common.is_writer():
-        print(summary(results) + f"; results in {path}")
+def run() -> program.Done:
+    config = config_from_flags()
+    output = common.on_every_process(common.claim_output)  # before any work
+    results = run_experiment(config, output.checkpoint())
+    path = output.write_json("results.json", results)
+    return program.Done(output, summary(results) + f"; results in {path}")
 
+
+main = program.main(
+    PROGRAM,
+    run,
+    distributed=lambda: FLAGS.baseline != "lambdarank",
+    what="the lambdarank baseline",
+)
 
 if __name__ == "__main__":
     app.run(main)

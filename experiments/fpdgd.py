@@ -25,14 +25,15 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
+from experiments import common, config_flags, program
 from foltr_jax import federation
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
-common.define_federation_flags()
+CONFIG_FLAGS = common.define_federation_flags()
 common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("output_dir", "results/fpdgd", "Folder for results.json.")
 flags.DEFINE_list(
     "click_models", [], "A grid of click models run in one program (instead of --click_model)."
@@ -84,8 +85,10 @@ def cell_name(setting: federation.Setting, exact: bool = False) -> str:
 def cell_names(settings) -> list:
     """The grid's folder names, unique by construction (``common.unique_names``): cells
     whose ε or Δ print alike with 6 digits get their exact values."""
-    flag = "click_models" if len(set(FLAGS.click_models)) < len(FLAGS.click_models) else (
-        "privacy_grid"
+    flag = (
+        "click_models"
+        if len(set(FLAGS.click_models)) < len(FLAGS.click_models)
+        else ("privacy_grid")
     )
     return common.unique_names(
         [cell_name(s) for s in settings], [cell_name(s, exact=True) for s in settings], flag
@@ -141,26 +144,20 @@ def results_of(method, config, result, slots, train, test, source, log) -> dict:
     return results
 
 
-def main(argv):
-    common.quiet_logs()
-    if len(argv) > 1:
-        common.fail("fpdgd", f"unexpected arguments {argv[1:]}; flags look like --name=value")
-    try:
-        config = common.federation_config("fpdgd")
-        settings = grid_settings(config)
-        names = cell_names(settings) if settings else []
-        files = [f"{n}/results.json" for n in names] + ["grid.json"] if names else ["results.json"]
-        output = common.on_every_process(common.claim_output, files)  # before any work
-        cells = run_experiment(config, settings, output.checkpoint())
-        for name, results in cells:
-            path = output.write_json(f"{name}/results.json" if name else "results.json", results)
-            if common.is_writer():
-                print((f"{name}: " if name else "") + summary(results) + f"; results in {path}")
-        if names:
-            output.write_json("grid.json", {"cells": names})
-    except common.UserError as error:
-        common.fail("fpdgd", str(error))
-    output.finish()
+def run() -> program.Done:
+    config = common.federation_config()
+    settings = grid_settings(config)
+    names = cell_names(settings) if settings else []
+    files = [f"{n}/results.json" for n in names] + ["grid.json"] if names else ["results.json"]
+    output = common.on_every_process(common.claim_output, files)  # before any work
+    cells = run_experiment(config, settings, output.checkpoint())
+    for name, results in cells:
+        path = output.write_json(f"{name}/results.json" if name else "results.json", results)
+        if common.is_writer():
+            print((f"{name}: " if name else "") + summary(results) + f"; results in {path}")
+    if names:
+        output.write_json("grid.json", {"cells": names})
+    return program.Done(output)
 
 
 def summary(results: dict) -> str:
@@ -169,6 +166,8 @@ def summary(results: dict) -> str:
         f"{common.curve_summary(results)}; {results['interactions_per_second']:,.0f} interactions/s"
     )
 
+
+main = program.main("fpdgd", run)
 
 if __name__ == "__main__":
     app.run(main)

@@ -41,10 +41,9 @@ import time
 import numpy as np
 from absl import app, flags
 
-from experiments import common
-from foltr_jax import click_models, data, federation, loop, noniid, rankers
+from experiments import common, config_flags, program
+from foltr_jax import click_models, data, federation, loop, noniid
 from foltr_jax.client_plan import PERSONAL_EVALUATIONS
-from foltr_jax.config import resolve_window_scoring
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -79,22 +78,24 @@ flags.DEFINE_list(
     "intent_files", [], "Type 1: per-intent files '<qid> <doc> <label>' (--train_path)."
 )
 flags.DEFINE_integer("synthetic_intents", 4, "Type 1 without files: intents of the synthetic data.")
-flags.DEFINE_integer("n_clients", 0, "Clients |C|; 0: the type's default.")
-flags.DEFINE_integer("local_updates", 0, "Interactions per client per round B; 0: the default (5).")
-flags.DEFINE_integer("rounds", 10_000, "Global updates T.")
-flags.DEFINE_float("learning_rate", 0.1, "PDGD learning rate η.")
-flags.DEFINE_string("ranker", "linear", f"Ranker: {rankers.help_text()}.")
-flags.DEFINE_string("click_model", "informational", f"Types 1, 2, 4: {click_models.help_text()}.")
-flags.DEFINE_integer("n_grades", 0, "Click-table grades (2, 3 or 5); 0 infers from the labels.")
-flags.DEFINE_integer("n_runs", 5, "Repetitions (Type 1: intent reshuffles).")
-flags.DEFINE_integer("seed", 0, "Seed of the simulation and of the splits.")
-flags.DEFINE_integer("chunk_rounds", 500, "Rounds per compiled chunk (progress between chunks).")
-common.define_eval_every_flag()
-flags.DEFINE_string("window_scoring", "auto", "auto (map on a CPU, vmap on a GPU) | map | vmap.")
 flags.DEFINE_string("output_dir", "results/noniid", "Folder for results.json and table.txt.")
-common.define_poisoning_flags()
-flags.DEFINE_float("epsilon", 0.0, "ε of FPDGD's differential privacy (needs --sensitivity).")
-flags.DEFINE_float("sensitivity", 0.0, "Δ of FPDGD's differential privacy; 0 turns it off.")
+# FPDGD's settings; the thesis's defaults (T = 10,000, 5 runs); |C| and B follow the type.
+CONFIG_FLAGS = config_flags.define(
+    federation.FederationConfig,
+    skip=common.FEDERATION_INTERNAL,
+    defaults={
+        "n_clients": 0,
+        "local_updates": 0,
+        "rounds": 10_000,
+        "n_runs": 5,
+        "chunk_rounds": 500,
+    },
+    help={
+        "n_clients": "Clients |C|; 0: the type's default (see above).",
+        "local_updates": "Interactions per client per round B; 0: the default (5).",
+    },
+)
+flags.adopt_module_key_flags(config_flags)
 
 REMEDIES = ("none", "fedprox", "fedper", "sharing")
 PROGRAM = "noniid"
@@ -164,30 +165,7 @@ def _parse():
 
 
 def _config(n_clients: int, local_updates: int, n_grades: int) -> federation.FederationConfig:
-    config = federation.FederationConfig(
-        n_clients=n_clients,
-        local_updates=local_updates,
-        rounds=FLAGS.rounds,
-        learning_rate=FLAGS.learning_rate,
-        ranker=FLAGS.ranker,
-        click_model=FLAGS.click_model,
-        n_grades=n_grades,
-        n_runs=FLAGS.n_runs,
-        seed=FLAGS.seed,
-        chunk_rounds=FLAGS.chunk_rounds,
-        eval_every=FLAGS.eval_every,
-        window_scoring=resolve_window_scoring(FLAGS.window_scoring),
-        attack=FLAGS.attack,
-        aggregator=FLAGS.aggregator,
-        n_malicious=FLAGS.n_malicious,
-        krum_squared_distances=FLAGS.krum_squared_distances,
-        epsilon=FLAGS.epsilon,
-        sensitivity=FLAGS.sensitivity,
-    )
-    try:
-        return config.validate()
-    except federation.ConfigError as error:
-        raise common.UserError(f"--{error.field}: {error.message}") from None
+    return CONFIG_FLAGS.build(n_clients=n_clients, local_updates=local_updates, n_grades=n_grades)
 
 
 def _load_intents() -> tuple[noniid.MultiIntentDataset, dict]:
@@ -396,7 +374,7 @@ def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) 
     try:
         spec, arrays = federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
     except federation.ConfigError as error:
-        raise common.UserError(f"--{error.field}: {error.message}") from None
+        raise common.user_error(error) from None
     fingerprint = cell_fingerprint(cell, spec, arrays) if finished.enabled else ""
     saved = finished.load(cell.name, fingerprint)
     if saved is not None:
@@ -469,59 +447,51 @@ def format_table(kind: int, cells) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv):
-    common.quiet_logs()
-    common.refuse_distributed("noniid", "the non-IID binary")
-    if len(argv) > 1:
-        common.fail(PROGRAM, f"unexpected arguments {argv[1:]}")
-    try:
-        kind, remedies, mus, steps = _parse()
-        output = common.claim_output(("results.json", "table.txt"))  # before any work
-        cells, source = plan_cells(kind, remedies, mus, steps)
-        for cell in cells:  # refuse bad plans before any run
-            try:
-                federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
-            except federation.ConfigError as error:
-                raise common.UserError(f"--{error.field}: {error.message}") from None
-        print(
-            f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
-            f"{FLAGS.rounds} rounds",
-            file=sys.stderr,
-        )
-        finished = output.finished_parts(".cells")
-        results_cells = [run_cell(cell, output, finished) for cell in cells]
-        results = {
-            "method": f"fpdgd/noniid/type{kind}",
-            "config": dataclasses.asdict(cells[0].config),
-            "noniid": {
-                "type": kind,
-                "remedies": remedies,
-                "grades_per_client": FLAGS.grades_per_client,
-                "clicks": FLAGS.clicks,
-                "mix": FLAGS.mix,
-                "steps": steps,
-                "prox_mu": mus,
-                "fedper_eval": FLAGS.fedper_eval,
-                "share_fraction": FLAGS.share_fraction,
-                "warmup_interactions": FLAGS.warmup_interactions,
-            },
-            "data": source,
-            "versions": common.versions(),
-            "cells": results_cells,
-            "seconds": sum(c["seconds"] for c in results_cells),
-            "compile_seconds": sum(c["compile_seconds"] for c in results_cells),
-        }
-        path = output.write_json("results.json", results)
-        table = format_table(kind, results_cells)
-        output.write_text("table.txt", table)
-    except common.UserError as error:
-        common.fail(PROGRAM, str(error))
+def run() -> program.Done:
+    kind, remedies, mus, steps = _parse()
+    output = common.claim_output(("results.json", "table.txt"))  # before any work
+    cells, source = plan_cells(kind, remedies, mus, steps)
+    for cell in cells:  # refuse bad plans before any run
+        try:
+            federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
+        except federation.ConfigError as error:
+            raise common.user_error(error) from None
+    print(
+        f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
+        f"{FLAGS.rounds} rounds",
+        file=sys.stderr,
+    )
+    finished = output.finished_parts(".cells")
+    results_cells = [run_cell(cell, output, finished) for cell in cells]
+    results = {
+        **common.results_header(f"fpdgd/noniid/type{kind}"),
+        "config": dataclasses.asdict(cells[0].config),
+        "noniid": {
+            "type": kind,
+            "remedies": remedies,
+            "grades_per_client": FLAGS.grades_per_client,
+            "clicks": FLAGS.clicks,
+            "mix": FLAGS.mix,
+            "steps": steps,
+            "prox_mu": mus,
+            "fedper_eval": FLAGS.fedper_eval,
+            "share_fraction": FLAGS.share_fraction,
+            "warmup_interactions": FLAGS.warmup_interactions,
+        },
+        "data": source,
+        "cells": results_cells,
+        "seconds": sum(c["seconds"] for c in results_cells),
+        "compile_seconds": sum(c["compile_seconds"] for c in results_cells),
+    }
+    path = output.write_json("results.json", results)
+    table = format_table(kind, results_cells)
+    output.write_text("table.txt", table)
     finished.clear()
-    output.finish()
-    print(table, end="")
     summary = ", ".join(f"{c['name']} {c['final_offline_ndcg_mean']:.4f}" for c in results_cells)
-    print(f"type {kind}: {summary}; results in {path}")
+    return program.Done(output, f"{table}type {kind}: {summary}; results in {path}")
 
+
+main = program.main(PROGRAM, run, distributed=False, what="the non-IID binary")
 
 if __name__ == "__main__":
     app.run(main)

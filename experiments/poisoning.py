@@ -25,25 +25,22 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
+from experiments import common, config_flags, program
 from foltr_jax import aggregators, federation
 from foltr_jax.config import ATTACKS
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
-common.define_federation_flags()
+CONFIG_FLAGS = common.define_federation_flags(common.TEN_CLIENT_DEFAULTS)
 common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("output_dir", "results/poisoning", "Folder for results.json and table.txt.")
 flags.DEFINE_enum("grid", "paper", ["paper", "full"], "Which cells to run (see the module doc).")
 flags.DEFINE_list("malicious_counts", ["1", "2", "3", "4"], "Values of m (malicious clients).")
 flags.DEFINE_list(
     "click_models", ["perfect", "navigational", "informational"], "Benign clients' click models."
 )
-FLAGS.set_default("n_clients", 10)
-FLAGS.set_default("local_updates", 5)
-FLAGS.set_default("rounds", 10_000)
-FLAGS.set_default("chunk_rounds", 500)
 
 DEFENCES = aggregators.BUILT_IN[1:]
 TARGETS = {
@@ -76,59 +73,47 @@ def grid_settings(grid: str, click_models, counts) -> list[federation.Setting]:
     return cells
 
 
-def main(argv):
-    common.quiet_logs()
-    if len(argv) > 1:
-        common.fail("poisoning", f"unexpected arguments {argv[1:]}")
+def run() -> program.Done:
     try:
         counts = [int(m) for m in FLAGS.malicious_counts]
     except ValueError:
-        common.fail(
-            "poisoning", f"--malicious_counts must be integers, got {FLAGS.malicious_counts}"
+        raise common.UserError(
+            f"--malicious_counts must be integers, got {FLAGS.malicious_counts}"
+        ) from None
+    config = common.federation_config()
+    settings = grid_settings(FLAGS.grid, FLAGS.click_models, counts)
+    for setting in settings:
+        try:
+            setting.validate(config.n_clients)
+        except federation.ConfigError as error:
+            rename = {"n_malicious": "malicious_counts", "click_model": "click_models"}
+            raise common.user_error(error, rename) from None
+    outputs = ("results.json", "table.txt")
+    output = common.on_every_process(common.claim_output, outputs)  # before any work
+    train, test, source = common.on_every_process(common.load_datasets)
+    spec, arrays = common.on_every_process(common.build, config, train, test, settings)
+    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    if writer:
+        print(
+            f"poisoning: {len(settings)} settings x {config.n_runs} run(s) x {config.rounds} "
+            f"rounds x {config.n_clients} clients x {config.local_updates} interactions in "
+            "one program",
+            file=sys.stderr,
         )
-    try:
-        config = common.federation_config("poisoning")
-        settings = grid_settings(FLAGS.grid, FLAGS.click_models, counts)
-        for setting in settings:
-            try:
-                setting.validate(config.n_clients)
-            except federation.ConfigError as error:
-                field = {"n_malicious": "malicious_counts", "click_model": "click_models"}.get(
-                    error.field, error.field
-                )
-                raise common.UserError(f"--{field}: {error.message}") from None
-        outputs = ("results.json", "table.txt")
-        output = common.on_every_process(common.claim_output, outputs)  # before any work
-        train, test, source = common.on_every_process(common.load_datasets)
-        spec, arrays = common.on_every_process(common.build, config, train, test, settings)
-        writer = common.is_writer()  # process 0 of a --distributed run prints and writes
-        if writer:
-            print(
-                f"poisoning: {len(settings)} settings x {config.n_runs} run(s) x {config.rounds} "
-                f"rounds x {config.n_clients} clients x {config.local_updates} interactions in "
-                "one program",
-                file=sys.stderr,
-            )
-        log = common.ProgressLog("poisoning")
-        progress = log if writer else None
-        names = [f"{s.click_model} m={s.n_malicious} {s.attack}/{s.aggregator}" for s in settings]
-        with common.stop_cleanly(names, config.n_runs):
-            result = federation.run(
-                spec, arrays, progress=progress, checkpoint=output.checkpoint()
-            )
-        results = results_of(config, settings, result, train, test, source, log)
-        path = output.write_json("results.json", results)
-        table = format_table(results["cells"])
-        output.write_text("table.txt", table)
-    except common.UserError as error:
-        common.fail("poisoning", str(error))
-    output.finish()
-    if not writer:
-        return
-    print(table)
-    print(
-        f"{len(settings)} settings in {result.run_seconds:.1f} s "
-        f"(+{result.compile_seconds:.1f} s compile); results in {path}"
+    log = common.ProgressLog("poisoning")
+    names = [f"{s.click_model} m={s.n_malicious} {s.attack}/{s.aggregator}" for s in settings]
+    with common.stop_cleanly(names, config.n_runs):
+        result = federation.run(
+            spec, arrays, progress=log if writer else None, checkpoint=output.checkpoint()
+        )
+    results = results_of(config, settings, result, train, test, source, log)
+    path = output.write_json("results.json", results)
+    table = format_table(results["cells"])
+    output.write_text("table.txt", table)
+    return program.Done(
+        output,
+        f"{table}\n{len(settings)} settings in {result.run_seconds:.1f} s "
+        f"(+{result.compile_seconds:.1f} s compile); results in {path}",
     )
 
 
@@ -153,14 +138,13 @@ def results_of(config, settings, result, train, test, source, log) -> dict:
             }
         )
     return {
-        "method": f"fpdgd/poisoning/{FLAGS.grid}",
+        **common.results_header(f"fpdgd/poisoning/{FLAGS.grid}"),
         "config": dataclasses.asdict(config),
         "data": {
             **source,
             "train": common.dataset_summary(train),
             "test": common.dataset_summary(test),
         },
-        "versions": common.versions(),
         "cells": cells,
         "interactions": result.interactions,
         "seconds": result.run_seconds,
@@ -180,6 +164,8 @@ def format_table(cells) -> str:
         )
     return "\n".join(lines) + "\n"
 
+
+main = program.main("poisoning", run)
 
 if __name__ == "__main__":
     app.run(main)

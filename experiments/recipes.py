@@ -41,8 +41,20 @@ def _f(**values) -> tuple:
     return tuple(f"--{k}={v}" for k, v in values.items())
 
 
+_USER_RECIPES = []  # recipes(quick) functions of user code (``register``)
+
+
+def register(make):
+    """Adds the recipes of user code (a ``--plugin``): ``make(quick)`` returns a list of
+    Recipe, listed and run with the built-in ones.  Usable as a decorator."""
+    if make not in _USER_RECIPES:
+        _USER_RECIPES.append(make)
+    return make
+
+
 def recipes(quick: bool) -> dict:
-    """Every recipe; ``quick`` shrinks rounds, clients and runs."""
+    """Every recipe (the papers', then those of user code); ``quick`` shrinks rounds,
+    clients and runs."""
     out = []
     for paper in (
         _foltr_es_study_recipes,
@@ -51,6 +63,7 @@ def recipes(quick: bool) -> dict:
         _poisoning_recipes,
         _unlearning_recipes,
         _fedips_recipes,
+        *_USER_RECIPES,
     ):
         out.extend(paper(quick))
     return {recipe.name: recipe for recipe in out}

@@ -13,6 +13,15 @@ import foltr_jax
 from foltr_jax import data
 
 FLAGS = flags.FLAGS
+# The version of results.json's structure (experiments/results.schema.json describes it):
+# a reader refuses another, so a changed structure never passes for the old one.
+RESULTS_FORMAT = 1
+
+
+def header(method: str) -> dict:
+    """The first fields of every results.json: the format version, the method, the
+    versions of the code that made it."""
+    return {"results_format": RESULTS_FORMAT, "method": method, "versions": versions()}
 
 
 def results_file(method, config, result, train, test, source, slots=slice(None), log=None) -> dict:
@@ -24,7 +33,7 @@ def results_file(method, config, result, train, test, source, slots=slice(None),
         return values[slots]
 
     return {
-        "method": method,
+        **header(method),
         "config": dataclasses.asdict(config),
         "data": {
             **source,
@@ -32,7 +41,6 @@ def results_file(method, config, result, train, test, source, slots=slice(None),
             "test": dataset_summary(test),
             "normalise": FLAGS.normalise,
         },
-        "versions": versions(),
         "initial_offline_ndcg": pick(result.initial_offline_ndcg).tolist(),
         "offline_ndcg": pick(result.offline_ndcg).tolist(),
         "offline_mrr": pick(result.offline_mrr).tolist(),

@@ -19,6 +19,8 @@ import re
 
 import numpy as np
 
+from experiments.results import RESULTS_FORMAT
+
 RESULTS_NAME = "results.json"
 PANEL_ORDER = ("perfect", "navigational", "informational")
 EXECUTION_FIELDS = {"chunk_rounds", "window_scoring", "eval_every"}  # not what a run learns
@@ -343,6 +345,12 @@ def read_results(path: pathlib.Path, source: str) -> list[Series]:
         raise ReportError(f"{path}: not a results file: JSON nested too deeply") from None
     if not isinstance(payload, dict):
         raise ReportError(f"{path}: not a results file: the top level is not a JSON object")
+    found = payload.get("results_format", RESULTS_FORMAT)  # files before format 1 lack it
+    if found != RESULTS_FORMAT:
+        raise ReportError(
+            f"{path}: results format {found!r}; this version reads format {RESULTS_FORMAT} "
+            "(experiments/results.schema.json)"
+        )
     try:
         for adapter in ADAPTERS:
             series = adapter(payload, source)

@@ -29,14 +29,15 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from experiments import common
+from experiments import common, config_flags, program
 from foltr_jax import federation, loop, statistics, unlearning
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
-common.define_federation_flags()
+CONFIG_FLAGS = common.define_federation_flags(common.TEN_CLIENT_DEFAULTS)
 common.define_checkpoint_flag()
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("output_dir", "results/unlearning", "Folder for results.json and table.txt.")
 flags.DEFINE_list(
     "click_models", ["perfect", "navigational", "informational"], "Click models (all clients)."
@@ -48,10 +49,6 @@ flags.DEFINE_list("delta_t", ["5", "10", "20"], "Δt values: updates are stored 
 flags.DEFINE_list(
     "unlearn_local_updates", ["1", "2", "3", "4"], "n′ values: local steps per replayed round."
 )
-FLAGS.set_default("n_clients", 10)
-FLAGS.set_default("local_updates", 5)
-FLAGS.set_default("rounds", 10_000)
-FLAGS.set_default("chunk_rounds", 500)
 
 # ConfigError fields that are not flag names.
 _FLAG_OF = {"click_model": "click_models", "n_malicious": "forget_clients"}
@@ -76,8 +73,7 @@ def unlearning_config() -> unlearning.UnlearningConfig:
     try:
         return config.validate()
     except federation.ConfigError as error:
-        flag = _FLAG_OF.get(error.field, error.field)
-        raise common.UserError(f"--{flag}: {error.message}") from None
+        raise common.user_error(error, _FLAG_OF) from None
 
 
 def _stats(values) -> dict:
@@ -117,7 +113,7 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
     training = _training_rows(config, labels, trained)
     cells = _unlearning_rows(config, labels, replayed)
     return {
-        "method": "fpdgd/unlearning",
+        **common.results_header("fpdgd/unlearning"),
         "config": {
             **dataclasses.asdict(cfg),
             "click_models": list(config.click_models),
@@ -132,7 +128,6 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
             "train": common.dataset_summary(train),
             "test": common.dataset_summary(test),
         },
-        "versions": common.versions(),
         "training": training,
         "unlearning": cells,
         "history": _history(config, history),
@@ -320,30 +315,24 @@ def format_table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv):
-    common.quiet_logs()
-    common.refuse_distributed("unlearning", "the unlearning binary")
-    if len(argv) > 1:
-        common.fail("unlearning", f"unexpected arguments {argv[1:]}")
-    try:
-        config = unlearning_config()
-        output = common.claim_output(("results.json", "table.txt"))  # before any work
-        finished = output.finished_parts(".phases")
-        results = run_experiment(config, output, finished)
-        table = format_table(results)
-        path = output.write_json("results.json", results)
-        output.write_text("table.txt", table)
-    except common.UserError as error:
-        common.fail("unlearning", str(error))
+def run() -> program.Done:
+    config = unlearning_config()
+    output = common.claim_output(("results.json", "table.txt"))  # before any work
+    finished = output.finished_parts(".phases")
+    results = run_experiment(config, output, finished)
+    table = format_table(results)
+    path = output.write_json("results.json", results)
+    output.write_text("table.txt", table)
     finished.clear()
-    output.finish()
-    print(table)
     wall = results["wall_seconds"]
-    print(
-        f"retraining from scratch {wall['retraining_from_scratch']:.1f} s, unlearning grid "
-        f"{wall['unlearning_grid']:.1f} s; results in {path}"
+    return program.Done(
+        output,
+        f"{table}\nretraining from scratch {wall['retraining_from_scratch']:.1f} s, unlearning "
+        f"grid {wall['unlearning_grid']:.1f} s; results in {path}",
     )
 
+
+main = program.main("unlearning", run, distributed=False, what="the unlearning binary")
 
 if __name__ == "__main__":
     app.run(main)

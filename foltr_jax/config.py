@@ -89,6 +89,89 @@ def check_schedule(
         )
 
 
+def setting(default, help: str):
+    """A config field with the help its flag shows (``experiments.config_flags`` defines
+    the binaries' flags from the fields); for a setting several methods share, the help
+    is ``SETTING_HELP``'s and the field needs no metadata."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def _attack_help() -> str:
+    models = attacks.help_text().split(" | ", 1)[1]
+    return (
+        "The first n_malicious clients attack: none | data_poisoning (they click with the "
+        f"poison model; FPDGD and FOLtR-ES) | {models}."
+    )
+
+
+# The help of every setting several methods share: one text, so the same flag says the
+# same in every binary.  A callable is read when the flags are defined (a registry's names,
+# those of user code loaded with --plugin included).
+SETTING_HELP = {
+    "n_clients": "Clients per round |C| (FOLtR-ES: N).",
+    "local_updates": "Local interactions per client per round B.",
+    "rounds": "Global updates T.",
+    "learning_rate": "Clients' learning rate η (FPDGD: the PDGD step; FOLtR-ES: Adam's step).",
+    "ranker": lambda: f"Ranker (FOLtR-ES reads neural as relu): {rankers.help_text()}.",
+    "click_model": lambda: f"Click model: {click_models.help_text()}.",
+    "n_grades": "Relevance grades of the click tables (2, 3 or 5); 0 infers from the labels.",
+    "n_runs": "Independent repetitions, run together in one program.",
+    "seed": "Seed of the simulation (rankings, clicks, queries, initial models).",
+    "chunk_rounds": "Rounds per compiled chunk (progress is reported between chunks).",
+    "eval_every": (
+        "Offline metrics (the test split) after rounds K, 2K, ... and the last round only; "
+        "results.json's offline curves then list those rounds in offline_rounds. 1: every "
+        "round. Online metrics are every round's."
+    ),
+    "window_scoring": (
+        "auto: map on a CPU, vmap on an accelerator; map: score each list's candidates in "
+        "turn (fast on CPU); vmap: batched (for GPU)."
+    ),
+    "client_chunk": (
+        "Train a round's clients this many at a time (memory follows the chunk; the server "
+        "pipeline must stream: FedAvg, privacy noise, a server optimiser, a streaming "
+        "aggregator); 0: all at once."
+    ),
+    "n_devices": "Shard the clients of a round over this many devices.",
+    "epsilon": "ε of FPDGD's differential privacy (needs --sensitivity).",
+    "sensitivity": "Δ of FPDGD's differential privacy; 0 turns it off.",
+    "clip_factor": (
+        "Clip models to clip_factor·Δ after every local update (paper 0.5; public code 1.0)."
+    ),
+    "privacy_noise": (
+        "auto: with FedAvg of equal weights and no model attack, draw the average's noise "
+        "once per round (the same distribution as the clients' Gamma shares, much cheaper); "
+        "per_client: every client always draws its own share (FPDGD Algorithm 3 as written)."
+    ),
+    "aggregator": lambda: f"Server aggregation rule: {aggregators.help_text()}.",
+    "attack": _attack_help,
+    "n_malicious": "m: the first m clients are malicious.",
+    "krum_squared_distances": (
+        "Krum and Fang's Krum attack score with squared Euclidean distances (Blanchard et "
+        "al.); --nokrum_squared_distances: Euclidean, as the poisoning paper says."
+    ),
+    "server_optimizer": lambda: (
+        "Server optimiser on the aggregate (FedOpt): none (the aggregate is the new model, "
+        "FPDGD's Algorithm 2) | "
+        + " | ".join(
+            f"{name} ({pipeline.SERVER_OPTIMIZER_SUMMARIES[name]})"
+            for name in pipeline.SERVER_OPTIMIZERS
+        )
+        + "."
+    ),
+    "server_learning_rate": "η_s of --server_optimizer.",
+}
+
+
+def setting_help(config_class, name: str) -> str:
+    """The help of ``config_class``'s field ``name``: its metadata's, else SETTING_HELP's."""
+    field = {f.name: f for f in dataclasses.fields(config_class)}[name]
+    text = field.metadata.get("help") or SETTING_HELP.get(name)
+    if text is None:
+        raise KeyError(f"{config_class.__name__}.{name}: no help (config.setting, SETTING_HELP)")
+    return text() if callable(text) else text
+
+
 @dataclasses.dataclass(frozen=True)
 class FederationConfig:
     """Settings of one FPDGD experiment (defaults: FPDGD paper §4, MSLR-WEB10K)."""

@@ -39,7 +39,7 @@ import numpy as np
 import optax
 
 from foltr_jax import engine, lambdarank, loop, pipeline, rankers
-from foltr_jax.config import ConfigError, Setting, check_fields, check_schedule
+from foltr_jax.config import ConfigError, Setting, check_fields, check_schedule, setting
 from foltr_jax.data import RankingDataset
 from foltr_jax.fedips_em import EmState, init_em, round_propensities
 from foltr_jax.interaction import Scoring, at_narrowest_width, window_widths
@@ -64,26 +64,44 @@ EM_SCOPES = ("user", "global")
 class FedIpsConfig:
     """Settings of one FedIPS experiment (defaults: FedIPS paper §4)."""
 
-    n_users: int = 2000  # |U|, all of them take part every round
-    queries_per_user: int = 5  # queries a user issues per round
-    top_k: int = 5  # K, documents shown per query
-    clicks_per_user: int = 10  # m, clicks a user leaves per round; 0: each query shown once
-    max_sessions: int = 50  # most lists a user is shown per round while collecting m clicks
-    gamma: float = 1.0  # γ, mean position bias
-    gamma_sd: float = 0.1  # standard deviation of the per-user γ_s (left-truncated at 0)
-    noise_click_prob: float = 0.1  # click probability factor of non-relevant documents (eq. 11)
-    relevant_from: int = 0  # smallest relevant grade; 0: 3 on 5-grade labels, else the top grade
-    local_lr: float = 0.01  # η_l
-    global_lr: float = 1.0  # η_g
+    n_users: int = setting(2000, "|U|: users (clients), all take part every round.")
+    queries_per_user: int = setting(5, "Queries a user issues per round.")
+    top_k: int = setting(5, "K: documents shown per query.")
+    clicks_per_user: int = setting(
+        10,
+        "m: clicks a user leaves per round (its queries are shown in turn until the m-th "
+        "click); 0 shows each query once and keeps every click.",
+    )
+    max_sessions: int = setting(50, "Most lists shown to a user per round while collecting m.")
+    gamma: float = setting(1.0, "γ: mean position bias, p(e) = (1/rank)^γ_s.")
+    gamma_sd: float = setting(
+        0.1, "Standard deviation of the per-user γ_s (left-truncated at 0)."
+    )
+    noise_click_prob: float = setting(0.1, "Click factor of non-relevant documents (eq. 11).")
+    relevant_from: int = setting(
+        0, "Smallest relevant grade for clicks; 0: 3 on 5-grade labels, the top grade otherwise."
+    )
+    local_lr: float = setting(0.01, "η_l: clients' SGD step.")
+    global_lr: float = setting(1.0, "η_g: server step on the mean update.")
     rounds: int = 300  # T
-    propensity: str = "known"  # PROPENSITIES
-    logging_fraction: float = 0.01  # share of training queries f₀ is trained on (at least 1)
-    logging_learning_rate: float = 0.1  # f₀: full-batch linear LambdaRank
-    logging_steps: int = 100
-    em_scope: str = "user"  # 'estimated': per-user (paper: personalized) or pooled propensities
-    em_learning_rate: float = 1.0  # step of the federated relevance model F (regression-EM)
-    em_prior_count: float = 1.0  # pseudo-observations of the initial propensity 0.5 per position
-    propensity_floor: float = 0.01  # estimated propensities (relative to rank 1) are at least this
+    propensity: str = setting(
+        "known", "known | estimated (federated regression-EM) | none (FedAvg)."
+    )
+    logging_fraction: float = setting(
+        0.01, "Share of training queries f₀ is trained on (at least one query)."
+    )
+    logging_learning_rate: float = setting(0.1, "f₀: LambdaRank gradient-descent step.")
+    logging_steps: int = setting(100, "f₀: LambdaRank gradient-descent steps.")
+    em_scope: str = setting(
+        "user", "Estimated propensities: user (per user; paper: personalized) | global."
+    )
+    em_learning_rate: float = setting(1.0, "Step of the regression-EM relevance model F.")
+    em_prior_count: float = setting(
+        1.0, "Pseudo-impressions of the initial propensity 0.5 per position."
+    )
+    propensity_floor: float = setting(
+        0.01, "Lower bound of estimated propensities (relative to rank 1)."
+    )
     ranker: str = "linear"  # the users' ranker (rankers.names()); eq. 4's hinge is taken through it
     n_runs: int = 1
     seed: int = 0

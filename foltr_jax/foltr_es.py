@@ -50,6 +50,7 @@ from foltr_jax.config import (
     check_fields,
     check_schedule,
     resolve_window_scoring,
+    setting,
 )
 from foltr_jax.data import RankingDataset
 from foltr_jax.es_rewards import (
@@ -78,9 +79,11 @@ class FoltrEsConfig:
     local_updates: int = 4  # B, interactions per client per round
     rounds: int = 200  # T, global updates
     learning_rate: float = 0.001  # Adam step size (optax defaults otherwise)
-    sigma: float = 0.01  # σ, standard deviation of the perturbations (public code)
-    privacy_p: float = 1.0  # p, probability of reporting the true reward
-    antithetic: bool = True  # half the interactions use +ε, half −ε
+    sigma: float = setting(0.01, "Standard deviation σ of the ES perturbations (public code).")
+    privacy_p: float = setting(
+        1.0, "Probability p of reporting the true MaxRR, in (1/11, 1]; 1 = no privatisation."
+    )
+    antithetic: bool = setting(True, "Antithetic pairs: half the interactions use −noise.")
     ranker: str = "linear"  # rankers.names(); neural: 10 ReLU hidden units, zero init (relu)
     click_model: str = "informational"
     n_grades: int = 0  # 2, 3 or 5; 0 infers it from the labels

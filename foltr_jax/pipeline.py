@@ -242,6 +242,11 @@ SERVER_OPTIMIZERS = {
     "momentum": lambda lr: optax.sgd(lr, momentum=0.9),  # FedAvgM (Hsu et al. 2019)
     "adam": lambda lr: optax.adam(lr),  # FedAdam (Reddi et al. 2021), optax defaults
 }
+SERVER_OPTIMIZER_SUMMARIES = {  # --server_optimizer's help
+    "sgd": "θ + η_s·Δ",
+    "momentum": "FedAvgM, 0.9",
+    "adam": "FedAdam",
+}
 
 
 def server_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation | None:

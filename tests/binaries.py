@@ -18,6 +18,7 @@ import importlib
 import io
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import traceback
@@ -26,6 +27,21 @@ import warnings
 from absl import flags
 from absl import logging as absl_logging
 from sample_data import REPO_ROOT
+
+SCHEMA = json.loads((REPO_ROOT / "experiments" / "results.schema.json").read_text())
+
+
+def check_results_files(args) -> None:
+    """Every results.json under the run's --output_dir validates against the results
+    format's schema (experiments/results.schema.json): each test that runs a binary
+    checks its output's structure too."""
+    import jsonschema
+
+    outputs = [a.split("=", 1)[1] for a in args if str(a).startswith("--output_dir=")]
+    for output in outputs:
+        for path in pathlib.Path(output).rglob("results.json"):
+            jsonschema.validate(json.loads(path.read_text()), SCHEMA)
+
 
 TIMINGS = {"seconds", "compile_seconds", "interactions_per_second", "versions", "timings"}
 
@@ -36,7 +52,7 @@ def run(module, *args, cache_dir=None, env=None, timeout=300):
     environment = {**os.environ, **(env or {}), "JAX_PLATFORMS": "cpu"}
     if cache_dir is not None:
         environment["FOLTR_JAX_CACHE"] = str(cache_dir)
-    return subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", f"experiments.{module}", *args],
         cwd=REPO_ROOT,
         env=environment,
@@ -45,11 +61,16 @@ def run(module, *args, cache_dir=None, env=None, timeout=300):
         timeout=timeout,
         check=False,
     )
+    if done.returncode == 0:
+        check_results_files(args)
+    return done
 
 
 # The binary whose flags absl holds now: every binary defines the shared flags again when
 # it is imported, so only one can be loaded at a time.
 _loaded = {"module": None}
+# Modules whose functions define flags for the binary that calls them: kept imported.
+SHARED_DEFINERS = ("experiments.common", "experiments.config_flags")
 
 
 def _binary(module: str):
@@ -65,7 +86,7 @@ def _binary(module: str):
         for flag in list(flags.FLAGS.flags_by_module_dict().get(definer, [])):
             if flag.name in flags.FLAGS:
                 delattr(flags.FLAGS, flag.name)
-        if definer != "experiments.common":
+        if definer not in SHARED_DEFINERS:
             sys.modules.pop(definer, None)
     sys.modules.pop(name, None)
     _loaded["module"] = None
@@ -170,6 +191,8 @@ def call(module, *args, cache_dir=None, env=None):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+    if returncode == 0:
+        check_results_files(args)
     return Called(argv, returncode, stdout.getvalue(), stderr.getvalue())
 
 

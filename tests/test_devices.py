@@ -98,3 +98,39 @@ def test_every_method_over_devices_gives_the_single_device_results():
         "unlearning matches",
         "federated DBGD matches",
     ]
+
+
+@pytest.mark.parametrize(
+    "module, settings",
+    [
+        (
+            "noniid",
+            ("--type=2", "--remedies=fedprox", "--prox_mu=0.1", "--rounds=3", "--n_runs=2",
+             "--chunk_rounds=3", "--n_clients=4"),
+        ),
+        ("foltr_es", ("--n_clients=8", "--rounds=3", "--n_runs=2", "--chunk_rounds=3")),
+    ],
+)
+def test_a_binary_over_two_devices_writes_the_single_device_results(tmp_path, module, settings):
+    """The binaries reach the devices (noniid since its flags come from FederationConfig)."""
+    import json
+
+    import binaries
+    import numpy as np
+
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    found = {}
+    for n in (1, 2):
+        out = tmp_path / f"d{n}"
+        done = binaries.run(
+            module, *settings, "--synthetic_queries=40", "--nocheckpoint",
+            f"--n_devices={n}", f"--output_dir={out}", env=env,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        found[n] = json.loads((out / "results.json").read_text())
+    cells = found[1].get("cells", [found[1]])
+    assert len(cells) == len(found[2].get("cells", [found[2]]))
+    for one, two in zip(cells, found[2].get("cells", [found[2]])):
+        for key in ("offline_ndcg", "online_ndcg"):
+            np.testing.assert_allclose(two[key], one[key], rtol=1e-5, atol=1e-6)
+    assert found[2]["config"]["n_devices"] == 2

@@ -1,0 +1,65 @@
+"""User code on the command line: ``--plugin=MODULE_OR_FILE`` (repeatable).
+
+A plugin is imported before the binary reads its settings, so whatever it registers (an
+aggregator, attack, click model or ranker in ``foltr_jax``'s registries, a recipe in
+``experiments.recipes``) is a name like the built-in ones.  Loading code is the user's
+explicit act: only the command line names a plugin, never a results or cache folder; a
+batch passes its plugins on to every run it starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+
+from experiments.cli import UserError
+
+
+def is_file(plugin: str) -> bool:
+    return plugin.endswith(".py") or os.sep in plugin
+
+
+def as_argument(plugin: str) -> str:
+    """The plugin as another process (a batch's run) names it: files by absolute path."""
+    return os.path.abspath(plugin) if is_file(plugin) else plugin
+
+
+def _import_file(path: str):
+    if not os.path.isfile(path):
+        raise UserError(f"--plugin: {path}: no such file")
+    # One module per file, whatever the working folder: loading it twice registers nothing twice.
+    name = "foltr_jax_plugin_" + hashlib.sha256(path.encode()).hexdigest()[:16]
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def load(plugins) -> list:
+    """Imports every plugin (a module name, or a .py file); a plugin that fails to import
+    is a UserError naming it and where its code failed."""
+    modules = []
+    for plugin in plugins:
+        try:
+            if is_file(plugin):
+                modules.append(_import_file(os.path.abspath(plugin)))
+            else:
+                modules.append(importlib.import_module(plugin))
+        except UserError:
+            raise
+        except Exception as error:  # noqa: BLE001  (the user's code: say where it failed)
+            frames = traceback.extract_tb(error.__traceback__)
+            where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+            raise UserError(f"--plugin: {plugin}: {type(error).__name__}: {error}{where}") from None
+    return modules

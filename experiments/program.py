@@ -1,0 +1,63 @@
+"""The part of every binary's ``main`` that is not the binary's own.
+
+``main(program, run)`` gives absl's ``main``: quiet logs; extra arguments refused;
+``--plugin`` code imported; ``--distributed`` joined (or refused in one line where the
+binary does not run over several processes); ``run()`` called; a ``UserError`` printed
+as one line ``<program>: error: ...`` (status 2); the claimed output folder finished;
+the result line printed by the process that writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from absl import flags
+
+from experiments import plugins
+from experiments.cli import UserError, fail, quiet_logs
+from experiments.distributed import is_writer, refuse_distributed, start_distributed
+
+FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass
+class Done:
+    """What a run leaves: its claimed output folder (finished, i.e. released, once the run
+    returns) and the line it prints last."""
+
+    output: object = None  # experiments.output.Output
+    message: str = ""
+
+
+def main(
+    program: str,
+    run: Callable[[], Done],
+    *,
+    distributed: bool | Callable[[], bool] = True,
+    what: str = "",
+) -> Callable:
+    """absl's ``main`` for a binary whose own work is ``run``.  ``distributed``: whether it
+    runs over several processes (a callable when that depends on the flags); ``what``
+    names it in the refusal."""
+
+    def absl_main(argv):
+        quiet_logs()
+        if len(argv) > 1:
+            fail(program, f"unexpected arguments {argv[1:]}; flags look like --name=value")
+        many = distributed() if callable(distributed) else distributed
+        if not many:
+            refuse_distributed(program, what or f"experiments.{program}")
+        try:
+            plugins.load(FLAGS.plugin if "plugin" in FLAGS else [])
+            if many:
+                start_distributed(program)
+            done = run()
+        except UserError as error:
+            fail(program, str(error))
+        if done.output is not None:
+            done.output.finish()
+        if done.message and is_writer():
+            print(done.message)
+
+    return absl_main

@@ -1,0 +1,100 @@
+"""The binaries' flags come from the configs: one name, default and help per setting."""
+
+import dataclasses
+
+import binaries
+import pytest
+from absl import flags
+
+from foltr_jax import config, federation, fedips, foltr_es
+
+BINARIES = ("fpdgd", "poisoning", "noniid", "unlearning", "foltr_es", "fedips", "benchmark")
+SHARED_MODULES = ("experiments.common", "experiments.config_flags")
+# A binary that reads a setting its own way says so in its help (0: the type's default).
+OWN_HELP = {("noniid", "n_clients"), ("noniid", "local_updates")}
+
+
+def _shared_flags(module: str) -> tuple[dict, list]:
+    """{flag: (default, help)} of the shared definers' flags, and the binary's ConfigFlags."""
+    binary = binaries.load(module)
+    by_module = flags.FLAGS.flags_by_module_dict()
+    found = {}
+    for definer in SHARED_MODULES:
+        for flag in by_module.get(definer, []):
+            found[flag.name] = (flag.default, flag.help)
+    return found, binary.CONFIG_FLAGS
+
+
+@pytest.fixture(scope="module")
+def every_binary():
+    return {module: _shared_flags(module) for module in BINARIES}
+
+
+def test_a_shared_setting_has_one_help_text_in_every_binary(every_binary):
+    helps = {}
+    for module, (found, _) in every_binary.items():
+        for name, (_, text) in found.items():
+            if (module, name) not in OWN_HELP:
+                helps.setdefault(name, {}).setdefault(text, []).append(module)
+    differing = {name: texts for name, texts in helps.items() if len(texts) > 1}
+    assert not differing
+    # Each is defined in several binaries (the shared settings are shared).
+    for name in ("n_clients", "rounds", "ranker", "click_model", "n_runs", "seed", "attack",
+                 "aggregator", "n_malicious", "eval_every", "client_chunk", "n_devices"):
+        assert sum(name in found for found, _ in every_binary.values()) >= 3, name
+
+
+def test_a_flag_default_is_its_config_field_or_the_binary_s_paper_default(every_binary):
+    checked = 0
+    for module, (found, generated) in every_binary.items():
+        fields = {f.name: f for f in dataclasses.fields(generated.config_class)}
+        for name in generated.names:
+            flag = generated.flag(name)
+            expected = generated.defaults.get(name, fields[name].default)
+            assert found[flag][0] == expected, (module, flag)
+            checked += 1
+    assert checked > 100
+
+
+def test_binaries_with_the_same_config_share_defaults_but_for_named_paper_settings(every_binary):
+    """fpdgd and benchmark take FederationConfig's defaults; poisoning and unlearning the
+    ten-client papers' (n_clients, local_updates, rounds, chunk_rounds) and nothing else."""
+    generated = every_binary["fpdgd"][1].names
+    fpdgd, benchmark, poisoning, unlearning = (
+        {name: every_binary[module][0][name] for name in generated}
+        for module in ("fpdgd", "benchmark", "poisoning", "unlearning")
+    )
+    assert fpdgd == benchmark
+    assert poisoning == unlearning
+    differ = {name for name in fpdgd if fpdgd[name] != poisoning.get(name)}
+    assert differ == {"n_clients", "local_updates", "rounds", "chunk_rounds"}
+    assert federation.FederationConfig().n_clients == fpdgd["n_clients"][0] == 1000
+    assert poisoning["n_clients"][0] == 10
+
+
+def test_every_flagged_field_has_help_and_registry_names():
+    internal = {"top_k", "aggregation", "display_groups"}  # not flags of FPDGD, FOLtR-ES
+    for config_class in (federation.FederationConfig, foltr_es.FoltrEsConfig, fedips.FedIpsConfig):
+        for field in dataclasses.fields(config_class):
+            if config_class is fedips.FedIpsConfig or field.name not in internal:
+                assert config.setting_help(config_class, field.name)
+    ranker_help = config.setting_help(federation.FederationConfig, "ranker")
+    assert "linear" in ranker_help and "neural" in ranker_help
+    assert "krum" in config.setting_help(fedips.FedIpsConfig, "aggregator")
+    assert "adam (FedAdam)" in config.setting_help(federation.FederationConfig, "server_optimizer")
+
+
+@pytest.mark.parametrize(
+    "module, argument, named",
+    [
+        ("fedips", "--local_learning_rate=-1", "--local_learning_rate: must be positive"),
+        ("foltr_es", "--privacy_p=2", "--privacy_p:"),
+        ("noniid", "--client_chunk=3", "--client_chunk: must divide n_clients"),
+        ("fpdgd", "--server_optimizer=lion", "--server_optimizer: must be one of"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_its_flag(tmp_path, module, argument, named):
+    result = binaries.call(module, argument, f"--output_dir={tmp_path}")
+    assert result.returncode != 0
+    assert named in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
