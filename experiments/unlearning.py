@@ -30,7 +30,7 @@ import numpy as np
 from absl import app, flags
 
 from experiments import common, config_flags, program
-from foltr_jax import federation, loop, statistics, unlearning
+from foltr_jax import federation, loop, unlearning
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -266,6 +266,9 @@ def format_table(results: dict) -> str:
     t-test over runs (runs share their seeds), Bonferroni-corrected over all
     cells; '*' marks a significant difference (p ≤ 0.05 after correction).
     """
+    common.need_report_extra("unlearning")  # the t-tests (scipy)
+    from experiments import statistics
+
     labels = results["labels"]
     deltas = results["config"]["delta_t"]
     steps = sorted(results["config"]["unlearn_local_updates"], reverse=True)
