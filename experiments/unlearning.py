@@ -266,8 +266,7 @@ def format_table(results: dict) -> str:
     t-test over runs (runs share their seeds), Bonferroni-corrected over all
     cells; '*' marks a significant difference (p ≤ 0.05 after correction).
     """
-    common.need_report_extra("unlearning")  # the t-tests (scipy)
-    from experiments import statistics
+    from experiments import statistics  # scipy: the report extra, checked before the run
 
     labels = results["labels"]
     deltas = results["config"]["delta_t"]
@@ -319,6 +318,7 @@ def format_table(results: dict) -> str:
 
 
 def run() -> program.Done:
+    common.need_report_extra("unlearning")  # Table 3's t-tests (scipy), before any work
     config = unlearning_config()
     output = common.claim_output(("results.json", "table.txt"))  # before any work
     finished = output.finished_parts(".phases")
