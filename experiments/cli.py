@@ -32,13 +32,13 @@ def fail(program: str, message: str) -> None:
 REPORT_PACKAGES = ("matplotlib", "scipy")  # the report extra (setup.cfg)
 
 
-def need_report_extra(program: str) -> None:
-    """Ends ``program`` with one line when the report extra (matplotlib, scipy: figures,
-    tables, significance tests) is not installed; the core (``pip install -e .``) needs
-    neither."""
+def need_report_extra(program: str, packages: tuple = REPORT_PACKAGES) -> None:
+    """Ends ``program`` with one line when the report extra's ``packages`` (matplotlib,
+    scipy: figures, tables, significance tests) are not installed; the core (``pip
+    install -e .``) needs neither."""
     import importlib.util
 
-    missing = [name for name in REPORT_PACKAGES if importlib.util.find_spec(name) is None]
+    missing = [name for name in packages if importlib.util.find_spec(name) is None]
     if missing:
         fail(
             program,

@@ -318,7 +318,7 @@ def format_table(results: dict) -> str:
 
 
 def run() -> program.Done:
-    common.need_report_extra("unlearning")  # Table 3's t-tests (scipy), before any work
+    common.need_report_extra("unlearning", ("scipy",))  # Table 3's t-tests, before any work
     config = unlearning_config()
     output = common.claim_output(("results.json", "table.txt"))  # before any work
     finished = output.finished_parts(".phases")
