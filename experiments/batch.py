@@ -37,8 +37,11 @@ import sys
 
 from absl import app, flags
 
-from experiments import common, paper_figures, plugins, runs
-from experiments import figures as report
+from experiments import common, plugins, runs
+
+common.need_report_extra("batch")  # the figures and pages: matplotlib, scipy
+from experiments import figures as report  # noqa: E402
+from experiments import paper_figures  # noqa: E402
 from experiments.recipes import CLICKS, DP_GRID, Recipe, Run, recipes  # noqa: F401
 
 FLAGS = flags.FLAGS

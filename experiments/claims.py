@@ -43,12 +43,17 @@ import numpy as np
 from absl import app, flags
 
 from experiments import common, runs
-from experiments import figures as report
-from experiments.paper_figures.fpdgd import interactions_per_round, ndcg_after_interactions
-from experiments.paper_figures.pool import Pool
-from experiments.paper_figures.summary import markdown_cell
-from experiments.recipes import Run
-from foltr_jax import statistics
+
+common.need_report_extra("claims")  # the t-tests and figures: scipy, matplotlib
+from experiments import figures as report  # noqa: E402
+from experiments import statistics  # noqa: E402
+from experiments.paper_figures.fpdgd import (  # noqa: E402
+    interactions_per_round,
+    ndcg_after_interactions,
+)
+from experiments.paper_figures.pool import Pool  # noqa: E402
+from experiments.paper_figures.summary import markdown_cell  # noqa: E402
+from experiments.recipes import Run  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(

@@ -29,6 +29,24 @@ def fail(program: str, message: str) -> None:
     sys.exit(2)
 
 
+REPORT_PACKAGES = ("matplotlib", "scipy")  # the report extra (setup.cfg)
+
+
+def need_report_extra(program: str, packages: tuple = REPORT_PACKAGES) -> None:
+    """Ends ``program`` with one line when the report extra's ``packages`` (matplotlib,
+    scipy: figures, tables, significance tests) are not installed; the core (``pip
+    install -e .``) needs neither."""
+    import importlib.util
+
+    missing = [name for name in packages if importlib.util.find_spec(name) is None]
+    if missing:
+        fail(
+            program,
+            f"{' and '.join(missing)} missing: figures, tables and significance tests need "
+            "the report extra: pip install -e \".[report]\"",
+        )
+
+
 class ProgressLog:
     """Prints 'round t/T, elapsed, time left' lines between compiled chunks."""
 

@@ -16,7 +16,7 @@ import os
 from absl import flags
 
 from experiments import config_flags
-from experiments.cli import LoadLog, ProgressLog, UserError, fail, quiet_logs
+from experiments.cli import LoadLog, ProgressLog, UserError, fail, need_report_extra, quiet_logs
 from experiments.config_flags import user_error
 from experiments.distributed import (
     check_same_everywhere,
@@ -80,6 +80,7 @@ __all__ = [
     "federation_config",
     "is_writer",
     "load_datasets",
+    "need_report_extra",
     "offline_rounds",
     "on_every_process",
     "peak_rss_mb",

@@ -22,8 +22,11 @@ import sys
 
 from absl import app, flags
 
-from experiments import common, paper_figures, recipes
-from experiments import figures as report
+from experiments import common, recipes
+
+common.need_report_extra("report")  # matplotlib, scipy
+from experiments import figures as report  # noqa: E402
+from experiments import paper_figures  # noqa: E402
 
 FLAGS = flags.FLAGS
 REPORT_FILES = ("table.md", "table.tex", "summary.json")

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from experiments.series import Series, curve_rounds, ordered_panels
-from foltr_jax import statistics
+from experiments import statistics
 
 METRICS = {  # key -> (title, number format)
     "final_offline_ndcg": ("Final offline {offline}", "{:.4f}"),

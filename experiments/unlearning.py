@@ -30,7 +30,7 @@ import numpy as np
 from absl import app, flags
 
 from experiments import common, config_flags, program
-from foltr_jax import federation, loop, statistics, unlearning
+from foltr_jax import federation, loop, unlearning
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -266,6 +266,8 @@ def format_table(results: dict) -> str:
     t-test over runs (runs share their seeds), Bonferroni-corrected over all
     cells; '*' marks a significant difference (p ≤ 0.05 after correction).
     """
+    from experiments import statistics  # scipy: the report extra, checked before the run
+
     labels = results["labels"]
     deltas = results["config"]["delta_t"]
     steps = sorted(results["config"]["unlearn_local_updates"], reverse=True)
@@ -316,6 +318,7 @@ def format_table(results: dict) -> str:
 
 
 def run() -> program.Done:
+    common.need_report_extra("unlearning", ("scipy",))  # Table 3's t-tests, before any work
     config = unlearning_config()
     output = common.claim_output(("results.json", "table.txt"))  # before any work
     finished = output.finished_parts(".phases")

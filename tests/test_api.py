@@ -19,6 +19,7 @@ def readme_python_example() -> str:
     return section.split("```python", 1)[1].split("```", 1)[0]
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_readme_example_runs_a_registered_aggregator_next_to_the_built_in_ones():
     done = subprocess.run(
         [sys.executable, "-c", readme_python_example()],
@@ -99,6 +100,7 @@ def _small_run(**config):
     return foltr_jax.run_fpdgd(foltr_jax.FederationConfig(**{**base, **config}), train, test)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_registered_click_model_is_what_the_clients_click_with():
     from foltr_jax import click_models
 
@@ -128,6 +130,7 @@ class _DoubledLinear(foltr_jax.rankers.LinearRanker):
         return features @ (2.0 * params["w"])
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_registered_ranker_is_what_the_clients_train():
     from foltr_jax import rankers
 
@@ -160,6 +163,7 @@ def public_data():
     )
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_every_method_runs_through_the_public_names(public_data):
     """run_fpdgd (IID and a non-IID Type 2 plan), run_foltr_es, run_fedips and
     run_unlearning, each giving the one RunResult with its metrics."""

@@ -106,7 +106,7 @@ def test_every_method_over_devices_gives_the_single_device_results():
         (
             "noniid",
             ("--type=2", "--remedies=fedprox", "--prox_mu=0.1", "--rounds=3", "--n_runs=2",
-             "--chunk_rounds=3", "--n_clients=4"),
+             "--chunk_rounds=3", "--n_clients=10"),
         ),
         ("foltr_es", ("--n_clients=8", "--rounds=3", "--n_runs=2", "--chunk_rounds=3")),
     ],

@@ -200,6 +200,7 @@ def test_binaries_take_eval_every_and_client_chunk(tmp_path):
     assert "n_users = 6" in lines[-1]
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_a_registered_streaming_rule_and_a_per_client_attack_run_in_chunks(tiny):
     """An aggregator registered with a ``stream`` and a ``per_client`` attack pass the
     client_chunk check, and the chunked run repeats the plain one."""

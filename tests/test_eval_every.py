@@ -46,6 +46,7 @@ def test_every_round_by_default(every_round):
 
 
 # chunks of 4 rounds do not align with K = 3; K = 10 evaluates the last round alone
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 @pytest.mark.parametrize("every", [3, 10])
 def test_k_th_values_of_the_every_round_run(tiny, every_round, every):
     sparse = _run(tiny, eval_every=every)
@@ -77,6 +78,7 @@ def test_resumes_from_a_checkpoint(tiny, every_round, tmp_path):
     np.testing.assert_array_equal(resumed.online_ndcg, every_round.online_ndcg)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_client_chunks_and_fedper(tiny):
     from foltr_jax.client_plan import ClientPlan
 

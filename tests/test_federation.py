@@ -21,6 +21,7 @@ def _run(tiny, **overrides):
     return spec, federation.run(spec, arrays)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_same_seed_same_curves_and_chunking_does_not_matter(tiny):
     _, a = _run(tiny)
     _, b = _run(tiny, chunk_rounds=12)
@@ -33,6 +34,7 @@ def test_same_seed_same_curves_and_chunking_does_not_matter(tiny):
     assert not np.array_equal(a.online_ndcg, c.online_ndcg)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_scoring_width_does_not_change_results(tiny, monkeypatch):
     spec, base = _run(tiny)
     assert len(spec.widths) > 1
@@ -43,6 +45,7 @@ def test_scoring_width_does_not_change_results(tiny, monkeypatch):
     np.testing.assert_allclose(base.online_ndcg, single.online_ndcg, atol=1e-5)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_runs_do_not_depend_on_how_many_run_together(tiny):
     _, two = _run(tiny)
     _, one = _run(tiny, n_runs=1)
@@ -50,6 +53,7 @@ def test_runs_do_not_depend_on_how_many_run_together(tiny):
     np.testing.assert_allclose(two.offline_ndcg[:1], one.offline_ndcg, atol=1e-6)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_window_scoring_vmap_matches_map(tiny):
     _, a = _run(tiny)
     _, b = _run(tiny, window_scoring="vmap")
@@ -101,6 +105,7 @@ def test_bad_settings_name_the_field(field, value):
     assert error.value.field == field
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 @pytest.mark.parametrize("ranker", ["linear", "neural"])
 def test_fpdgd_learns_on_synthetic_data(ranker):
     train, test = data.synthetic_train_test(0, n_train_queries=100, n_test_queries=50)
@@ -115,6 +120,7 @@ def test_fpdgd_learns_on_synthetic_data(ranker):
         assert np.all(result.online_ndcg[:, -10:].mean(1) > result.online_ndcg[:, :3].mean(1))
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_neural_ranker_through_privacy_attacks_and_robust_aggregators(tiny):
     """Every server stage sees the neural pytree (hidden biases too) flattened: DP clips
     all of it, attacks and robust aggregators run, and the biases train."""
@@ -229,6 +235,7 @@ def test_window_scoring_auto_follows_the_backend_and_explicit_values_stay():
         federation.FederationConfig(window_scoring="gpu").validate()
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_server_optimiser_on_fpdgd(tiny, optimizer):
     """A server optimiser stage (FedOpt) carried through the run: server SGD with η_s = 1 is
@@ -269,6 +276,7 @@ def test_server_optimiser_settings_are_checked():
         ).validate()
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_first_step_scores_are_shared_per_slot_only_when_that_is_less_work():
     """A slot scores the whole training set for its clients' first step only when its
     clients together would score as many documents (|C| x mean length >= n_docs); the

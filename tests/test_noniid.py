@@ -278,6 +278,7 @@ def test_topical_intents_are_the_synthetic_construction():
     np.testing.assert_array_equal(again.intent_labels, mi.intent_labels)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_type1_non_iid_is_below_iid_on_synthetic_intents():
     """Thesis Fig. 4.3, Table 4.2: clients with one intent each learn a worse ranker than
     clients clicking by the merged labels (linear, 4 clients, B = 5, fixed seeds; the binary
@@ -348,6 +349,7 @@ def test_iid_plans_equal_plain_fpdgd(tiny, plain):
     np.testing.assert_array_equal(plain.history, result.history)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_per_client_click_models_are_used(tiny, plain):
     train, test = tiny
     config = _config()
@@ -361,6 +363,7 @@ def test_per_client_click_models_are_used(tiny, plain):
     assert not np.array_equal(plain.online_max_rr, pool.online_max_rr)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_one_step_clients_equal_b1(tiny):
     train, test = tiny
     b1 = _run(_config(local_updates=1), train, test)
@@ -427,6 +430,7 @@ def _fedper(tiny, evaluation, **overrides):
     return spec, arrays, federation.run(spec, arrays)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_fedper_evaluates_the_clients_or_the_server_model(tiny):
     """'clients': mean nDCG of the personalised models; 'server': the FedAvg model.
     Training is the same under both: only the offline curves differ."""
@@ -451,6 +455,7 @@ def test_fedper_evaluates_the_clients_or_the_server_model(tiny):
     assert np.abs(server.offline_ndcg - mean_of_clients.offline_ndcg).max() > 1e-3
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_fedper_evaluations_agree_with_one_client(tiny):
     """One client: the FedAvg of its personal layer is that layer, so both options agree."""
     *_, mean_of_clients = _fedper(tiny, "clients", n_clients=1)
@@ -472,6 +477,7 @@ def test_fedper_evaluation_names_are_checked(tiny, plan, message):
     assert error.value.field == "personal_eval"
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_data_sharing_warm_up(tiny):
     train, test = tiny
     config = _config(n_runs=1)

@@ -83,6 +83,7 @@ def test_server_step_with_sgd_is_fedopt_and_carries_adam_state_across_rounds():
     chex.assert_trees_all_close(state[-1], want_state, rtol=1e-6)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_a_grid_equals_its_cells_run_alone(tiny):
     cells = [
         federation.Setting("perfect", 1, "none", "median"),

@@ -235,6 +235,7 @@ def small_data():
     )
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_noise_drawn_once_gives_the_per_client_final_metrics(small_data):
     from scipy import stats
 
@@ -266,6 +267,7 @@ def test_noise_once_only_where_no_stage_sees_a_noised_client(small_data):
     assert not spec(ClientPlan(steps=(1, 2) * 4), local_updates=2).noise_once  # Type 4 weights
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_noise_once_streams_over_client_chunks(small_data):
     _, whole = _final_ndcg(small_data, n_runs=2, rounds=3)
     _, chunked = _final_ndcg(small_data, n_runs=2, rounds=3, client_chunk=4)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from experiments import figures as report
-from foltr_jax import statistics
+from experiments import statistics
 
 DATA = {"synthetic": {"seed": 0, "queries": 30, "features": 8, "docs_per_query": 15.0}}
 GROUP = "synthetic (seed 0, 30 queries, 8 features)"

@@ -48,12 +48,14 @@ def test_chunked_clients_give_the_unchunked_results(plain, chunk):
     assert_same_run(run(dataclasses.replace(BASE, client_chunk=chunk)), plain)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_chunked_sum_of_updates_equals_the_unchunked_batch_baseline():
     batch = centralised(dataclasses.replace(BASE, rounds=3), "batch")
     settings = [federation.Setting()]
     assert_same_run(run(dataclasses.replace(batch, client_chunk=6), settings), run(batch, settings))
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_chunked_differential_privacy_adds_the_unchunked_rounds_noise():
     # every client draws its noise from its own key, so chunks add the same noise (the
     # noise drawn once on the average streams too: tests/test_privacy.py)
@@ -70,6 +72,7 @@ def test_chunked_differential_privacy_adds_the_unchunked_rounds_noise():
     assert np.abs(plain_dp.final_params["w"] - noiseless).max() > 0.1
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_chunked_non_iid_plans_and_server_optimiser_give_the_unchunked_results():
     # Type 2 query lists, Type 3 click models, Type 4 step counts (unequal FedAvg
     # weights), FedProx and a stateful server optimiser all stream over chunks
@@ -163,6 +166,7 @@ def test_sharding_over_eight_cpu_devices_gives_the_single_device_results():
     assert "sharded runs match" in done.stdout
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_the_length_ladder_gives_the_results_of_scoring_every_query_at_full_width():
     # long-tailed lengths (2..120 documents), so lanes take different ladder widths
     train, test = data.synthetic_train_test(

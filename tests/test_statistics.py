@@ -1,11 +1,11 @@
-"""foltr_jax.statistics against textbook values worked out independently of scipy."""
+"""experiments.statistics against textbook values worked out independently of scipy."""
 
 import math
 
 import numpy as np
 import pytest
 
-from foltr_jax import statistics
+from experiments import statistics
 
 # Student's sleep data (Cushny & Peebles 1905, as in Student 1908 and R's `sleep`): extra hours of
 # sleep of the same 10 patients under two drugs. R's t.test gives, for group 1 − group 2:

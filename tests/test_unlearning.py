@@ -207,6 +207,7 @@ def protocol():
     return config, finals, replayed.final_offline_ndcg()
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_forgetting_two_malicious_clients_recovers_the_retrained_model(protocol):
     config, finals, unlearned = protocol
     assert config.labels() == {

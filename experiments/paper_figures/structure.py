@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 
 from experiments import figures
-from foltr_jax import statistics
+from experiments import statistics
 
 CLICK_NAMES = {
     "perfect": "Perfect",
