@@ -593,4 +593,5 @@ def test_binary_measures_the_type1_iid_baseline_on_merged_labels_when_asked(tmp_
     noniid = {m: next(c for c in r["cells"] if c["name"] == "noniid") for m, r in found.items()}
     assert noniid["intents"]["offline_ndcg"] == noniid["merged"]["offline_ndcg"]  # untouched
     # The same initial models (same seed), measured on other labels.
-    assert not np.allclose(iid["merged"]["initial_offline_ndcg"], iid["intents"]["initial_offline_ndcg"])
+    merged, intents = (iid[m]["initial_offline_ndcg"] for m in ("merged", "intents"))
+    assert not np.allclose(merged, intents)
