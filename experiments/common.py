@@ -180,7 +180,7 @@ def define_distributed_flags():
         False,
         "Run as one of several processes (one per host or GPU): jax.distributed.initialize() "
         "with JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID when set, else the "
-        "cluster JAX detects (SLURM, ...); process 0 writes the files. See the README.",
+        "cluster JAX detects (SLURM, ...); process 0 writes the files. See docs/howto/scale.md.",
     )
     flags.DEFINE_integer(
         "distributed_timeout",

@@ -78,6 +78,14 @@ flags.DEFINE_list(
     "intent_files", [], "Type 1: per-intent files '<qid> <doc> <label>' (--train_path)."
 )
 flags.DEFINE_integer("synthetic_intents", 4, "Type 1 without files: intents of the synthetic data.")
+flags.DEFINE_enum(
+    "type1_iid_measure",
+    "intents",
+    list(noniid.IID_MEASURES),
+    "Type 1's IID baseline measured under every intent's labels, as the non-IID cell "
+    "(intents: the thesis's text) or on the merged labels it trains on (merged: the public "
+    "code, whose IID test set is the merged judgements).",
+)
 flags.DEFINE_string("output_dir", "results/noniid", "Folder for results.json and table.txt.")
 # FPDGD's settings; the thesis's defaults (T = 10,000, 5 runs); |C| and B follow the type.
 CONFIG_FLAGS = config_flags.define(
@@ -244,7 +252,9 @@ def _clients(kind, mix, mi, steps):
 def _iid_cell(config, kind, mi, full_train, full_test, clicks) -> Cell:
     """The IID baseline."""
     if mi is not None:
-        train, test, extra = noniid.type1_setup(mi, FLAGS.n_runs, FLAGS.seed, iid=True)
+        train, test, extra = noniid.type1_setup(
+            mi, FLAGS.n_runs, FLAGS.seed, iid=True, iid_measure=FLAGS.type1_iid_measure
+        )
         plan = federation.ClientPlan(**extra)
     elif kind == 3:
         train, test, plan = (
@@ -475,6 +485,7 @@ def run() -> program.Done:
             "steps": steps,
             "prox_mu": mus,
             "fedper_eval": FLAGS.fedper_eval,
+            "type1_iid_measure": FLAGS.type1_iid_measure,
             "share_fraction": FLAGS.share_fraction,
             "warmup_interactions": FLAGS.warmup_interactions,
         },

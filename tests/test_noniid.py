@@ -574,3 +574,24 @@ def test_binary_refuses_bad_flags(tmp_path, flag, message):
     assert result.returncode == 2
     assert f"noniid: error: {message}" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_binary_measures_the_type1_iid_baseline_on_merged_labels_when_asked(tmp_path):
+    """--type1_iid_measure=merged: the IID cell is measured on the merged labels it trains
+    on (the public code) instead of under every intent's; the non-IID cell is untouched."""
+    found = {}
+    for measure in ("intents", "merged"):
+        out = tmp_path / measure
+        result = _binary(
+            "--type=1", *SMALL, f"--type1_iid_measure={measure}", f"--output_dir={out}",
+            tmp_path=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr
+        found[measure] = json.loads((out / "results.json").read_text())
+        assert found[measure]["noniid"]["type1_iid_measure"] == measure
+    iid = {m: next(c for c in r["cells"] if c["name"] == "iid") for m, r in found.items()}
+    noniid = {m: next(c for c in r["cells"] if c["name"] == "noniid") for m, r in found.items()}
+    assert noniid["intents"]["offline_ndcg"] == noniid["merged"]["offline_ndcg"]  # untouched
+    # The same initial models (same seed), measured on other labels.
+    merged, intents = (iid[m]["initial_offline_ndcg"] for m in ("merged", "intents"))
+    assert not np.allclose(merged, intents)
