@@ -245,6 +245,7 @@ SMALL = [
     "--chunk_rounds=6",
 ]
 KEYS = {
+    "results_format",
     "method",
     "config",
     "data",
