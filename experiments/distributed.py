@@ -105,7 +105,7 @@ def on_every_process(fn, *args, **kwargs):
 def is_writer() -> bool:
     """Whether this process writes files (always, unless it is not process 0 of a
     --distributed run)."""
-    if not FLAGS.distributed:
+    if "distributed" not in FLAGS or not FLAGS.distributed:
         return True
     from foltr_jax import multiprocess
 
