@@ -64,7 +64,7 @@ def _int_list(name: str) -> tuple:
 
 def unlearning_config() -> unlearning.UnlearningConfig:
     config = unlearning.UnlearningConfig(
-        federation=common.federation_config(),
+        federation=common.federation_config(CONFIG_FLAGS),
         click_models=tuple(FLAGS.click_models),
         forget_clients=_int_list("forget_clients"),
         delta_t=_int_list("delta_t"),
