@@ -63,7 +63,8 @@ def refuse_distributed(program: str, what: str) -> None:
         fail(
             program,
             f"--distributed: {what} does not run over several processes (fpdgd, "
-            "poisoning, benchmark, foltr_es and fedips do); run it without --distributed",
+            "poisoning, benchmark, foltr_es, fedips, noniid and unlearning do); run it "
+            "without --distributed",
         )
 
 
@@ -100,6 +101,11 @@ def on_every_process(fn, *args, **kwargs):
     if failed:
         raise UserError(f"--distributed: process(es) {failed} failed (see their error); stopping")
     return result
+
+
+def is_distributed() -> bool:
+    """Whether this process is one of a --distributed run."""
+    return "distributed" in FLAGS and FLAGS.distributed
 
 
 def is_writer() -> bool:
