@@ -163,3 +163,40 @@ def test_debiasing_is_stable_for_extreme_scores():
         )
     )
     assert np.all(np.isfinite(cotangent))
+
+
+def test_coefficients_of_many_lists_match_the_reference_list_by_list():
+    """position_coefficients_of_lists (the lists' axis minor inside) gives every list the
+    pair-by-pair reference's coefficients, lists of different lengths and clicks together."""
+    rng = np.random.default_rng(7)
+    k, n_lists = 10, 12
+    batch_scores, batch_shown, batch_clicks, batch_rest, expected = [], [], [], [], []
+    for _ in range(n_lists):
+        n = int(rng.integers(2, 25))
+        scores = (rng.normal(size=n) * 2).astype(np.float32).astype(np.float64)
+        ranking = rng.permutation(n)[: min(k, n)]
+        clicks = rng.random(len(ranking)) < 0.4
+        # The reference's gradient with ∇f(d) = e_d is the coefficient of every candidate.
+        per_candidate = reference_pdgd(scores, ranking, clicks, np.eye(n))
+        want = np.zeros(k)
+        want[: len(ranking)] = per_candidate[ranking]
+        expected.append(want)
+        shown = np.arange(k) < len(ranking)
+        padded = np.zeros(k, np.float32)
+        padded[: len(ranking)] = scores[ranking]
+        padded_clicks = np.zeros(k, bool)
+        padded_clicks[: len(ranking)] = clicks
+        unshown = np.setdiff1d(np.arange(n), ranking)
+        rest = np.log(np.sum(np.exp(scores[unshown]))) if len(unshown) else -np.inf
+        batch_scores.append(padded)
+        batch_shown.append(shown)
+        batch_clicks.append(padded_clicks)
+        batch_rest.append(rest)
+    got = pdgd.position_coefficients_of_lists(
+        jnp.asarray(np.stack(batch_scores)),
+        jnp.asarray(np.stack(batch_shown)),
+        jnp.asarray(np.stack(batch_clicks)),
+        jnp.asarray(np.array(batch_rest, np.float32)),
+    )
+    got = np.where(np.stack(batch_shown), np.asarray(got), 0.0)
+    np.testing.assert_allclose(got, np.stack(expected), atol=1e-5, rtol=1e-4)
