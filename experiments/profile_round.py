@@ -23,6 +23,9 @@ stages of one round:
 
 The stages are timed apart, so their sum need not equal the round (XLA fuses across
 stage boundaries inside the round); the table says what each costs on its own.
+``--cost_analysis`` adds XLA's estimate of each stage's bytes and FLOPs and the bandwidth
+they imply against ``--peak_gbps`` (XLA counts a loop's body once, so the figures hold for
+``--window_scoring=vmap`` with B = 2, the accelerator's setting, not for the CPU's ``map``).
 ``--trace_dir`` also writes a ``jax.profiler`` trace of a few whole rounds.
 """
 
@@ -45,6 +48,13 @@ CONFIG_FLAGS = common.define_federation_flags()
 flags.adopt_module_key_flags(common)
 flags.DEFINE_integer("reps", 30, "Timed calls of each stage (the median is reported).")
 flags.DEFINE_integer("round_reps", 5, "Timed calls of the whole-round chunk (best reported).")
+flags.DEFINE_bool(
+    "cost_analysis",
+    False,
+    "Add XLA's estimate of each stage's bytes accessed and the bandwidth they imply (a loop's "
+    "body is counted once: right for --window_scoring=vmap with B = 2, not for map).",
+)
+flags.DEFINE_float("peak_gbps", 3350.0, "Memory bandwidth to compare with (H100 SXM: 3,350 GB/s).")
 flags.DEFINE_string("trace_dir", "", "Also write a jax.profiler trace of whole rounds here.")
 
 
@@ -218,11 +228,19 @@ def run() -> program.Done:
     )
     for name, fn, args in stages:
         wall, cpu = timed(fn, *args, reps=FLAGS.reps)
-        print(
+        line = (
             f"{name:<42}{wall * 1e3:>9.2f}{100 * wall / per_round:>8.0f}%"
-            f"{cpu * 1e3:>9.2f}{100 * cpu / cpu_round:>8.0f}%",
-            flush=True,
+            f"{cpu * 1e3:>9.2f}{100 * cpu / cpu_round:>8.0f}%"
         )
+        if FLAGS.cost_analysis:
+            cost = fn.lower(*args).compile().cost_analysis() or {}
+            moved = float(cost.get("bytes accessed", 0.0))
+            line += (
+                f"  {moved / 1e6:>9.1f} MB {float(cost.get('flops', 0.0)) / 1e9:>7.3f} GFLOP"
+                f" {moved / wall / 1e9:>7.1f} GB/s ({100 * moved / wall / 1e9 / FLAGS.peak_gbps:.1f}%"
+                " of peak)"
+            )
+        print(line, flush=True)
     print(
         f"interactions per round {interactions}: {interactions / per_round:,.0f} interactions/s "
         f"(best wall), {interactions / cpu_round:,.0f} per CPU-second"
