@@ -15,7 +15,7 @@ stages of one round:
   per-lane window scoring (``Scoring.score_lanes``);
 - Plackett-Luce sampling of the displayed lists (``interaction._display_in_groups``);
 - clicks (``click_models.simulate_clicks`` on every lane);
-- the PDGD gradient and update (``interaction.pdgd_update`` without the clicks: the
+- clicks and the PDGD update (``interaction.pdgd_update_lanes``: the clicks, the
   debiasing weights, the vjp and the step);
 - local training (``interaction.local_training``: B steps of all of the above);
 - the server's side (``engine.serve``'s aggregation of the trained models);
@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from absl import app, flags
 
 from experiments import common, program
-from foltr_jax import click_models, engine, interaction, loop, pdgd, rounds
+from foltr_jax import click_models, engine, interaction, loop, rounds
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -130,24 +130,18 @@ def stage_functions(spec, arrays):
 
         return jax.vmap(one)(key_click, lanes.click_model, queries, ranking)
 
-    clicks = jax.jit(clicks_of)(key_click, queries, displayed.ranking)
-
-    def pdgd_step(lane_params, queries, displayed, clicks):
-        def one(params, query, shown_list, clicks):
-            length = train.query_lengths[query]
-            shown = jnp.arange(k) < jnp.minimum(length, k)
-            rows = train.query_offsets[query] + shown_list.ranking
-            coefficients = pdgd.position_coefficients(
-                shown_list.scores, shown, clicks, shown_list.rest_logsumexp
-            )
-            coefficients = jnp.where(shown, coefficients, 0.0)
-            _, pullback = jax.vjp(lambda p: spec.ranker.apply(p, train.features[rows]), params)
-            (gradient,) = pullback(coefficients)
-            return jax.tree_util.tree_map(
-                lambda p, g: p + cfg.learning_rate * g, params, gradient
-            )
-
-        return jax.vmap(one)(lane_params, queries, displayed, clicks)
+    def pdgd_step(lane_params, key_click, queries, displayed):
+        return interaction.pdgd_update_lanes(
+            lane_params,
+            key_click,
+            queries,
+            displayed,
+            train,
+            spec.ranker,
+            lanes.click_model,
+            learning_rate=cfg.learning_rate,
+            clip_norm=lanes.clip_norm,
+        )
 
     def local(lane_params, lane_keys, global_scores):
         return interaction.local_training(
@@ -184,7 +178,8 @@ def stage_functions(spec, arrays):
         ("scoring: later step (per-lane windows)", jax.jit(score_later), (lane_params, queries)),
         ("Plackett-Luce sampling", jax.jit(sample), (key_rank, scores, lengths)),
         ("clicks", jax.jit(clicks_of), (key_click, queries, displayed.ranking)),
-        ("PDGD gradient + step", jax.jit(pdgd_step), (lane_params, queries, displayed, clicks)),
+        ("clicks + PDGD gradient + step", jax.jit(pdgd_step),
+         (lane_params, key_click, queries, displayed)),
         ("local training (B steps, all lanes)", jax.jit(local),
          (lane_params, lane_keys, global_scores)),
         ("server (aggregation pipeline)", jax.jit(server), (models, flat_global, server_state)),
