@@ -73,6 +73,35 @@ def position_coefficients_of_lists(
     operation runs across the lists in SIMD lanes; under ``vmap`` the list axis would
     lead and the k = 10 wide minor axes would not fill a vector register (on a CPU
     this takes about half the time of the vmapped single-list form)."""
+    n = shown_scores.shape[0]
+    if n > _LISTS_PER_BLOCK:
+        # Blocks of lists, one after another: a block's [k, k, k, lists] intermediates stay
+        # in cache (all lists at once ran 3x slower per list at 10^4 lists on a CPU).
+        blocks = -(-n // _LISTS_PER_BLOCK)
+        extra = blocks * _LISTS_PER_BLOCK - n
+
+        def blocked(x, fill):
+            x = jnp.concatenate([x, jnp.full((extra,) + x.shape[1:], fill, x.dtype)])
+            return x.reshape((blocks, _LISTS_PER_BLOCK) + x.shape[1:])
+
+        coefficients = jax.lax.map(
+            lambda args: _coefficients_lanes_last(*args),
+            (
+                blocked(shown_scores, 0.0),
+                blocked(shown, False),
+                blocked(clicks, False),
+                blocked(rest_logsumexp, -jnp.inf),
+            ),
+        )
+        return coefficients.reshape((blocks * _LISTS_PER_BLOCK,) + coefficients.shape[2:])[:n]
+    return _coefficients_lanes_last(shown_scores, shown, clicks, rest_logsumexp)
+
+
+_LISTS_PER_BLOCK = 256
+
+
+def _coefficients_lanes_last(shown_scores, shown, clicks, rest_logsumexp):
+    """``position_coefficients_of_lists`` of one block of lists."""
     scores, shown, clicks = shown_scores.T, shown.T, clicks.T  # [k, n]
     pairs = _preference_pairs_lanes_last(clicks, shown)
     diff = scores[:, None, :] - scores[None, :, :]
