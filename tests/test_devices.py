@@ -128,9 +128,11 @@ def test_a_binary_over_two_devices_writes_the_single_device_results(tmp_path, mo
         )
         assert done.returncode == 0, done.stderr[-2000:]
         found[n] = json.loads((out / "results.json").read_text())
-    cells = found[1].get("cells", [found[1]])
-    assert len(cells) == len(found[2].get("cells", [found[2]]))
-    for one, two in zip(cells, found[2].get("cells", [found[2]])):
+    cells = found[1]["cells"]
+    assert len(cells) == len(found[2]["cells"])
+    for one, two in zip(cells, found[2]["cells"]):
         for key in ("offline_ndcg", "online_ndcg"):
-            np.testing.assert_allclose(two[key], one[key], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(
+                two["curves"][key], one["curves"][key], rtol=1e-5, atol=1e-6
+            )
     assert found[2]["config"]["n_devices"] == 2
