@@ -1,7 +1,7 @@
 """A folder of results.json files -> learning-curve figures, tables and summary.json.
 
 The files are read into labelled Series (experiments/series.py), grouped by dataset (and
-experiment: poisoning grids, non-IID types, or a file's "experiment" key). Each group gets one
+experiment: a cell's labels name it, e.g. poisoning, a non-IID type). Each group gets one
 figure (a panel per click model, a mean ± sd line per setting; a second one of offline MaxRR
 where every setting recorded it) and one table per metric (experiments/tables.py).
 """

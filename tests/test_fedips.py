@@ -385,7 +385,7 @@ def test_binary_lambdarank_baseline(tmp_path):
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["method"] == "lambdarank"
-    assert np.asarray(results["offline_ndcg5"]).shape == (1, 5)
+    assert np.asarray(results["cells"][0]["curves"]["offline_ndcg5"]).shape == (1, 5)
 
 
 def test_binary_takes_the_ranker(tmp_path):
@@ -395,7 +395,7 @@ def test_binary_takes_the_ranker(tmp_path):
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["config"]["ranker"] == "neural"
-    assert np.asarray(results["offline_ndcg5"]).shape == (1, 6)
+    assert np.asarray(results["cells"][0]["curves"]["offline_ndcg5"]).shape == (1, 6)
 
 
 @pytest.mark.parametrize(
