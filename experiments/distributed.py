@@ -111,7 +111,7 @@ def is_distributed() -> bool:
 def is_writer() -> bool:
     """Whether this process writes files (always, unless it is not process 0 of a
     --distributed run)."""
-    if not FLAGS.distributed:
+    if "distributed" not in FLAGS or not FLAGS.distributed:
         return True
     from foltr_jax import multiprocess
 
