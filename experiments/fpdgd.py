@@ -146,7 +146,7 @@ def results_of(method, config, result, slots, train, test, source, log) -> dict:
 
 
 def run() -> program.Done:
-    config = common.federation_config()
+    config = common.federation_config(CONFIG_FLAGS)
     settings = grid_settings(config)
     names = cell_names(settings) if settings else []
     files = [f"{n}/results.json" for n in names] + ["grid.json"] if names else ["results.json"]

@@ -405,31 +405,37 @@ def run_cell(
         spec, arrays = federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
     except federation.ConfigError as error:
         raise common.user_error(error) from None
+    common.check_same_everywhere((cell.name, spec, cell.describe), arrays)
     fingerprint = cell_fingerprint(cell, spec, arrays) if finished.enabled else ""
     saved = finished.load(cell.name, fingerprint)
     if isinstance(saved, dict) and "curves" in saved:  # not one of an older results format
         print(f"{PROGRAM}: [{cell.name}] finished by an earlier run, reused", file=sys.stderr)
         return saved
     initial = None
+    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
     if cell.warmup is not None:
-        print(
-            f"{PROGRAM}: [{cell.name}] warm-up on {cell.warmup.n_queries} shared queries",
-            file=sys.stderr,
-        )
-        with common.stop_cleanly([f"{cell.name} warm-up"], cell.config.n_runs):
-            initial, _ = noniid.warm_up(
-                cell.config,
-                cell.warmup,
-                cell.test,
-                FLAGS.warmup_interactions,
-                checkpoint=output.checkpoint(f"{cell.name}-warmup"),
+        if writer:
+            print(
+                f"{PROGRAM}: [{cell.name}] warm-up on {cell.warmup.n_queries} shared queries",
+                file=sys.stderr,
             )
+        with common.stop_cleanly([f"{cell.name} warm-up"], cell.config.n_runs):
+            try:
+                initial, _ = noniid.warm_up(
+                    cell.config,
+                    cell.warmup,
+                    cell.test,
+                    FLAGS.warmup_interactions,
+                    checkpoint=output.checkpoint(f"{cell.name}-warmup"),
+                )
+            except federation.ConfigError as error:
+                raise common.user_error(error) from None
     log = common.ProgressLog(f"{PROGRAM} {cell.name}")
     with common.stop_cleanly([cell.name], cell.config.n_runs):
         result = federation.run(
             spec,
             arrays,
-            progress=log,
+            progress=log if writer else None,
             initial_params=initial,
             checkpoint=output.checkpoint(cell.name),
         )
@@ -485,20 +491,27 @@ def format_table(kind: int, cells) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run() -> program.Done:
-    kind, remedies, mus, steps = _parse()
-    output = common.claim_output(("results.json", "table.txt"))  # before any work
+def _checked_cells(kind, remedies, mus, steps) -> tuple:
+    """``plan_cells``, with every cell's settings checked before any run."""
     cells, source = plan_cells(kind, remedies, mus, steps)
     for cell in cells:  # refuse bad plans before any run
         try:
             federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
         except federation.ConfigError as error:
             raise common.user_error(error) from None
-    print(
-        f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
-        f"{FLAGS.rounds} rounds",
-        file=sys.stderr,
-    )
+    return cells, source
+
+
+def run() -> program.Done:
+    kind, remedies, mus, steps = _parse()
+    output = common.on_every_process(common.claim_output, ("results.json", "table.txt"))
+    cells, source = common.on_every_process(_checked_cells, kind, remedies, mus, steps)
+    if common.is_writer():
+        print(
+            f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
+            f"{FLAGS.rounds} rounds",
+            file=sys.stderr,
+        )
     finished = output.finished_parts(".cells")
     results_cells = [
         run_cell(cell, output, finished, cell_labels(cell.name, kind, cells[0].config))
@@ -535,7 +548,7 @@ def run() -> program.Done:
     return program.Done(output, f"{table}type {kind}: {summary}; results in {path}")
 
 
-main = program.main(PROGRAM, run, distributed=False, what="the non-IID binary")
+main = program.main(PROGRAM, run)
 
 if __name__ == "__main__":
     app.run(main)

@@ -80,7 +80,7 @@ def run() -> program.Done:
         raise common.UserError(
             f"--malicious_counts must be integers, got {FLAGS.malicious_counts}"
         ) from None
-    config = common.federation_config()
+    config = common.federation_config(CONFIG_FLAGS)
     settings = grid_settings(FLAGS.grid, FLAGS.click_models, counts)
     for setting in settings:
         try:

@@ -64,7 +64,7 @@ def _int_list(name: str) -> tuple:
 
 def unlearning_config() -> unlearning.UnlearningConfig:
     config = unlearning.UnlearningConfig(
-        federation=common.federation_config(),
+        federation=common.federation_config(CONFIG_FLAGS),
         click_models=tuple(FLAGS.click_models),
         forget_clients=_int_list("forget_clients"),
         delta_t=_int_list("delta_t"),
@@ -86,15 +86,17 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
     """The results file; the trainings finished by an earlier, interrupted invocation
     come from ``finished``, the others run (resuming from their checkpoints) and are
     saved there."""
-    train, test, source = common.load_datasets()
+    train, test, source = common.on_every_process(common.load_datasets)
     cfg, labels = config.federation, config.labels()
     n_runs, n_clicks = cfg.n_runs, len(config.click_models)
-    print(
-        f"unlearning: forget client(s) {list(config.forget_clients)} of {cfg.n_clients}; "
-        f"{n_clicks} click model(s) x {n_runs} run(s) x {cfg.rounds} rounds; "
-        f"{len(config.cells())} unlearning cells (n′ x Δt x click model) in one program",
-        file=sys.stderr,
-    )
+    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    if writer:
+        print(
+            f"unlearning: forget client(s) {list(config.forget_clients)} of {cfg.n_clients}; "
+            f"{n_clicks} click model(s) x {n_runs} run(s) x {cfg.rounds} rounds; "
+            f"{len(config.cells())} unlearning cells (n′ x Δt x click model) in one program",
+            file=sys.stderr,
+        )
     trained, seconds, logs, (malicious_spec, malicious_arrays) = _train(
         config, labels, train, test, output, finished
     )
@@ -106,7 +108,7 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
             malicious_spec,
             malicious_arrays,
             history,
-            progress=logs[-1],
+            progress=logs[-1] if writer else None,
             checkpoint=output.checkpoint("replay"),
         )
 
@@ -141,8 +143,10 @@ def _train(config, labels, train, test, output, finished) -> tuple:
     trainings 10H-0M, 9H-1M and 9H-0M: each reused from ``finished``, or run (resuming
     from its checkpoint) and saved there."""
     trained, seconds, logs = {}, {}, []
+    writer = common.is_writer()
     for kind in ("honest", "malicious", "retrained"):
         spec, arrays = unlearning.build_training(config, train, test, kind)
+        common.check_same_everywhere((config, kind, spec), arrays)
         fingerprint = loop.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
         result = _run_result(finished.load(kind, fingerprint))
         if result is None:
@@ -150,7 +154,10 @@ def _train(config, labels, train, test, output, finished) -> tuple:
             names = [f"{labels[kind]} {c}" for c in config.click_models]
             with common.stop_cleanly(names, config.federation.n_runs, "training"):
                 result = federation.run(
-                    spec, arrays, progress=logs[-1], checkpoint=output.checkpoint(kind)
+                    spec,
+                    arrays,
+                    progress=logs[-1] if writer else None,
+                    checkpoint=output.checkpoint(kind),
                 )
             finished.save(kind, fingerprint, _plain(result))
             if finished.enabled:  # the saved part holds it now
@@ -335,7 +342,7 @@ def format_table(written: dict) -> str:
 def run() -> program.Done:
     common.need_report_extra("unlearning", ("scipy",))  # Table 3's t-tests, before any work
     config = unlearning_config()
-    output = common.claim_output(("results.json", "table.txt"))  # before any work
+    output = common.on_every_process(common.claim_output, ("results.json", "table.txt"))
     finished = output.finished_parts(".phases")
     written = run_experiment(config, output, finished)
     table = format_table(written)
@@ -350,7 +357,7 @@ def run() -> program.Done:
     )
 
 
-main = program.main("unlearning", run, distributed=False, what="the unlearning binary")
+main = program.main("unlearning", run)
 
 if __name__ == "__main__":
     app.run(main)

@@ -344,9 +344,7 @@ class Replay:
         )
         active = s < consts.rounds
         flat_global = jnp.where(active[:, None], replayed, flat_global)
-        offline = engine.offline_when(
-            lambda p: self.evaluate(consts, p), flat_global, evaluate_now
-        )
+        offline = engine.offline_when(lambda p: self.evaluate(consts, p), flat_global, evaluate_now)
         nan = jnp.float32(jnp.nan)
         return flat_global, ReplayMetrics(*(jnp.where(active, m, nan) for m in offline))
 
