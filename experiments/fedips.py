@@ -145,18 +145,23 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
 def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> dict:
     """The λLinear baseline: full-batch linear LambdaRank on every training query's labels."""
     steps, lr = FLAGS.lambdarank_steps, FLAGS.lambdarank_learning_rate
-    print(
-        f"lambdarank: {steps} full-batch steps, learning rate {lr}, "
-        f"{prepared.train.n_queries} training queries",
-        file=sys.stderr,
-    )
+    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    if writer:
+        print(
+            f"lambdarank: {steps} full-batch steps, learning rate {lr}, "
+            f"{prepared.train.n_queries} training queries",
+            file=sys.stderr,
+        )
     start = time.perf_counter()
     _, (n5, n10) = lambdarank.train_lambdarank(prepared.train, lr, steps, arrays.test)
     seconds = time.perf_counter() - start
     initial5, initial10 = lambdarank.evaluate(
         rankers.LinearRanker(prepared.train.n_features).init(None), arrays.test
     )
-    print(f"[lambdarank] {steps} steps, {seconds:.1f} s (compilation included)", file=sys.stderr)
+    if writer:
+        print(
+            f"[lambdarank] {steps} steps, {seconds:.1f} s (compilation included)", file=sys.stderr
+        )
     return {
         "lambdarank": {"learning_rate": lr, "steps": steps},
         "initial_offline_ndcg": [float(initial5)],
@@ -193,12 +198,7 @@ def run() -> program.Done:
     return program.Done(output, summary(results) + f"; results in {path}")
 
 
-main = program.main(
-    PROGRAM,
-    run,
-    distributed=lambda: FLAGS.baseline != "lambdarank",
-    what="the lambdarank baseline",
-)
+main = program.main(PROGRAM, run)
 
 if __name__ == "__main__":
     app.run(main)
