@@ -151,18 +151,23 @@ def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> tuple[di
     """The λLinear baseline, full-batch linear LambdaRank on every training query's labels:
     (its cell's curves and values, the file's fields)."""
     steps, lr = FLAGS.lambdarank_steps, FLAGS.lambdarank_learning_rate
-    print(
-        f"lambdarank: {steps} full-batch steps, learning rate {lr}, "
-        f"{prepared.train.n_queries} training queries",
-        file=sys.stderr,
-    )
+    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    if writer:
+        print(
+            f"lambdarank: {steps} full-batch steps, learning rate {lr}, "
+            f"{prepared.train.n_queries} training queries",
+            file=sys.stderr,
+        )
     start = time.perf_counter()
     _, (n5, n10) = lambdarank.train_lambdarank(prepared.train, lr, steps, arrays.test)
     seconds = time.perf_counter() - start
     initial5, initial10 = lambdarank.evaluate(
         rankers.LinearRanker(prepared.train.n_features).init(None), arrays.test
     )
-    print(f"[lambdarank] {steps} steps, {seconds:.1f} s (compilation included)", file=sys.stderr)
+    if writer:
+        print(
+            f"[lambdarank] {steps} steps, {seconds:.1f} s (compilation included)", file=sys.stderr
+        )
     cell = {
         "evaluated_rounds": range(1, len(n5) + 1),
         "curves": {"offline_ndcg5": [n5.tolist()], "offline_ndcg10": [n10.tolist()]},
@@ -200,12 +205,7 @@ def run() -> program.Done:
     return program.Done(output, summary(results) + f"; results in {path}")
 
 
-main = program.main(
-    PROGRAM,
-    run,
-    distributed=lambda: FLAGS.baseline != "lambdarank",
-    what="the lambdarank baseline",
-)
+main = program.main(PROGRAM, run)
 
 if __name__ == "__main__":
     app.run(main)

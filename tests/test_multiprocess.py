@@ -304,6 +304,44 @@ def test_a_noniid_cell_over_two_processes_gives_the_one_process_results(tmp_path
 
 
 @pytest.mark.slow  # several processes
+@pytest.mark.parametrize("baseline", ["none", "lambdarank"])
+def test_fedips_over_two_processes_gives_the_one_process_results(tmp_path, baseline):
+    """FedIPS (its users over the 4 devices) and its λLinear baseline, each after f₀: every
+    LambdaRank run is engine.run's too."""
+    args = [
+        "--synthetic_queries=30",
+        "--synthetic_features=8",
+        "--synthetic_docs_per_query=8",
+        "--n_users=8",
+        "--n_runs=2",
+        "--rounds=4",
+        "--chunk_rounds=2",
+        "--logging_steps=5",
+        "--lambdarank_steps=4",
+        f"--baseline={baseline}",
+        "--n_devices=4",
+    ]
+    one, two, written = one_and_two_processes("fedips", args, tmp_path, "fedips")
+    assert written == ["results.json"]
+    assert two["config"] == one["config"] and two["method"] == one["method"]
+    f0_one, f0_two = one["logging_policy"], two["logging_policy"]
+    assert f0_two["queries"] == f0_one["queries"]
+    for metric in ("offline_ndcg5", "offline_ndcg10"):
+        np.testing.assert_allclose(f0_two[metric], f0_one[metric], rtol=0, atol=1e-5)
+    (cell_one,), (cell_two,) = one["cells"], two["cells"]
+    for curve in ("offline_ndcg5", "offline_ndcg10"):
+        np.testing.assert_allclose(
+            cell_two["curves"][curve], cell_one["curves"][curve], rtol=0, atol=1e-5
+        )
+    np.testing.assert_allclose(
+        cell_two["per_run"]["initial_offline_ndcg5"],
+        cell_one["per_run"]["initial_offline_ndcg5"],
+        rtol=0,
+        atol=1e-5,
+    )
+
+
+@pytest.mark.slow  # several processes
 def test_processes_with_other_flags_are_refused_in_one_line(tmp_path):
     processes = start(
         "fpdgd",
@@ -394,10 +432,7 @@ def test_binaries_that_do_not_run_over_processes_refuse_distributed(tmp_path, mo
     # They refuse before anything starts: their main in this process (binaries.call), run
     # from tmp_path as the processes above are.
     monkeypatch.chdir(tmp_path)
-    for module, args in [
-        ("benchmark", ["--suite"]),
-        ("fedips", ["--baseline=lambdarank"]),
-    ]:
+    for module, args in [("benchmark", ["--suite"])]:
         done = binaries.call(module, "--distributed", *args, cache_dir=tmp_path / "cache")
         assert done.returncode == 2, (module, done.stderr)
         (line,) = done.stderr.strip().splitlines()
