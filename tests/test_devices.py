@@ -136,16 +136,13 @@ def test_a_binary_over_two_devices_writes_the_single_device_results(tmp_path, mo
         )
         assert done.returncode == 0, done.stderr[-2000:]
         found[n] = json.loads((out / "results.json").read_text())
-    def rows(results):  # a results file's cells (unlearning: its trainings and replays)
-        if "unlearning" in results:
-            return results["training"] + results["unlearning"]
-        return results.get("cells", [results])
-
-    cells = rows(found[1])
-    assert len(cells) == len(rows(found[2])) > 0
-    for one, two in zip(cells, rows(found[2])):
-        keys = [k for k in ("offline_ndcg", "online_ndcg") if k in one]
+    cells = found[1]["cells"]  # unlearning: its trainings, then its replays
+    assert len(cells) == len(found[2]["cells"]) > 0
+    for one, two in zip(cells, found[2]["cells"]):
+        keys = [k for k in ("offline_ndcg", "online_ndcg") if k in one["curves"]]
         assert "offline_ndcg" in keys
         for key in keys:
-            np.testing.assert_allclose(two[key], one[key], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(
+                two["curves"][key], one["curves"][key], rtol=1e-5, atol=1e-6
+            )
     assert found[2]["config"]["n_devices"] == 2
