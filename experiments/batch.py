@@ -37,7 +37,7 @@ import sys
 
 from absl import app, flags
 
-from experiments import common, plugins, runs
+from experiments import common, plugins, program, runs
 
 common.need_report_extra("batch")  # the figures and pages: matplotlib, scipy
 from experiments import figures as report  # noqa: E402
@@ -121,52 +121,40 @@ def run_recipe(
     return True
 
 
-def main(argv):
-    common.quiet_logs()
-    if len(argv) > 1:
-        common.fail("batch", f"unexpected arguments {argv[1:]}")
-    try:
-        plugins.load(FLAGS.plugin)
-    except common.UserError as error:
-        common.fail("batch", str(error))
+def run() -> program.Done:
     available = recipes(FLAGS.quick)
     if FLAGS.list:
         for recipe in available.values():
             print(f"{recipe.name:<20} {len(recipe.runs):>3} run(s)  {recipe.title}")
-        return
+        return program.Done()
     names = list(available) if FLAGS.recipe == ["all"] else FLAGS.recipe
     if not names:
-        common.fail("batch", "--recipe: name one or more recipes (see --list), or 'all'")
+        raise common.UserError("--recipe: name one or more recipes (see --list), or 'all'")
     unknown = [n for n in names if n not in available]
     if unknown:
-        common.fail("batch", f"--recipe: unknown recipe(s) {unknown}; see --list")
+        raise common.UserError(f"--recipe: unknown recipe(s) {unknown}; see --list")
     if FLAGS.jobs < 1:
-        common.fail("batch", f"--jobs must be at least 1, got {FLAGS.jobs}")
+        raise common.UserError(f"--jobs must be at least 1, got {FLAGS.jobs}")
     if FLAGS.n_runs < 0:
-        common.fail("batch", f"--n_runs must be at least 0, got {FLAGS.n_runs}")
-    try:
-        # a dry run fetches nothing
-        data_root = runs.default_data_root(FLAGS.data_root, FLAGS.quick, fetch=not FLAGS.dry_run)
-        folds = runs.dataset_flags(data_root)
-    except common.UserError as error:
-        common.fail("batch", str(error))
+        raise common.UserError(f"--n_runs must be at least 0, got {FLAGS.n_runs}")
+    # a dry run fetches nothing
+    data_root = runs.default_data_root(FLAGS.data_root, FLAGS.quick, fetch=not FLAGS.dry_run)
+    folds = runs.dataset_flags(data_root)
     n_runs = FLAGS.n_runs or (2 if FLAGS.quick else 5)
     results_dir = pathlib.Path(FLAGS.results_dir)
     claimed = None
     if not FLAGS.dry_run:  # one batch at a time in a results folder, writable, before any run
-        try:
-            claimed = common.Output(results_dir, outputs=(), flag="results_dir")
-        except common.UserError as error:
-            common.fail("batch", str(error))
+        claimed = common.Output(results_dir, outputs=(), flag="results_dir")
     outcomes = [
         run_recipe(available[n], results_dir, folds, n_runs, FLAGS.quick, FLAGS.dry_run, FLAGS.jobs)
         for n in names
     ]
     if claimed is not None:
         claimed.release()
-    ok = all(outcomes)
-    sys.exit(0 if ok else 1)
+    return program.Done(status=0 if all(outcomes) else 1)
 
+
+main = program.main("batch", run, distributed=None)
 
 if __name__ == "__main__":
     app.run(main)

@@ -145,7 +145,7 @@ def run() -> program.Done:
     if FLAGS.suite:
         run_suite()
         return program.Done()
-    config = common.federation_config()
+    config = common.federation_config(CONFIG_FLAGS)
     train, test, source = common.on_every_process(common.load_datasets)
     spec, arrays = common.on_every_process(common.build, config, train, test)
     with common.stop_cleanly():

@@ -42,7 +42,7 @@ from collections.abc import Callable
 import numpy as np
 from absl import app, flags
 
-from experiments import common, runs
+from experiments import common, program, runs
 
 common.need_report_extra("claims")  # the t-tests and figures: scipy, matplotlib
 from experiments import figures as report  # noqa: E402
@@ -989,24 +989,18 @@ def resolve_data_root(data_root: str) -> str:
     return str(found)
 
 
-def main(argv):
-    common.quiet_logs()
-    if len(argv) > 1:
-        common.fail("claims", f"unexpected arguments {argv[1:]}")
-    try:
-        claims = selected([n for n in FLAGS.claims if n], FLAGS.reduced)
-        if FLAGS.list:
-            for c in claims:
-                print(f"{c.key:<28} {c.paper}, {c.where}; runs: {', '.join(c.runs)}")
-            return
-        for name, least in (("n_runs", 2), ("eval_every", 1), ("jobs", 1)):  # 2: a t-test
-            value = getattr(FLAGS, name)
-            if value < least:
-                raise common.UserError(f"--{name}: must be at least {least}, got {value}")
-        data_root = resolve_data_root(FLAGS.data_root)
-        folds = runs.dataset_flags(data_root)
-    except common.UserError as error:
-        common.fail("claims", str(error))
+def run() -> program.Done:
+    claims = selected([n for n in FLAGS.claims if n], FLAGS.reduced)
+    if FLAGS.list:
+        for c in claims:
+            print(f"{c.key:<28} {c.paper}, {c.where}; runs: {', '.join(c.runs)}")
+        return program.Done()
+    for name, least in (("n_runs", 2), ("eval_every", 1), ("jobs", 1)):  # 2: a t-test
+        value = getattr(FLAGS, name)
+        if value < least:
+            raise common.UserError(f"--{name}: must be at least {least}, got {value}")
+    data_root = resolve_data_root(FLAGS.data_root)
+    folds = runs.dataset_flags(data_root)
     results_dir = pathlib.Path(FLAGS.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -1017,14 +1011,16 @@ def main(argv):
     rows = evaluate(claims, results_dir)
     data = data_description(data_root)
     text = markdown(rows, data, seconds)
-    (results_dir / "claims.md").write_text(text)
+    common.write_text_atomic(results_dir / "claims.md", text)
     payload = {"data": data, "seconds": seconds, "n_runs": FLAGS.n_runs,
                "eval_every": FLAGS.eval_every, "claims": rows}  # fmt: skip
-    (results_dir / "claims.json").write_text(json.dumps(payload, indent=1) + "\n")
+    common.write_text_atomic(results_dir / "claims.json", json.dumps(payload, indent=1) + "\n")
     print(text)
     print(f"[claims] table: {results_dir / 'claims.md'}", file=sys.stderr)
-    sys.exit(1 if failed else 0)
+    return program.Done(status=1 if failed else 0)
 
+
+main = program.main("claims", run, distributed=None)
 
 if __name__ == "__main__":
     app.run(main)

@@ -45,7 +45,6 @@ from experiments.output import (
 from experiments.results import (
     curve_summary,
     dataset_summary,
-    offline_rounds,
     peak_rss_mb,
     results_file,
     timings,
@@ -81,7 +80,6 @@ __all__ = [
     "is_writer",
     "load_datasets",
     "need_report_extra",
-    "offline_rounds",
     "on_every_process",
     "peak_rss_mb",
     "probe_output_file",
@@ -147,21 +145,19 @@ def define_data_flags():
 # FederationConfig's fields that are not flags: fixed by the papers (top_k) or set by a
 # binary (aggregation by --centralised_form, display_groups by the program).
 FEDERATION_INTERNAL = ("top_k", "aggregation", "display_groups")
-_FEDERATION_FLAGS: list = []
 # The poisoning and unlearning papers' setting (10 clients, B = 5, T = 10,000).
 TEN_CLIENT_DEFAULTS = {
     "n_clients": 10,
     "local_updates": 5,
     "rounds": 10_000,
     "chunk_rounds": 500,
-}  # the ConfigFlags of define_federation_flags
+}
 
 
 def define_federation_flags(defaults: dict | None = None) -> config_flags.ConfigFlags:
     """FederationConfig's flags (``config_flags``; ``defaults``: a binary's paper defaults),
     --distributed, and --centralised/--centralised_form; ``federation_config`` reads them."""
     generated = config_flags.define(FederationConfig, skip=FEDERATION_INTERNAL, defaults=defaults)
-    _FEDERATION_FLAGS[:] = [generated]
     define_distributed_flags()
     flags.DEFINE_bool("centralised", False, "Run the centralised PDGD baseline instead of FPDGD.")
     flags.DEFINE_string(
@@ -202,9 +198,10 @@ def define_checkpoint_flag():
     )
 
 
-def federation_config() -> federation.FederationConfig:
-    """The FederationConfig of the flags (the centralised baseline's with --centralised)."""
-    config = _FEDERATION_FLAGS[0].build()
+def federation_config(generated: config_flags.ConfigFlags) -> federation.FederationConfig:
+    """The FederationConfig of ``generated`` (a binary's ``define_federation_flags``) and
+    the flags (the centralised baseline's with --centralised)."""
+    config = generated.build()
     if FLAGS.centralised:
         try:
             config = centralised(config, FLAGS.centralised_form)

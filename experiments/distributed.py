@@ -63,7 +63,8 @@ def refuse_distributed(program: str, what: str) -> None:
         fail(
             program,
             f"--distributed: {what} does not run over several processes (fpdgd, "
-            "poisoning, benchmark, foltr_es and fedips do); run it without --distributed",
+            "poisoning, benchmark, foltr_es, fedips, noniid and unlearning do); run it "
+            "without --distributed",
         )
 
 
@@ -102,10 +103,15 @@ def on_every_process(fn, *args, **kwargs):
     return result
 
 
+def is_distributed() -> bool:
+    """Whether this process is one of a --distributed run."""
+    return "distributed" in FLAGS and FLAGS.distributed
+
+
 def is_writer() -> bool:
     """Whether this process writes files (always, unless it is not process 0 of a
     --distributed run)."""
-    if not FLAGS.distributed:
+    if "distributed" not in FLAGS or not FLAGS.distributed:
         return True
     from foltr_jax import multiprocess
 

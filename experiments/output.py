@@ -19,7 +19,7 @@ import numpy as np
 from absl import flags
 
 from experiments.cli import UserError
-from experiments.distributed import is_writer
+from experiments.distributed import is_distributed, is_writer
 from foltr_jax import files, loop
 
 FLAGS = flags.FLAGS
@@ -210,8 +210,12 @@ class Output:
         return path
 
     def finished_parts(self, folder: str) -> FinishedParts:
-        """Finished parts kept in ``<output_dir>/<folder>`` (disabled with --nocheckpoint)."""
+        """Finished parts kept in ``<output_dir>/<folder>`` (disabled with --nocheckpoint,
+        and in a --distributed run: the other processes cannot read them, so every part
+        runs on all of them and its own checkpoint, which process 0 reads and shares,
+        returns a finished part at once)."""
         enabled = FLAGS.checkpoint if self.checkpoints is None else self.checkpoints
+        enabled = enabled and not is_distributed()
         return FinishedParts(self.path / folder if enabled else None)
 
     def write_json(self, name, payload: dict) -> pathlib.Path:

@@ -35,7 +35,7 @@ import time
 
 from absl import app, flags
 
-from experiments import common
+from experiments import common, program
 from experiments.recipes import Recipe, Run, recipes
 
 FLAGS = flags.FLAGS
@@ -258,23 +258,15 @@ def table(rows) -> str:
     return "\n".join(lines)
 
 
-def main(argv):
-    common.quiet_logs()
-    if len(argv) > 1:
-        common.fail("paper_budget", f"unexpected arguments {argv[1:]}")
+def run() -> program.Done:
     available = recipes(quick=False)
     names = list(available) if FLAGS.recipes == ["all"] else FLAGS.recipes
     unknown = [n for n in names if n not in available]
     if unknown:
-        common.fail("paper_budget", f"--recipes: unknown {unknown}; see experiments.batch --list")
+        raise common.UserError(f"--recipes: unknown {unknown}; see experiments.batch --list")
     if min(FLAGS.measure_chunk_rounds, FLAGS.measure_chunks, FLAGS.folds, FLAGS.n_runs) < 1:
-        common.fail(
-            "paper_budget", "--measure_chunk_rounds, --measure_chunks, --folds, --n_runs >= 1"
-        )
-    try:
-        output = common.probe_output_file(FLAGS.output, "output")  # before any measurement
-    except common.UserError as error:
-        common.fail("paper_budget", str(error))
+        raise common.UserError("--measure_chunk_rounds, --measure_chunks, --folds, --n_runs >= 1")
+    output = common.probe_output_file(FLAGS.output, "output")  # before any measurement
     settings = {
         "chunk_rounds": FLAGS.measure_chunk_rounds,
         "chunks": FLAGS.measure_chunks,
@@ -283,13 +275,8 @@ def main(argv):
         "data": FLAGS.data,
         "extra": FLAGS.extra_flags,
     }
-    rows = []
     with tempfile.TemporaryDirectory(prefix="paper_budget_") as workdir:
-        for name in names:
-            try:
-                rows.append(measure_recipe(available[name], pathlib.Path(workdir), settings))
-            except common.UserError as error:
-                common.fail("paper_budget", str(error))
+        rows = [measure_recipe(available[name], pathlib.Path(workdir), settings) for name in names]
     print(table(rows))
     record = {
         "recipes": rows,
@@ -298,11 +285,11 @@ def main(argv):
         "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
         "versions": common.versions(),
     }
-    try:
-        common.write_output_file(output, record, "output")
-    except common.UserError as error:  # the table above keeps the measurements
-        common.fail("paper_budget", str(error))
-    print(f"written to {FLAGS.output}")
+    common.write_output_file(output, record, "output")  # the table above keeps the measurements
+    return program.Done(message=f"written to {FLAGS.output}")
+
+
+main = program.main("paper_budget", run, distributed=None)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,15 @@
 ``--plugin`` code imported; ``--distributed`` joined (or refused in one line where the
 binary does not run over several processes); ``run()`` called; a ``UserError`` printed
 as one line ``<program>: error: ...`` (status 2); the claimed output folder finished;
-the result line printed by the process that writes.
+the result line printed by the process that writes, and its exit status.  The tools
+that run no simulation themselves (batch, claims, report, paper_budget) use it with
+``distributed=None``: they have no --distributed flag.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Callable
 
 from absl import flags
@@ -28,25 +31,26 @@ class Done:
 
     output: object = None  # experiments.output.Output
     message: str = ""
+    status: int = 0  # the exit status (a tool whose runs failed: 1)
 
 
 def main(
     program: str,
     run: Callable[[], Done],
     *,
-    distributed: bool | Callable[[], bool] = True,
+    distributed: bool | Callable[[], bool] | None = True,
     what: str = "",
 ) -> Callable:
     """absl's ``main`` for a binary whose own work is ``run``.  ``distributed``: whether it
-    runs over several processes (a callable when that depends on the flags); ``what``
-    names it in the refusal."""
+    runs over several processes (a callable when that depends on the flags; None: it has
+    no --distributed flag); ``what`` names it in the refusal."""
 
     def absl_main(argv):
         quiet_logs()
         if len(argv) > 1:
             fail(program, f"unexpected arguments {argv[1:]}; flags look like --name=value")
         many = distributed() if callable(distributed) else distributed
-        if not many:
+        if many is False:
             refuse_distributed(program, what or f"experiments.{program}")
         try:
             plugins.load(FLAGS.plugin if "plugin" in FLAGS else [])
@@ -59,5 +63,7 @@ def main(
             done.output.finish()
         if done.message and is_writer():
             print(done.message)
+        if done.status:
+            sys.exit(done.status)
 
     return absl_main

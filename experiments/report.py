@@ -9,7 +9,7 @@ defaults to results/batch/<recipe>), the report also draws the paper's figures a
 panel for panel (experiments/paper_figures/): paper_<figure>.png/.pdf, page.png/.pdf
 (every figure and table of the recipe on one page), paper_tables.md and paper.json.
 
-Finds every results.json under --results_dir (fpdgd-style files and poisoning grids) and writes
+Finds every results.json under --results_dir (every binary's, results format 2) and writes
 to --output_dir (default <results_dir>/report): curves_<group>.png/.pdf (offline nDCG@10 per
 round, mean ± sd, a panel per click model), table.md and table.tex (final offline nDCG@10 and
 online performance, mean ± sd, † against --baseline) and summary.json (the numbers).
@@ -22,7 +22,7 @@ import sys
 
 from absl import app, flags
 
-from experiments import common, recipes
+from experiments import common, program, recipes
 
 common.need_report_extra("report")  # matplotlib, scipy
 from experiments import figures as report  # noqa: E402
@@ -49,24 +49,19 @@ flags.DEFINE_bool(
 flags.DEFINE_bool("welch", False, "Welch's t-test instead of Student's (unequal variances).")
 
 
-def main(argv):
-    common.quiet_logs()
-    if len(argv) > 1:
-        common.fail("report", f"unexpected arguments {argv[1:]}; flags look like --name=value")
+def run() -> program.Done:
     recipe = None
     if FLAGS.recipe:
         available = recipes.recipes(FLAGS.quick)
         if FLAGS.recipe not in available:
-            common.fail("report", f"--recipe: unknown recipe {FLAGS.recipe!r}; see batch --list")
+            raise common.UserError(f"--recipe: unknown recipe {FLAGS.recipe!r}; see batch --list")
         recipe = available[FLAGS.recipe]
     results_dir = FLAGS.results_dir or (f"results/batch/{recipe.name}" if recipe else "")
     if not results_dir:
-        common.fail("report", "--results_dir is required (or --recipe)")
+        raise common.UserError("--results_dir is required (or --recipe)")
     output_dir = FLAGS.output_dir or str(pathlib.Path(results_dir) / "report")
-    try:  # claimed, locked and probed before any results are read or drawn
-        claimed = common.Output(output_dir, outputs=REPORT_FILES, flag="output_dir")
-    except common.UserError as error:
-        common.fail("report", str(error))
+    # claimed, locked and probed before any results are read or drawn
+    claimed = common.Output(output_dir, outputs=REPORT_FILES, flag="output_dir")
     try:
         summary = report.build_report(
             results_dir,
@@ -80,24 +75,29 @@ def main(argv):
         if recipe is not None:
             paper = paper_figures.make_page(results_dir, recipe, output_dir)
     except report.ReportError as error:
-        common.fail("report", str(error).replace("\n", " "))
+        raise common.UserError(str(error).replace("\n", " ")) from None
     except OSError as error:
-        common.fail("report", f"--output_dir: cannot write {error.filename or output_dir} "
-                    f"({error.strerror or error})")
-    claimed.finish()
+        raise common.UserError(
+            f"--output_dir: cannot write {error.filename or output_dir} "
+            f"({error.strerror or error})"
+        ) from None
     groups = summary["groups"]
     for name, group in groups.items():
         if group.get("baseline_note"):
             print(f"report: {name}: {group['baseline_note']}", file=sys.stderr)
     figures = sum(f.endswith(".png") for group in groups.values() for f in group["figures"])
     output = pathlib.Path(summary["output_dir"])
-    print(
+    message = (
         f"{len(summary['files'])} results file(s), {len(groups)} group(s): {figures} figure(s) "
         f"(PNG and PDF), table.md, table.tex and summary.json in {output}"
     )
     if paper is not None:
         names = ", ".join(f["name"] for f in paper["figures"] + paper["tables"])
-        print(f"{recipe.name}: {names} on {output / 'page.png'} (and .pdf), paper.json")
+        message += f"\n{recipe.name}: {names} on {output / 'page.png'} (and .pdf), paper.json"
+    return program.Done(claimed, message)
+
+
+main = program.main("report", run, distributed=None)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,14 @@ of them; and the offline NDCG@5 and NDCG@10 FedIPS reports for a linear ranker."
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import metrics, rankers
+from foltr_jax import engine, metrics, rankers
 from foltr_jax.data import RankingDataset
 from foltr_jax.interaction import window_widths
 
@@ -111,16 +111,67 @@ def lambdarank_loss(params, batches: tuple):
     return total / jnp.maximum(n_queries, 1.0)
 
 
-@functools.partial(jax.jit, static_argnames=("steps", "with_curve"))
-def _lambdarank_steps(params, batches, test, learning_rate, steps: int, with_curve: bool):
-    grad = jax.grad(lambdarank_loss)
+class LambdaRankConfig(NamedTuple):
+    """What ``engine.run`` reads of a LambdaRank run: one slot, ``rounds`` full-batch steps."""
 
-    def step(p, _):
-        g = grad(p, batches)
-        p = jax.tree_util.tree_map(lambda a, b: a - learning_rate * b, p, g)
-        return p, (evaluate(p, test) if with_curve else None)
+    rounds: int  # gradient steps
+    chunk_rounds: int
+    seed: int = 0
+    n_runs: int = 1
+    eval_every: int = 1
 
-    return jax.lax.scan(step, params, None, length=steps)
+
+class _Consts(NamedTuple):
+    batches: tuple  # RankBatch per query length
+    test: TestData | None
+    learning_rate: jax.Array  # float32 scalar
+
+
+class Metrics(NamedTuple):
+    offline_ndcg5: jax.Array  # [1]
+    offline_ndcg10: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class FullBatch:
+    """Linear LambdaRank as ``engine.run`` takes it (``engine.Method``): one run slot from
+    zero weights, each round one full-batch gradient step on every query, and the test
+    split's NDCG@5 and NDCG@10 after it when there is a test split."""
+
+    config: LambdaRankConfig
+    n_features: int
+    with_test: bool
+
+    @property
+    def offline(self) -> tuple:
+        return Metrics._fields if self.with_test else ()
+
+    def repetitions(self) -> np.ndarray:
+        return np.zeros(1, np.int64)
+
+    def init(self, consts: _Consts, init_keys):
+        params = rankers.LinearRanker(self.n_features).init(None)
+        return consts, jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], params)
+
+    def evaluate(self, consts: _Consts, state):
+        if not self.with_test:
+            return ()
+        one = jax.tree_util.tree_map(lambda x: x[0], state)
+        return tuple(m[None] for m in evaluate(one, consts.test))
+
+    def round(self, consts: _Consts, state, train_keys, t, evaluate_now):
+        params = jax.tree_util.tree_map(lambda x: x[0], state)
+        grad = jax.grad(lambdarank_loss)(params, consts.batches)
+        params = jax.tree_util.tree_map(lambda a, b: a - consts.learning_rate * b, params, grad)
+        state = jax.tree_util.tree_map(lambda x: x[None], params)
+        if not self.with_test:
+            return state, {}
+        return state, Metrics(
+            *engine.offline_when(lambda s: self.evaluate(consts, s), state, evaluate_now)
+        )
+
+    def finish(self, consts: _Consts, state, curves):
+        return jax.device_get(jax.tree_util.tree_map(lambda x: x[0], state)), {}, 0
 
 
 def train_lambdarank(
@@ -128,8 +179,10 @@ def train_lambdarank(
     learning_rate: float,
     steps: int,
     test: TestData | None = None,
+    progress=None,
 ):
-    """Full-batch gradient descent on :func:`lambdarank_loss` from zero weights.
+    """Full-batch gradient descent on :func:`lambdarank_loss` from zero weights
+    (``engine.run`` of ``FullBatch``, all steps in one chunk).
 
     Returns (params, curve) where curve is (NDCG@5 [steps], NDCG@10 [steps]) on ``test`` after
     every step, or None without ``test``.
@@ -137,10 +190,12 @@ def train_lambdarank(
     params = rankers.LinearRanker(dataset.n_features).init(None)
     if steps == 0:
         return params, None
-    params, curve = _lambdarank_steps(
-        params, rank_batches(dataset), test, jnp.float32(learning_rate), steps, test is not None
-    )
-    return jax.device_get(params), (None if curve is None else jax.device_get(curve))
+    method = FullBatch(LambdaRankConfig(steps, steps), dataset.n_features, test is not None)
+    consts = _Consts(rank_batches(dataset), test, jnp.float32(learning_rate))
+    result = engine.run(method, consts, progress)
+    if test is None:
+        return result.final_params, None
+    return result.final_params, (result.offline_ndcg5[0], result.offline_ndcg10[0])
 
 
 def logging_queries(n_queries: int, fraction: float, seed: int) -> np.ndarray:

@@ -222,17 +222,12 @@ def _serve_replay(train, flat_global, keys, n_clients: int, client_chunk: int = 
     return flat_global + step
 
 
-class ReplayResult(NamedTuple):
-    """Curves of the unlearned models; slot = cell index × n_runs + run."""
-
-    cells: list  # (click model, n′, Δt) per cell
-    offline_ndcg: np.ndarray  # [n_slots, max ⌈T/Δt⌉]; NaN after a cell's own rounds
-    offline_mrr: np.ndarray
-    rounds: np.ndarray  # [n_cells] ⌈T/Δt⌉, the replayed rounds of each cell
-    final_params: object  # leading axis n_slots
-    compile_seconds: float
-    run_seconds: float
-    interactions: int  # interactions the cells need (without the grid's idle padding)
+class ReplayResult(engine.RunResult):
+    """``engine.run``'s result for the replay, slot = cell index × n_runs + run; its
+    extras: ``cells`` [(click model, n′, Δt) per cell] and ``rounds`` [n_cells] ⌈T/Δt⌉,
+    the replayed rounds of each cell.  ``offline_ndcg`` and ``offline_mrr`` are
+    [n_slots, max ⌈T/Δt⌉], NaN after a cell's own rounds; ``interactions`` counts what
+    the cells need (without the grid's idle padding)."""
 
     def final_offline_ndcg(self) -> np.ndarray:
         """[n_cells, n_runs] nDCG@10 after each cell's last replayed round."""
@@ -250,7 +245,12 @@ class _ReplayConsts(NamedTuple):
     local_steps: jax.Array  # int [n_slots] n′
     click_index: jax.Array  # int [n_slots] row of the click table
     weights: jax.Array  # float [n_clients] 0 for the forgotten positions
-    slot_keys: jax.Array  # [n_slots] PRNG keys
+    slot_keys: jax.Array  # [n_slots] the replay's own keys (not engine.run's training keys)
+
+
+class ReplayMetrics(NamedTuple):
+    offline_ndcg: jax.Array  # [n_slots]; NaN once a cell's rounds are done
+    offline_mrr: jax.Array
 
 
 def _unravel(spec: Spec):
@@ -285,8 +285,7 @@ def _replay_clients(spec: Spec, consts: _ReplayConsts, flat_global, step_keys, s
         first_step_scores(spec, arrays, global_params),
         consts.local_steps[slot],
     )
-    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])
-    new_updates = flat(client_params).reshape(n_slots, size, -1) - flat_global[:, None]
+    new_updates = engine.flatten(client_params).reshape(n_slots, size, -1) - flat_global[:, None]
     index = jnp.minimum(s * consts.stride, consts.history.shape[1] - 1)
     stored = consts.history[consts.history_slot, index]  # [n_slots, n_clients, d]
     stored = jax.lax.dynamic_slice_in_dim(stored, start, size, axis=1)
@@ -296,36 +295,69 @@ def _replay_clients(spec: Spec, consts: _ReplayConsts, flat_global, step_keys, s
     )
 
 
-def _replay_step(spec: Spec, consts: _ReplayConsts, flat_global, s):
-    """Replayed round s for every slot: n′ local steps, calibration, FedAvg, evaluation
-    (``engine.serve``); a slot whose ⌈T/Δt⌉ rounds are done keeps its model."""
-    n_clients = consts.weights.shape[0]
-    unravel = _unravel(spec)
-    step_keys = engine.round_keys(consts.slot_keys, s)
-    replayed = _serve_replay(
-        engine.on_devices(
-            lambda inputs, start, size: _replay_clients(spec, *inputs, start, size),
-            (consts, flat_global, step_keys, s),
-            spec.config.n_devices,
-        ),
-        flat_global,
-        engine.server_keys(step_keys, n_clients),
-        n_clients,
-        spec.config.client_chunk,
-    )
-    active = (s < consts.rounds)[:, None]
-    flat_global = jnp.where(active, replayed, flat_global)
-    ndcg, mrr = jax.vmap(lambda p: evaluate(spec, consts.arrays, unravel(p)))(flat_global)
-    nan = jnp.float32(jnp.nan)
-    return flat_global, (jnp.where(active[:, 0], ndcg, nan), jnp.where(active[:, 0], mrr, nan))
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """The replay as ``engine.run`` takes it (``engine.Method``): every cell's runs are
+    run slots, round s replays the stored round 1 + s·Δt (n′ local steps, calibration,
+    FedAvg) and a slot whose ⌈T/Δt⌉ rounds are done keeps its model.
 
+    ``config`` is the engine's view: the training's, with ``rounds`` the longest cell's
+    ⌈T/Δt⌉ and every round evaluated (each cell's own last round is its result).  The
+    slots start from the training's initial models (``loop.run_keys``' initialisation
+    keys, §3.2 step 1) and draw their interactions from their own stream,
+    fold_in(repetition key, _REPLAY_STREAM), carried in the constants."""
 
-def _replay_chunk(spec, n_steps, consts, flat_global, first):
-    step = functools.partial(_replay_step, spec, consts)
-    return engine.scan_rounds(step, flat_global, first, n_steps)
+    config: federation.FederationConfig
+    spec: Spec  # the malicious training's, with local_updates = max n′ and a setting per cell
+    cells: tuple  # (click model, n′, Δt) per cell
+    cell_rounds: tuple  # ⌈T/Δt⌉ per cell
+    n_forget: int
 
+    offline = ReplayMetrics._fields
 
-_replay_chunk_jit = jax.jit(_replay_chunk, static_argnums=(0, 1))
+    def repetitions(self) -> np.ndarray:
+        return np.tile(np.arange(self.config.n_runs), len(self.cells))
+
+    def init(self, consts: _ReplayConsts, init_keys):
+        return consts, engine.flatten(jax.vmap(self.spec.ranker.init)(init_keys))
+
+    def evaluate(self, consts: _ReplayConsts, flat_global):
+        unravel = _unravel(self.spec)
+        return jax.vmap(lambda p: evaluate(self.spec, consts.arrays, unravel(p)))(flat_global)
+
+    def round(self, consts: _ReplayConsts, flat_global, train_keys, s, evaluate_now):
+        """Replayed round s of every slot (``engine.serve``); ``train_keys`` are unused:
+        the replay's keys are ``consts.slot_keys``."""
+        spec = self.spec
+        n_clients = consts.weights.shape[0]
+        step_keys = engine.round_keys(consts.slot_keys, s)
+        replayed = _serve_replay(
+            engine.on_devices(
+                lambda inputs, start, size: _replay_clients(spec, *inputs, start, size),
+                (consts, flat_global, step_keys, s),
+                spec.config.n_devices,
+            ),
+            flat_global,
+            engine.server_keys(step_keys, n_clients),
+            n_clients,
+            spec.config.client_chunk,
+        )
+        active = s < consts.rounds
+        flat_global = jnp.where(active[:, None], replayed, flat_global)
+        offline = engine.offline_when(lambda p: self.evaluate(consts, p), flat_global, evaluate_now)
+        nan = jnp.float32(jnp.nan)
+        return flat_global, ReplayMetrics(*(jnp.where(active, m, nan) for m in offline))
+
+    def finish(self, consts: _ReplayConsts, flat_global, curves):
+        cfg = self.config
+        remaining = cfg.n_clients - self.n_forget
+        interactions = sum(
+            remaining * steps * rounds
+            for (_, steps, _), rounds in zip(self.cells, self.cell_rounds)
+        )
+        final = jax.device_get(jax.vmap(_unravel(self.spec))(flat_global))
+        extras = {"cells": list(self.cells), "rounds": np.asarray(self.cell_rounds)}
+        return final, extras, interactions * cfg.n_runs
 
 
 def replay(
@@ -336,7 +368,8 @@ def replay(
     progress=None,
     checkpoint: str | None = None,
 ) -> ReplayResult:
-    """Unlearns ``config.forget_clients`` for every cell of ``config.cells()``.
+    """Unlearns ``config.forget_clients`` for every cell of ``config.cells()``
+    (``engine.run`` of ``Replay``).
 
     Args:
         spec, arrays, history: from ``train(config, ..., 'malicious')`` (its
@@ -352,17 +385,20 @@ def replay(
     every = config.store_every
     if history is None or history.shape[1] != history_length(cfg.rounds, every):
         raise ValueError("history must come from train(config, ..., 'malicious')")
-    max_steps = max(config.unlearn_local_updates)
-    replay_spec = dataclasses.replace(
-        spec,
-        config=dataclasses.replace(cfg, local_updates=max_steps),
-        n_settings=len(cells),
-        history_every=0,
+    replay_config = dataclasses.replace(cfg, local_updates=max(config.unlearn_local_updates))
+    rounds = [history_length(cfg.rounds, dt) for _, _, dt in cells]
+    method = Replay(
+        config=dataclasses.replace(replay_config, rounds=max(rounds), eval_every=1),
+        spec=dataclasses.replace(
+            spec, config=replay_config, n_settings=len(cells), history_every=0
+        ),
+        cells=tuple(cells),
+        cell_rounds=tuple(rounds),
+        n_forget=config.n_forget,
     )
     click_names = federation.click_table_names(config.click_models)
     per_cell = lambda values: jnp.repeat(jnp.asarray(values, jnp.int32), n_runs)
-    rounds = np.array([history_length(cfg.rounds, dt) for _, _, dt in cells])
-    runs = np.tile(np.arange(n_runs), len(cells))
+    runs = method.repetitions()
     consts = _ReplayConsts(
         arrays=arrays,
         history=jnp.asarray(history),
@@ -377,35 +413,8 @@ def replay(
             loop.repetition_keys(cfg.seed, runs)
         ),
     )
-    # The replay starts from the initial global model (§3.2 step 1), as training did.
-    init_keys, _ = loop.run_keys(cfg.seed, runs)
-    initial = jax.vmap(replay_spec.ranker.init)(init_keys)
-    flat_initial = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(initial)
-    flat_final, outputs, compile_seconds, run_seconds = loop.scan_in_chunks(
-        _replay_chunk_jit,
-        replay_spec,
-        consts,
-        flat_initial,
-        int(rounds.max()),
-        cfg.chunk_rounds,
-        progress,
-        checkpoint,
-        loop.fingerprint((config, replay_spec), consts, flat_initial) if checkpoint else "",
-    )
-    ndcg = np.concatenate([o[0] for o in outputs], axis=0).T
-    mrr = np.concatenate([o[1] for o in outputs], axis=0).T
-    remaining = cfg.n_clients - config.n_forget
-    interactions = sum(remaining * steps * history_length(cfg.rounds, dt) for _, steps, dt in cells)
-    return ReplayResult(
-        cells=cells,
-        offline_ndcg=ndcg,
-        offline_mrr=mrr,
-        rounds=rounds,
-        final_params=jax.device_get(jax.vmap(_unravel(replay_spec))(flat_final)),
-        compile_seconds=compile_seconds,
-        run_seconds=run_seconds,
-        interactions=interactions * n_runs,
-    )
+    result = engine.run(method, consts, progress, checkpoint)
+    return ReplayResult(**vars(result))
 
 
 def efficiency(config: UnlearningConfig, local_steps: int, delta_t: int) -> dict:

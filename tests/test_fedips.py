@@ -359,11 +359,15 @@ def test_binary_writes_results_and_is_deterministic(tmp_path):
     )
     assert without_timings(a) == without_timings(b)
     assert a["method"] == "fedips/estimated" and a["config"]["n_users"] == 20
-    for key in ("offline_ndcg", "offline_ndcg5", "offline_ndcg10", "clicks_per_user"):
-        assert np.asarray(a[key]).shape == (2, 6), key
-    assert a["offline_ndcg"] == a["offline_ndcg5"]  # offline_ndcg is NDCG@5
-    assert len(a["final_offline_ndcg5"]) == 2 and len(a["initial_offline_ndcg10"]) == 2
-    assert np.asarray(a["estimated_propensities"]).shape == (2, 5)
+    (cell,) = a["cells"]
+    assert a["metric"] == "ndcg5"  # the headline curves: NDCG@5
+    assert sorted(cell["curves"]) == ["offline_ndcg10", "offline_ndcg5"]
+    for key in ("offline_ndcg5", "offline_ndcg10"):
+        assert np.asarray(cell["curves"][key]).shape == (2, 6), key
+    assert np.asarray(cell["per_run"]["clicks_per_user"]).shape == (2, 6)
+    per_run = cell["per_run"]
+    assert len(per_run["final_offline_ndcg5"]) == 2 and len(per_run["initial_offline_ndcg10"]) == 2
+    assert np.asarray(cell["estimated_propensities"]).shape == (2, 5)
     assert 0 < a["logging_policy"]["offline_ndcg5"] <= 1 and len(a["logging_policy"]["queries"])
     assert a["interactions"] > 0 and a["interactions_per_second"] > 0
     assert "round 6/6" in result.stderr  # progress
@@ -381,7 +385,7 @@ def test_binary_lambdarank_baseline(tmp_path):
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["method"] == "lambdarank"
-    assert np.asarray(results["offline_ndcg5"]).shape == (1, 5)
+    assert np.asarray(results["cells"][0]["curves"]["offline_ndcg5"]).shape == (1, 5)
 
 
 def test_binary_takes_the_ranker(tmp_path):
@@ -391,7 +395,7 @@ def test_binary_takes_the_ranker(tmp_path):
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["config"]["ranker"] == "neural"
-    assert np.asarray(results["offline_ndcg5"]).shape == (1, 6)
+    assert np.asarray(results["cells"][0]["curves"]["offline_ndcg5"]).shape == (1, 6)
 
 
 @pytest.mark.parametrize(
@@ -409,3 +413,27 @@ def test_binary_refuses_bad_flags_with_one_line(tmp_path, flag, named):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"fedips: error: {named}:"), lines
     assert not (tmp_path / "results.json").exists()
+
+
+def test_lambdarank_on_the_shared_run_is_plain_full_batch_gradient_descent():
+    """``train_lambdarank`` (``engine.run`` of ``lambdarank.FullBatch``) equals steps of
+    w ← w − η ∇loss(w) written out by hand, and its curve is the test NDCG after each."""
+    from foltr_jax import lambdarank
+
+    train, test = data.synthetic_train_test(
+        3, n_train_queries=12, n_test_queries=6, n_features=5, mean_docs_per_query=7
+    )
+    held = lambdarank.test_data(test)
+    params, (ndcg5, ndcg10) = lambdarank.train_lambdarank(train, 0.5, 4, held)
+    batches = lambdarank.rank_batches(train)
+    w = {"w": jnp.zeros(train.n_features, jnp.float32)}
+    for step in range(4):
+        g = jax.grad(lambdarank.lambdarank_loss)(w, batches)
+        w = {"w": w["w"] - 0.5 * g["w"]}
+        expected = lambdarank.evaluate(w, held)
+        np.testing.assert_allclose([ndcg5[step], ndcg10[step]], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(params["w"], w["w"], rtol=1e-5, atol=1e-6)
+    assert np.any(params["w"] != 0)
+    alone, curve = lambdarank.train_lambdarank(train, 0.5, 4)  # f₀'s form: no test split
+    assert curve is None
+    np.testing.assert_array_equal(alone["w"], params["w"])

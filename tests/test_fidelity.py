@@ -22,8 +22,17 @@ def dataset():
     )
 
 
-@pytest.mark.parametrize("ranker", ["linear", "neural"])
-@pytest.mark.parametrize("click_model", ["perfect", "informational"])
+# Two of the four pairs run in the fast tier (each model and each click model once); the
+# other two, tens of seconds each, in the slow tier.
+@pytest.mark.parametrize(
+    "click_model, ranker",
+    [
+        ("perfect", "linear"),
+        ("informational", "neural"),
+        pytest.param("informational", "linear", marks=pytest.mark.slow),
+        pytest.param("perfect", "neural", marks=pytest.mark.slow),
+    ],
+)
 def test_final_offline_ndcg_matches_reference(dataset, click_model, ranker):
     train, test = dataset
     settings = dict(n_clients=5, local_updates=3, rounds=15, click_model=click_model)

@@ -1,6 +1,12 @@
-"""The layering of the package, read from the sources: the lower layers (lanes and
-scoring, client plans, the engine, the server pipeline, numerics, data) never import a
-method module, not even under TYPE_CHECKING or inside a function."""
+"""The layering of the package, read from the sources.
+
+Every module belongs to one layer of ``LAYERS`` (lowest first) and imports modules of its
+own layer or lower ones only, not even under TYPE_CHECKING or inside a function: the
+numerics and registries, the data, the server pipeline, the configs, the run engine with
+its lanes and client plans, the methods, and the package's front door.  So a method is
+added on top without touching what is below it, and the lower layers never import a
+method.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +16,23 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "foltr_jax"
-METHODS = {"rounds", "federation", "foltr_es", "fedips", "unlearning", "noniid"}
-# The package's front door and the methods' own parts may import methods.
-UPPER = METHODS | {"__init__", "fedips_em"}
+LAYERS = {
+    "numerics": {
+        "registry", "files", "multiprocess", "metrics", "rankers", "plackett_luce", "pdgd",
+        "click_models", "ips", "es_rewards", "privacy",
+    },
+    "data": {"ranking_dataset", "letor_blocks", "letor", "synthetic", "dataset_cache", "data"},
+    "server pipeline": {"aggregators", "attacks", "pipeline"},
+    "configs": {"config"},
+    "engine": {"interaction", "client_plan", "loop", "engine"},
+    "methods": {
+        "rounds", "federation", "foltr_es", "fedips", "fedips_em", "lambdarank",
+        "unlearning", "noniid",
+    },
+    "front door": {"__init__"},
+}
+METHODS = LAYERS["methods"]
+LAYER_OF = {module: i for i, members in enumerate(LAYERS.values()) for module in members}
 
 
 def imported_modules(path: pathlib.Path) -> set:
@@ -38,18 +58,28 @@ def imported_modules(path: pathlib.Path) -> set:
     return found
 
 
-LOWER = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in UPPER)
+MODULES = sorted(p.stem for p in PACKAGE.glob("*.py"))
 
 
-def test_the_layers_named_here_exist():
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
-    assert METHODS <= modules
-    assert {"interaction", "client_plan", "engine", "pipeline"} <= set(LOWER)
+def test_every_module_has_one_layer():
+    placed = [m for members in LAYERS.values() for m in members]
+    assert len(placed) == len(set(placed))
+    assert set(placed) == set(MODULES)
 
 
-@pytest.mark.parametrize("module", LOWER)
-def test_lower_layers_import_no_method(module):
-    assert imported_modules(PACKAGE / f"{module}.py") & METHODS == set()
+@pytest.mark.parametrize("module", MODULES)
+def test_a_module_imports_its_own_layer_or_lower_ones(module):
+    layer = LAYER_OF[module]
+    above = {m for m in imported_modules(PACKAGE / f"{module}.py") if LAYER_OF[m] > layer}
+    assert above == set(), f"{module} ({list(LAYERS)[layer]}) imports {sorted(above)}"
+
+
+def test_the_layer_check_fails_on_a_lower_module_importing_a_method(tmp_path):
+    source = tmp_path / "interaction.py"
+    source.write_text("def late():\n    from foltr_jax import rounds\n")
+    assert {m for m in imported_modules(source) if LAYER_OF[m] > LAYER_OF["interaction"]} == {
+        "rounds"
+    }
 
 
 def test_the_import_reader_sees_every_form(tmp_path):
