@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from absl import app, flags
 
 from experiments import common, program
-from foltr_jax import click_models, engine, interaction, loop, rounds
+from foltr_jax import click_models, engine, interaction, loop, pdgd, rounds
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -141,6 +141,7 @@ def stage_functions(spec, arrays):
             lanes.click_model,
             learning_rate=cfg.learning_rate,
             clip_norm=lanes.clip_norm,
+            lists_per_block=pdgd.LISTS_PER_BLOCK if cfg.window_scoring == "map" else 0,
         )
 
     def local(lane_params, lane_keys, global_scores):

@@ -131,11 +131,12 @@ def pdgd_update_lanes(
     *,
     learning_rate: float,
     clip_norm=None,
+    lists_per_block: int = 0,
 ):
     """``pdgd_update`` of every lane (every argument but ``data`` and ``ranker`` with a
     leading lane axis): the clicks and the step are vmapped over the lanes, the PDGD
     coefficients computed for all lists at once (``pdgd.position_coefficients_of_lists``,
-    the lane axis minor)."""
+    the lane axis minor; ``lists_per_block`` as there)."""
     k = displayed.ranking.shape[1]
 
     def clicked(key, query, ranking, model):
@@ -150,7 +151,7 @@ def pdgd_update_lanes(
         keys, queries, displayed.ranking, click_model
     )
     coefficients = pdgd.position_coefficients_of_lists(
-        displayed.scores, shown, clicks, displayed.rest_logsumexp
+        displayed.scores, shown, clicks, displayed.rest_logsumexp, lists_per_block
     )
     coefficients = jnp.where(shown, coefficients, 0.0).astype(displayed.scores.dtype)
 
@@ -374,6 +375,8 @@ def interaction_step(
         click_model,
         learning_rate=lane_spec.learning_rate,
         clip_norm=lanes.clip_norm,
+        # Blocks of lists on a CPU ('map' scoring); an accelerator takes every lane at once.
+        lists_per_block=pdgd.LISTS_PER_BLOCK if lane_spec.scoring.window_scoring == "map" else 0,
     )
     if data.online_labels is not None:
         outcome = outcome._replace(

@@ -64,7 +64,11 @@ def position_coefficients(
 
 
 def position_coefficients_of_lists(
-    shown_scores: jax.Array, shown: jax.Array, clicks: jax.Array, rest_logsumexp: jax.Array
+    shown_scores: jax.Array,
+    shown: jax.Array,
+    clicks: jax.Array,
+    rest_logsumexp: jax.Array,
+    lists_per_block: int = 0,
 ) -> jax.Array:
     """``position_coefficients`` of n lists at once: float [n, k] from shown_scores,
     shown, clicks [n, k] and rest_logsumexp [n].
@@ -72,17 +76,20 @@ def position_coefficients_of_lists(
     The lists' axis is kept last inside ([k, n], [k, k, n], [k, k, k, n]), so every
     operation runs across the lists in SIMD lanes; under ``vmap`` the list axis would
     lead and the k = 10 wide minor axes would not fill a vector register (on a CPU
-    this takes about half the time of the vmapped single-list form)."""
+    this takes about half the time of the vmapped single-list form).
+
+    ``lists_per_block`` > 0 (for a CPU: ``LISTS_PER_BLOCK``) runs more lists than that in
+    blocks of that many, one after another (``lax.map``), so a block's [k, k, k, lists]
+    intermediates stay in cache: all 10^4 lists at once ran 3x slower per list on a CPU.
+    0 (for an accelerator) takes every list at once."""
     n = shown_scores.shape[0]
-    if n > _LISTS_PER_BLOCK:
-        # Blocks of lists, one after another: a block's [k, k, k, lists] intermediates stay
-        # in cache (all lists at once ran 3x slower per list at 10^4 lists on a CPU).
-        blocks = -(-n // _LISTS_PER_BLOCK)
-        extra = blocks * _LISTS_PER_BLOCK - n
+    if 0 < lists_per_block < n:
+        blocks = -(-n // lists_per_block)
+        extra = blocks * lists_per_block - n
 
         def blocked(x, fill):
             x = jnp.concatenate([x, jnp.full((extra,) + x.shape[1:], fill, x.dtype)])
-            return x.reshape((blocks, _LISTS_PER_BLOCK) + x.shape[1:])
+            return x.reshape((blocks, lists_per_block) + x.shape[1:])
 
         coefficients = jax.lax.map(
             lambda args: _coefficients_lanes_last(*args),
@@ -93,11 +100,11 @@ def position_coefficients_of_lists(
                 blocked(rest_logsumexp, -jnp.inf),
             ),
         )
-        return coefficients.reshape((blocks * _LISTS_PER_BLOCK,) + coefficients.shape[2:])[:n]
+        return coefficients.reshape((blocks * lists_per_block,) + coefficients.shape[2:])[:n]
     return _coefficients_lanes_last(shown_scores, shown, clicks, rest_logsumexp)
 
 
-_LISTS_PER_BLOCK = 256
+LISTS_PER_BLOCK = 256  # lists per block on a CPU (256: 10,950 lists in 16 ms; 1,024: 25 ms)
 
 
 def _coefficients_lanes_last(shown_scores, shown, clicks, rest_logsumexp):

@@ -203,18 +203,21 @@ def test_coefficients_of_many_lists_match_the_reference_list_by_list():
 
 
 def test_coefficients_in_blocks_equal_one_block():
-    """More lists than a block (pdgd._LISTS_PER_BLOCK) run block by block, padded: every
+    """More lists than a block (pdgd.LISTS_PER_BLOCK) run block by block, padded: every
     list's coefficients are the ones it gets in a small batch of its own (up to float32
     rounding: XLA's vector code rounds a list's last bits by where it sits in a vector)."""
     rng = np.random.default_rng(3)
-    k, n = 10, pdgd._LISTS_PER_BLOCK + 37
+    k, block = 10, pdgd.LISTS_PER_BLOCK
+    n = block + 37
     scores = jnp.asarray(rng.normal(size=(n, k)) * 2, jnp.float32)
     shown = jnp.asarray(np.arange(k)[None, :] < rng.integers(1, k + 1, size=(n, 1)))
     clicks = jnp.asarray(rng.random((n, k)) < 0.4) & shown
     rest = jnp.asarray(np.where(rng.random(n) < 0.3, -np.inf, rng.normal(size=n)), jnp.float32)
-    together = np.asarray(pdgd.position_coefficients_of_lists(scores, shown, clicks, rest))
+    together = np.asarray(pdgd.position_coefficients_of_lists(scores, shown, clicks, rest, block))
+    at_once = np.asarray(pdgd.position_coefficients_of_lists(scores, shown, clicks, rest))
+    np.testing.assert_allclose(together, at_once, rtol=1e-6, atol=1e-7)
     assert together.shape == (n, k)
-    for start in (0, pdgd._LISTS_PER_BLOCK - 5, n - 7):
+    for start in (0, block - 5, n - 7):
         part = slice(start, start + 7)
         alone = pdgd.position_coefficients_of_lists(
             scores[part], shown[part], clicks[part], rest[part]
