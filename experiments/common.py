@@ -45,7 +45,6 @@ from experiments.output import (
 from experiments.results import (
     curve_summary,
     dataset_summary,
-    offline_rounds,
     peak_rss_mb,
     results_file,
     timings,
@@ -81,7 +80,6 @@ __all__ = [
     "is_writer",
     "load_datasets",
     "need_report_extra",
-    "offline_rounds",
     "on_every_process",
     "peak_rss_mb",
     "probe_output_file",

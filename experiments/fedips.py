@@ -21,10 +21,11 @@ import time
 
 from absl import app, flags
 
-from experiments import common, config_flags, program
+from experiments import common, config_flags, program, results
 from foltr_jax import federation, fedips, lambdarank, rankers
 
 FLAGS = flags.FLAGS
+NO_CLICK_MODEL = "(no click_model)"  # a report's panel for the FedIPS users' clicks
 common.define_data_flags()
 common.define_checkpoint_flag()
 common.define_distributed_flags()
@@ -76,21 +77,18 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
     except ValueError as error:
         raise common.UserError(str(error)) from None
     method = method_name(config)
-    common_part = {
-        **common.results_header(method),
-        "config": dataclasses.asdict(config),
-        "data": {
-            **source,
-            "train": common.dataset_summary(prepared.train),
-            "test": common.dataset_summary(prepared.test),
-            "dropped_single_label_queries": {
-                "train": prepared.dropped_train,
-                "test": prepared.dropped_test,
-            },
-            "relevant_from": spec.relevant_from,
-            "normalise": FLAGS.normalise,
+    data = results.data_summary(
+        source,
+        prepared.train,
+        prepared.test,
+        dropped_single_label_queries={
+            "train": prepared.dropped_train,
+            "test": prepared.dropped_test,
         },
-        "metric": "offline_ndcg = NDCG@5 of the global model on the test split",
+        relevant_from=spec.relevant_from,
+        normalise=FLAGS.normalise,
+    )
+    extra = {
         "logging_policy": {
             "queries": prepared.logging_queries.tolist(),
             "learning_rate": config.logging_learning_rate,
@@ -99,8 +97,17 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
             "offline_ndcg10": prepared.logging_ndcg10,
         },
     }
+    labels = results.labels(method, NO_CLICK_MODEL)  # the users' clicks: one panel
+
+    def document(cell: dict, **rest) -> dict:
+        """The results file: NDCG@5 the headline metric (the paper's), NDCG@10 beside it."""
+        one = results.cell(method, labels=labels, **cell)
+        config_fields = dataclasses.asdict(config)
+        return results.document(method, config_fields, data, [one], "ndcg5", **extra, **rest)
+
     if method == "lambdarank":
-        return {**common_part, **run_lambdarank(prepared, arrays)}
+        cell, rest = run_lambdarank(prepared, arrays)
+        return document(cell, **rest)
     common.check_same_everywhere(spec, arrays)
     writer = common.is_writer()
     if writer:
@@ -115,59 +122,64 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
     with common.stop_cleanly():
         result = fedips.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
     n5, n10 = result.offline_ndcg5, result.offline_ndcg10
-    return {
-        **common_part,
-        "initial_offline_ndcg": result.initial_offline_ndcg5.tolist(),
-        "initial_offline_ndcg5": result.initial_offline_ndcg5.tolist(),
-        "initial_offline_ndcg10": result.initial_offline_ndcg10.tolist(),
-        "offline_ndcg": n5.tolist(),
-        "offline_ndcg5": n5.tolist(),
-        "offline_ndcg10": n10.tolist(),
-        **common.offline_rounds(config, result),
-        "final_offline_ndcg": n5[:, -1].tolist(),
-        "final_offline_ndcg5": n5[:, -1].tolist(),
-        "final_offline_ndcg10": n10[:, -1].tolist(),
-        "clicks_per_user": (result.clicks / config.n_users).tolist(),
-        "sessions_per_user": (result.sessions / config.n_users).tolist(),
-        "user_gamma_mean": result.user_gammas.mean(axis=1).tolist(),
-        "estimated_propensities": None
-        if result.estimated_propensities is None
-        else result.estimated_propensities.tolist(),
-        "interactions": result.interactions,
-        "clicks": int(result.clicks.sum()),
-        "seconds": result.run_seconds,
-        "compile_seconds": result.compile_seconds,
-        "interactions_per_second": result.interactions_per_second,
-        "timings": common.timings(log),
-    }
-
-
-def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> dict:
-    """The λLinear baseline: full-batch linear LambdaRank on every training query's labels."""
-    steps, lr = FLAGS.lambdarank_steps, FLAGS.lambdarank_learning_rate
-    print(
-        f"lambdarank: {steps} full-batch steps, learning rate {lr}, "
-        f"{prepared.train.n_queries} training queries",
-        file=sys.stderr,
+    propensities = result.estimated_propensities
+    return document(
+        {
+            "evaluated_rounds": results.evaluated_rounds(config, result, n5.shape[-1]),
+            "curves": {"offline_ndcg5": n5.tolist(), "offline_ndcg10": n10.tolist()},
+            "per_run": {
+                "initial_offline_ndcg5": result.initial_offline_ndcg5.tolist(),
+                "initial_offline_ndcg10": result.initial_offline_ndcg10.tolist(),
+                "final_offline_ndcg5": n5[:, -1].tolist(),
+                "final_offline_ndcg10": n10[:, -1].tolist(),
+                "clicks_per_user": (result.clicks / config.n_users).tolist(),
+                "sessions_per_user": (result.sessions / config.n_users).tolist(),
+                "user_gamma_mean": result.user_gammas.mean(axis=1).tolist(),
+            },
+            "estimated_propensities": None if propensities is None else propensities.tolist(),
+        },
+        interactions=result.interactions,
+        clicks=int(result.clicks.sum()),
+        seconds=result.run_seconds,
+        compile_seconds=result.compile_seconds,
+        interactions_per_second=result.interactions_per_second,
+        timings=common.timings(log),
     )
+
+
+def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> tuple[dict, dict]:
+    """The λLinear baseline, full-batch linear LambdaRank on every training query's labels:
+    (its cell's curves and values, the file's fields)."""
+    steps, lr = FLAGS.lambdarank_steps, FLAGS.lambdarank_learning_rate
+    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    if writer:
+        print(
+            f"lambdarank: {steps} full-batch steps, learning rate {lr}, "
+            f"{prepared.train.n_queries} training queries",
+            file=sys.stderr,
+        )
     start = time.perf_counter()
     _, (n5, n10) = lambdarank.train_lambdarank(prepared.train, lr, steps, arrays.test)
     seconds = time.perf_counter() - start
     initial5, initial10 = lambdarank.evaluate(
         rankers.LinearRanker(prepared.train.n_features).init(None), arrays.test
     )
-    print(f"[lambdarank] {steps} steps, {seconds:.1f} s (compilation included)", file=sys.stderr)
-    return {
+    if writer:
+        print(
+            f"[lambdarank] {steps} steps, {seconds:.1f} s (compilation included)", file=sys.stderr
+        )
+    cell = {
+        "evaluated_rounds": range(1, len(n5) + 1),
+        "curves": {"offline_ndcg5": [n5.tolist()], "offline_ndcg10": [n10.tolist()]},
+        "per_run": {
+            "initial_offline_ndcg5": [float(initial5)],
+            "initial_offline_ndcg10": [float(initial10)],
+            "final_offline_ndcg5": [float(n5[-1])],
+            "final_offline_ndcg10": [float(n10[-1])],
+        },
+    }
+    return cell, {
         "lambdarank": {"learning_rate": lr, "steps": steps},
-        "initial_offline_ndcg": [float(initial5)],
-        "initial_offline_ndcg5": [float(initial5)],
-        "initial_offline_ndcg10": [float(initial10)],
-        "offline_ndcg": [n5.tolist()],
-        "offline_ndcg5": [n5.tolist()],
-        "offline_ndcg10": [n10.tolist()],
-        "final_offline_ndcg": [float(n5[-1])],
-        "final_offline_ndcg5": [float(n5[-1])],
-        "final_offline_ndcg10": [float(n10[-1])],
         "interactions": 0,
         "seconds": seconds,
         "compile_seconds": 0.0,
@@ -178,7 +190,7 @@ def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> dict:
 def summary(results: dict) -> str:
     """One line: the mean offline NDCG@5 curve at a few rounds, f₀'s NDCG@5, and the speed."""
     unit = "step" if results["method"] == "lambdarank" else "round"
-    curve = common.curve_summary(results, "offline_ndcg5", "NDCG@5", unit)
+    curve = common.curve_summary(results, "ndcg5", "NDCG@5", unit)
     return (
         f"{results['method']}: {curve}; f₀ {results['logging_policy']['offline_ndcg5']:.4f}; "
         f"{results['interactions_per_second']:,.0f} lists/s"
@@ -193,12 +205,7 @@ def run() -> program.Done:
     return program.Done(output, summary(results) + f"; results in {path}")
 
 
-main = program.main(
-    PROGRAM,
-    run,
-    distributed=lambda: FLAGS.baseline != "lambdarank",
-    what="the lambdarank baseline",
-)
+main = program.main(PROGRAM, run)
 
 if __name__ == "__main__":
     app.run(main)

@@ -1,7 +1,7 @@
 """A folder of results.json files -> learning-curve figures, tables and summary.json.
 
 The files are read into labelled Series (experiments/series.py), grouped by dataset (and
-experiment: poisoning grids, non-IID types, or a file's "experiment" key). Each group gets one
+experiment: a cell's labels name it, e.g. poisoning, a non-IID type). Each group gets one
 figure (a panel per click model, a mean ± sd line per setting; a second one of offline MaxRR
 where every setting recorded it) and one table per metric (experiments/tables.py).
 """
@@ -20,7 +20,6 @@ from matplotlib.lines import Line2D
 
 # The readers and tables are re-exported: callers use them as figures.<name>.
 from experiments.series import (  # noqa: F401
-    ADAPTERS,
     EXECUTION_FIELDS,
     PANEL_ORDER,
     RESULTS_NAME,
@@ -28,18 +27,15 @@ from experiments.series import (  # noqa: F401
     ReportError,
     Series,
     by_group,
+    cell_series,
     curve_rounds,
     dataset_name,
     find_results,
     label_series,
     load_series,
-    noniid_results,
-    offline_metric,
+    metric_label,
     ordered_panels,
-    poisoning_results,
     read_results,
-    run_results,
-    unlearning_results,
 )
 from experiments.tables import (  # noqa: F401
     MARK,

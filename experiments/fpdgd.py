@@ -140,7 +140,8 @@ def run_experiment(config, settings, checkpoint: str | None = None) -> list:
 def results_of(method, config, result, slots, train, test, source, log) -> dict:
     """The results file of the runs in ``slots`` (one setting's repetitions)."""
     results = common.results_file(method, config, result, train, test, source, slots, log)
-    results["program_cells"] = len(result.offline_ndcg) // len(results["offline_ndcg"])
+    runs = len(results["cells"][0]["per_run"]["final_offline_ndcg"])
+    results["program_cells"] = len(result.offline_ndcg) // runs
     return results
 
 

@@ -41,7 +41,7 @@ import time
 import numpy as np
 from absl import app, flags
 
-from experiments import common, config_flags, program
+from experiments import common, config_flags, program, results
 from foltr_jax import click_models, data, federation, loop, noniid
 from foltr_jax.client_plan import PERSONAL_EVALUATIONS
 
@@ -376,10 +376,30 @@ def cell_fingerprint(cell: Cell, spec, arrays) -> str:
     return loop.fingerprint(static, arrays, warmup)
 
 
-def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) -> dict:
-    """The cell's results: saved by an earlier, interrupted invocation, or computed now
-    (resuming from the cell's checkpoint) and saved in ``finished``, after which its
-    checkpoints go."""
+def cell_labels(name: str, kind: int, config) -> dict:
+    """How reports place a cell: a group per dataset, non-IID type and what sets its
+    figure apart in the thesis (ch. 4): #R and |C| (Type 2), the mix (Type 4), the
+    ranker and B (``config``: the first cell's), so every group has its own IID baseline
+    and non-IID cell, as in Figures 4.3-4.9; panels are the click model (Type 3: the
+    clients' CCM or PBM)."""
+    parts = [f"non-IID type {kind}"]
+    if kind == 2:
+        parts.append(f"#R={FLAGS.grades_per_client}, |C|={config.n_clients}")
+    if kind == 4 and FLAGS.mix not in (None, "none"):
+        parts.append(f"mixed with type {FLAGS.mix}")
+    parts.append(f"{config.ranker} ranker")
+    if kind != 4:
+        parts.append(f"B={config.local_updates}")
+    panel = f"{str(FLAGS.clicks).upper()} clients" if kind == 3 else config.click_model
+    return results.labels(name, panel, group=", ".join(parts), config=False)
+
+
+def run_cell(
+    cell: Cell, output: common.Output, finished: common.FinishedParts, labels: dict
+) -> dict:
+    """The cell's results (``labels``: its cell_labels): saved by an earlier, interrupted
+    invocation, or computed now (resuming from the cell's checkpoint) and saved in
+    ``finished``, after which its checkpoints go."""
     start = time.perf_counter()
     try:
         spec, arrays = federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
@@ -388,7 +408,7 @@ def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) 
     common.check_same_everywhere((cell.name, spec, cell.describe), arrays)
     fingerprint = cell_fingerprint(cell, spec, arrays) if finished.enabled else ""
     saved = finished.load(cell.name, fingerprint)
-    if saved is not None:
+    if isinstance(saved, dict) and "curves" in saved:  # not one of an older results format
         print(f"{PROGRAM}: [{cell.name}] finished by an earlier run, reused", file=sys.stderr)
         return saved
     initial = None
@@ -425,38 +445,46 @@ def run_cell(cell: Cell, output: common.Output, finished: common.FinishedParts) 
     def sd(x):
         return float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
 
-    results = {
-        "name": cell.name,
-        "setting": cell.describe,
-        "n_clients": cell.config.n_clients,
-        "local_updates": cell.config.local_updates,
-        "offline_ndcg": result.offline_ndcg.tolist(),
-        **common.offline_rounds(cell.config, result),
-        "online_ndcg": result.online_ndcg.tolist(),
-        "online_performance": performance.tolist(),
-        "initial_offline_ndcg": result.initial_offline_ndcg.tolist(),
-        "final_offline_ndcg_mean": float(final.mean()),
-        "final_offline_ndcg_sd": sd(final),
-        "online_performance_mean": float(performance.mean()),
-        "online_performance_sd": sd(performance),
-        "interactions": result.interactions,
-        "seconds": result.run_seconds,
-        "compile_seconds": result.compile_seconds,
-        "wall_seconds": time.perf_counter() - start,
-        "timings": common.timings(log),
-    }
-    finished.save(cell.name, fingerprint, results)
+    written = results.cell(
+        cell.name,
+        setting=cell.describe,
+        labels=labels,
+        evaluated_rounds=results.evaluated_rounds(cell.config, result),
+        curves={
+            "offline_ndcg": result.offline_ndcg.tolist(),
+            "online_ndcg": result.online_ndcg.tolist(),
+        },
+        per_run={
+            "initial_offline_ndcg": result.initial_offline_ndcg.tolist(),
+            "final_offline_ndcg": final.tolist(),
+            "online_performance": performance.tolist(),
+        },
+        summary={
+            "final_offline_ndcg_mean": float(final.mean()),
+            "final_offline_ndcg_sd": sd(final),
+            "online_performance_mean": float(performance.mean()),
+            "online_performance_sd": sd(performance),
+        },
+        n_clients=cell.config.n_clients,
+        local_updates=cell.config.local_updates,
+        interactions=result.interactions,
+        seconds=result.run_seconds,
+        compile_seconds=result.compile_seconds,
+        wall_seconds=time.perf_counter() - start,
+        timings=common.timings(log),
+    )
+    finished.save(cell.name, fingerprint, written)
     if finished.enabled:  # the saved part holds them now
         loop.remove_checkpoint(output.checkpoint(f"{cell.name}-warmup"))
         loop.remove_checkpoint(output.checkpoint(cell.name))
-    return results
+    return written
 
 
 def format_table(kind: int, cells) -> str:
     lines = [f"type {kind}: {'cell':<18}{'final offline nDCG@10':>26}{'online performance':>24}"]
-    for c in cells:
+    for name, c in ((c["name"], c["summary"]) for c in cells):
         lines.append(
-            f"        {c['name']:<18}{c['final_offline_ndcg_mean']:>16.4f} ± "
+            f"        {name:<18}{c['final_offline_ndcg_mean']:>16.4f} ± "
             f"{c['final_offline_ndcg_sd']:.4f}{c['online_performance_mean']:>14.2f} ± "
             f"{c['online_performance_sd']:.2f}"
         )
@@ -485,11 +513,16 @@ def run() -> program.Done:
             file=sys.stderr,
         )
     finished = output.finished_parts(".cells")
-    results_cells = [run_cell(cell, output, finished) for cell in cells]
-    results = {
-        **common.results_header(f"fpdgd/noniid/type{kind}"),
-        "config": dataclasses.asdict(cells[0].config),
-        "noniid": {
+    results_cells = [
+        run_cell(cell, output, finished, cell_labels(cell.name, kind, cells[0].config))
+        for cell in cells
+    ]
+    written = results.document(
+        f"fpdgd/noniid/type{kind}",
+        dataclasses.asdict(cells[0].config),
+        source,
+        results_cells,
+        noniid={
             "type": kind,
             "remedies": remedies,
             "grades_per_client": FLAGS.grades_per_client,
@@ -502,16 +535,16 @@ def run() -> program.Done:
             "share_fraction": FLAGS.share_fraction,
             "warmup_interactions": FLAGS.warmup_interactions,
         },
-        "data": source,
-        "cells": results_cells,
-        "seconds": sum(c["seconds"] for c in results_cells),
-        "compile_seconds": sum(c["compile_seconds"] for c in results_cells),
-    }
-    path = output.write_json("results.json", results)
+        seconds=sum(c["seconds"] for c in results_cells),
+        compile_seconds=sum(c["compile_seconds"] for c in results_cells),
+    )
+    path = output.write_json("results.json", written)
     table = format_table(kind, results_cells)
     output.write_text("table.txt", table)
     finished.clear()
-    summary = ", ".join(f"{c['name']} {c['final_offline_ndcg_mean']:.4f}" for c in results_cells)
+    summary = ", ".join(
+        f"{c['name']} {c['summary']['final_offline_ndcg_mean']:.4f}" for c in results_cells
+    )
     return program.Done(output, f"{table}type {kind}: {summary}; results in {path}")
 
 

@@ -25,7 +25,7 @@ import sys
 
 from absl import app, flags
 
-from experiments import common, config_flags, program
+from experiments import common, config_flags, program, results
 from foltr_jax import aggregators, federation
 from foltr_jax.config import ATTACKS
 
@@ -106,9 +106,9 @@ def run() -> program.Done:
         result = federation.run(
             spec, arrays, progress=log if writer else None, checkpoint=output.checkpoint()
         )
-    results = results_of(config, settings, result, train, test, source, log)
-    path = output.write_json("results.json", results)
-    table = format_table(results["cells"])
+    written = results_of(config, settings, result, train, test, source, log)
+    path = output.write_json("results.json", written)
+    table = format_table(written["cells"])
     output.write_text("table.txt", table)
     return program.Done(
         output,
@@ -118,49 +118,61 @@ def run() -> program.Done:
 
 
 def results_of(config, settings, result, train, test, source, log) -> dict:
-    """The results file: one entry per cell, the program's timings."""
+    """The results file: one cell per setting, the program's timings."""
     n = len(settings)
     offline = result.per_setting(result.offline_ndcg, n)
     online = result.per_setting(result.online_ndcg, n)
     performance = result.per_setting(result.online_performance, n)
+    method = f"fpdgd/poisoning/{FLAGS.grid}"
+    main = {"aggregator": "aggregator", "attack": "attack", "m": "n_malicious"}
     cells = []
     for i, setting in enumerate(settings):
         final = offline[i, :, -1]
+        values = dataclasses.asdict(setting)
+        fields = {short: values[name] for short, name in main.items()}
+        rest = set(main.values()) | {"click_model"}
+        fields.update((k, v) for k, v in values.items() if k not in rest)
+        m = setting.n_malicious
         cells.append(
-            {
-                "setting": dataclasses.asdict(setting),
-                "offline_ndcg": offline[i].tolist(),
-                **common.offline_rounds(config, result),
-                "online_ndcg": online[i].tolist(),
-                "online_performance": performance[i].tolist(),
-                "final_offline_ndcg_mean": float(final.mean()),
-                "final_offline_ndcg_sd": float(final.std(ddof=1)) if len(final) > 1 else 0.0,
-            }
+            results.cell(
+                f"{setting.click_model} m={m} {setting.attack}/{setting.aggregator}",
+                setting=values,
+                labels=results.labels(
+                    method,
+                    setting.click_model,
+                    group="poisoning",
+                    figure=f"m={m}" if m else None,  # a figure per m; no-attack cells in each
+                    fields=fields,
+                    always=tuple(main),
+                ),
+                evaluated_rounds=results.evaluated_rounds(config, result),
+                curves={"offline_ndcg": offline[i].tolist(), "online_ndcg": online[i].tolist()},
+                per_run={
+                    "final_offline_ndcg": final.tolist(),
+                    "online_performance": performance[i].tolist(),
+                },
+                summary={
+                    "final_offline_ndcg_mean": float(final.mean()),
+                    "final_offline_ndcg_sd": float(final.std(ddof=1)) if len(final) > 1 else 0.0,
+                },
+            )
         )
-    return {
-        **common.results_header(f"fpdgd/poisoning/{FLAGS.grid}"),
-        "config": dataclasses.asdict(config),
-        "data": {
-            **source,
-            "train": common.dataset_summary(train),
-            "test": common.dataset_summary(test),
-        },
-        "cells": cells,
-        "interactions": result.interactions,
-        "seconds": result.run_seconds,
-        "compile_seconds": result.compile_seconds,
-        "interactions_per_second": result.interactions_per_second,
-        "timings": common.timings(log),
-    }
+    return results.document(
+        method,
+        dataclasses.asdict(config),
+        results.data_summary(source, train, test),
+        cells,
+        **results.totals(result, log),
+    )
 
 
 def format_table(cells) -> str:
     lines = [f"{'click model':<14}{'m':>3}  {'attack':<26}{'aggregator':<14}final offline nDCG@10"]
     for cell in cells:
-        s = cell["setting"]
+        s, summary = cell["setting"], cell["summary"]
         lines.append(
             f"{s['click_model']:<14}{s['n_malicious']:>3}  {s['attack']:<26}{s['aggregator']:<14}"
-            f"{cell['final_offline_ndcg_mean']:.4f} ± {cell['final_offline_ndcg_sd']:.4f}"
+            f"{summary['final_offline_ndcg_mean']:.4f} ± {summary['final_offline_ndcg_sd']:.4f}"
         )
     return "\n".join(lines) + "\n"
 

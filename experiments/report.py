@@ -9,7 +9,7 @@ defaults to results/batch/<recipe>), the report also draws the paper's figures a
 panel for panel (experiments/paper_figures/): paper_<figure>.png/.pdf, page.png/.pdf
 (every figure and table of the recipe on one page), paper_tables.md and paper.json.
 
-Finds every results.json under --results_dir (fpdgd-style files and poisoning grids) and writes
+Finds every results.json under --results_dir (every binary's, results format 2) and writes
 to --output_dir (default <results_dir>/report): curves_<group>.png/.pdf (offline nDCG@10 per
 round, mean ± sd, a panel per click model), table.md and table.tex (final offline nDCG@10 and
 online performance, mean ± sd, † against --baseline) and summary.json (the numbers).

@@ -1,10 +1,9 @@
 """results.json files -> labelled Series (one setting, one click model, its runs).
 
-Every results.json becomes a list of Series through the first adapter in ADAPTERS that
-recognises its layout: `run_results` for the fpdgd-style files (one setting per file),
-`poisoning_results` for a grid's `cells`, `unlearning_results` and `noniid_results` for those
-binaries. A new layout needs one adapter function returning Series, or None when the layout
-is not its own. Labels name the method and the config fields that differ within a group.
+Every results.json has one structure (experiments/results.py, format 2): each entry of its
+"cells" becomes a Series, placed and named by the cell's "labels". A file of another
+format version is refused, naming the file. Labels name the method and the fields that
+differ within a group.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ class ReportError(Exception):
 
 
 class LayoutError(ValueError):
-    """Raised by adapters: a results file's content is not what its layout needs."""
+    """A results file's content is not what its structure needs."""
 
 
 @dataclasses.dataclass
@@ -60,7 +59,7 @@ class Series:
     label: str = ""
 
 
-# ---------------------------------------------------------------------------------- adapters
+# ------------------------------------------------------------------------------------ reading
 
 
 def _numbers(container: dict, key: str, ndim: int, where: str = "") -> np.ndarray | None:
@@ -79,20 +78,31 @@ def _numbers(container: dict, key: str, ndim: int, where: str = "") -> np.ndarra
     return array
 
 
-def _runs(container: dict, where: str, config: dict) -> dict:
-    """The per-run arrays of one setting, checked to agree on the number of runs."""
+def _object(container: dict, key: str, where: str) -> dict:
+    value = container.get(key)
+    if not isinstance(value, dict):
+        raise LayoutError(f"{where}{key!r} is not an object")
+    return value
+
+
+def _runs(cell: dict, metric: str, where: str, config: dict) -> dict:
+    """The per-run arrays of one cell, checked to agree on the number of runs and with
+    the cell's evaluated rounds."""
+    curves = _object(cell, "curves", where)
+    per_run = _object(cell, "per_run", where)
+    offline = f"offline_{metric}"
     arrays = {
-        "offline_ndcg": _numbers(container, "offline_ndcg", 2, where),
-        "offline_mrr": _numbers(container, "offline_mrr", 2, where),
-        "online_ndcg": _numbers(container, "online_ndcg", 2, where),
-        "online_max_rr": _numbers(container, "online_max_rr", 2, where),
-        "initial_offline_ndcg": _numbers(container, "initial_offline_ndcg", 1, where),
-        "final_offline_ndcg": _numbers(container, "final_offline_ndcg", 1, where),
-        "online_performance": _numbers(container, "online_performance", 1, where),
+        "offline_ndcg": _numbers(curves, offline, 2, f"{where}curves: "),
+        "offline_mrr": _numbers(curves, "offline_mrr", 2, f"{where}curves: "),
+        "online_ndcg": _numbers(curves, "online_ndcg", 2, f"{where}curves: "),
+        "online_max_rr": _numbers(curves, "online_max_rr", 2, f"{where}curves: "),
+        "initial_offline_ndcg": _numbers(per_run, f"initial_{offline}", 1, f"{where}per_run: "),
+        "final_offline_ndcg": _numbers(per_run, f"final_{offline}", 1, f"{where}per_run: "),
+        "online_performance": _numbers(per_run, "online_performance", 1, f"{where}per_run: "),
     }
+    if arrays["offline_ndcg"] is None:
+        raise LayoutError(f"{where}no curves[{offline!r}] (the file's metric {metric!r})")
     if arrays["final_offline_ndcg"] is None:
-        if arrays["offline_ndcg"] is None:
-            raise LayoutError(f"{where}no 'final_offline_ndcg' or 'offline_ndcg'")
         arrays["final_offline_ndcg"] = arrays["offline_ndcg"][:, -1]
     n = len(arrays["final_offline_ndcg"])
     for key, array in arrays.items():
@@ -100,18 +110,19 @@ def _runs(container: dict, where: str, config: dict) -> dict:
             raise LayoutError(
                 f"{where}{key!r} has {len(array)} runs but 'final_offline_ndcg' has {n}"
             )
-    seed = config.get("seed")
-    rounds = _offline_rounds(container, arrays, where)
-    return {**arrays, "offline_rounds": rounds, "run_ids": [(seed, r) for r in range(n)]}
+    rounds = _evaluated_rounds(cell, arrays, where)
+    return {
+        **arrays,
+        "offline_rounds": rounds,
+        "run_ids": [(config.get("seed"), r) for r in range(n)],
+    }
 
 
-def _offline_rounds(container: dict, arrays: dict, where: str) -> np.ndarray | None:
-    """container's "offline_rounds" (the round of each offline column, written with
-    --eval_every > 1) as an int array, checked against the curves; None when absent."""
-    if "offline_rounds" not in container:
-        return None
-    rounds = container["offline_rounds"]
-    what = f"{where}'offline_rounds' is not a strictly increasing list of rounds >= 1"
+def _evaluated_rounds(cell: dict, arrays: dict, where: str) -> np.ndarray | None:
+    """The cell's "evaluated_rounds" (the round of each offline column), checked against
+    the curves: None when they are 1..T (every round evaluated), else an int array."""
+    rounds = cell.get("evaluated_rounds")
+    what = f"{where}'evaluated_rounds' is not a strictly increasing list of rounds >= 1"
     if not (
         isinstance(rounds, list)
         and rounds
@@ -123,9 +134,11 @@ def _offline_rounds(container: dict, arrays: dict, where: str) -> np.ndarray | N
         curves = arrays[key]
         if curves is not None and curves.shape[1] != len(rounds):
             raise LayoutError(
-                f"{where}{key!r} has {curves.shape[1]} rounds but 'offline_rounds' lists "
+                f"{where}{key!r} has {curves.shape[1]} rounds but 'evaluated_rounds' lists "
                 f"{len(rounds)}"
             )
+    if rounds == list(range(1, len(rounds) + 1)):
+        return None
     return np.asarray(rounds, dtype=int)
 
 
@@ -135,13 +148,6 @@ def curve_rounds(s: Series, curves: np.ndarray) -> np.ndarray:
     if s.offline_rounds is not None:
         return s.offline_rounds
     return np.arange(1, curves.shape[1] + 1)
-
-
-def _config(payload: dict) -> dict:
-    config = payload.get("config", {})
-    if not isinstance(config, dict):
-        raise LayoutError("'config' is not an object")
-    return config
 
 
 def dataset_name(data) -> str:
@@ -167,157 +173,58 @@ def dataset_name(data) -> str:
     return f"dataset {digest}"
 
 
-def offline_metric(payload: dict) -> str:
-    """nDCG@10, unless the file's "metric" note names another cutoff (FedIPS: NDCG@5)."""
-    found = re.search(r"ndcg@(\d+)", str(payload.get("metric", "")), re.IGNORECASE)
-    return f"nDCG@{found.group(1)}" if found else "nDCG@10"
+def metric_label(metric: str) -> str:
+    """A metric name as labels show it: ndcg (nDCG@10), ndcg5 -> nDCG@5, mrr -> MRR."""
+    found = re.fullmatch(r"ndcg(\d*)", metric)
+    if found:
+        return f"nDCG@{found.group(1) or 10}"
+    return metric.replace("_", " ").upper()
 
 
-def _group(payload: dict, experiment: str | None = None) -> str:
-    """Dataset, experiment (a file's "experiment", or the adapter's) and a non-default metric."""
-    parts = [dataset_name(payload.get("data")), payload.get("experiment") or experiment]
-    if offline_metric(payload) != "nDCG@10":
-        parts.append(offline_metric(payload))
-    return ", ".join(str(part) for part in parts if part)
-
-
-def run_results(payload: dict, source: str) -> list[Series] | None:
-    """fpdgd-style results: one setting per file, curves [n_runs][rounds]."""
-    if "offline_ndcg" not in payload and "final_offline_ndcg" not in payload:
-        return None
-    config = _config(payload)
-    fields = {"method": payload.get("method", "unknown method")}
-    fields.update((k, v) for k, v in config.items() if k != "click_model")
-    return [
-        Series(
-            source=source,
-            group=_group(payload),
-            panel=str(config.get("click_model", "(no click_model)")),
-            fields=fields,
-            always=("method",),
-            offline=offline_metric(payload),
-            **_runs(payload, "", config),
-        )
-    ]
-
-
-def poisoning_results(payload: dict, source: str) -> list[Series] | None:
-    """experiments/poisoning.py: a Series per cell (click model, aggregator, attack, m)."""
-    if "cells" not in payload:
-        return None
-    cells = payload["cells"]
+def cell_series(payload: dict, source: str) -> list[Series]:
+    """A Series per cell of a results file (format 2), placed and named by its labels."""
+    config = payload.get("config")
+    if not isinstance(config, dict):
+        raise LayoutError("'config' is not an object")
+    metric = payload.get("metric")
+    if not isinstance(metric, str) or not re.fullmatch(r"[a-z_]+[0-9]*", metric):
+        raise LayoutError("'metric' is not a metric name (e.g. ndcg, ndcg5)")
+    offline = metric_label(metric)
+    cells = payload.get("cells")
     if not isinstance(cells, list) or not cells:
         raise LayoutError("'cells' is not a non-empty list")
-    config = _config(payload)
     series = []
     for i, cell in enumerate(cells):
         where = f"cells[{i}]: "
-        if not isinstance(cell, dict) or not isinstance(cell.get("setting"), dict):
-            raise LayoutError(f"{where}no 'setting' object")
-        setting = cell["setting"]
-        fields = {"method": payload.get("method", "unknown method")}
-        fields.update((k, v) for k, v in config.items() if k not in setting)
-        main = {"aggregator": "aggregator", "attack": "attack", "m": "n_malicious"}
-        fields.update((short, setting[k]) for short, k in main.items() if k in setting)
-        rest = set(main.values()) | {"click_model"}
-        fields.update((k, v) for k, v in setting.items() if k not in rest)
-        m = fields.get("m", 0)
+        if not isinstance(cell, dict):
+            raise LayoutError(f"{where}not an object")
+        setting = _object(cell, "setting", where)
+        labels = _object(cell, "labels", where)
+        if not isinstance(labels.get("method"), str) or not isinstance(labels.get("panel"), str):
+            raise LayoutError(f"{where}labels: no 'method' or 'panel' name")
+        fields = {"method": labels["method"]}
+        if labels.get("config", True):
+            fields.update(
+                (k, v) for k, v in config.items() if k not in setting and k != "click_model"
+            )
+        fields.update(labels.get("fields") or {})
+        group = [dataset_name(payload.get("data")), labels.get("group")]
+        if offline != "nDCG@10":
+            group.append(offline)
         series.append(
             Series(
                 source=source,
-                group=_group(payload, "poisoning"),
-                panel=str(setting.get("click_model", "(no click_model)")),
+                group=", ".join(str(part) for part in group if part),
+                panel=labels["panel"],
                 fields=fields,
-                always=tuple(main),
-                offline=offline_metric(payload),
-                figure=f"m={m}" if m else None,  # a figure per m; no-attack cells in each
-                **_runs(cell, where, config),
+                always=tuple(labels.get("always", ("method",))),
+                offline=offline,
+                figure=labels.get("figure", ""),
+                **_runs(cell, metric, where, config),
             )
         )
     return series
 
-
-def unlearning_results(payload: dict, source: str) -> list[Series] | None:
-    """experiments/unlearning.py: the trained configurations (10H-0M, 9H-1M, 9H-0M; paper
-    Figure 2), drawn in every figure, and each U(9H-1M) cell (Figure 3, Table 3), a figure
-    per Δt."""
-    if "unlearning" not in payload or "training" not in payload:
-        return None
-    config = _config(payload)
-    rows = [("training", row) for row in payload["training"]]
-    rows += [("unlearning", row) for row in payload["unlearning"]]
-    series = []
-    for i, (part, row) in enumerate(rows):
-        where = f"{part}[{i}]: "
-        if not isinstance(row, dict) or "configuration" not in row:
-            raise LayoutError(f"{where}no 'configuration'")
-        fields = {"method": row["configuration"]}
-        figure = None
-        if part == "unlearning":
-            fields.update({"n′": row.get("unlearn_local_updates"), "Δt": row.get("delta_t")})
-            figure = f"Δt={row.get('delta_t')}"
-        series.append(
-            Series(
-                source=source,
-                group=_group(payload, "unlearning"),
-                panel=str(row.get("click_model", "(no click_model)")),
-                fields=fields,
-                always=tuple(fields),
-                figure=figure,
-                **_runs(row, where, config),
-            )
-        )
-    return series
-
-
-def noniid_results(payload: dict, source: str) -> list[Series] | None:
-    """experiments/noniid.py: a Series per cell (iid, noniid, fedprox_mu=…, fedper, sharing).
-
-    The group is the dataset, the non-IID type and what sets its figure apart in the
-    thesis (ch. 4): #R and |C| (Type 2), the clients' click models (Type 3), the mix
-    (Type 4), the ranker and B; so every group has its own IID baseline and non-IID
-    cell, as in Figures 4.3-4.9.  Panels are the click model (Type 3: CCM or PBM).
-    """
-    info = payload.get("noniid")
-    if not isinstance(info, dict) or "cells" not in payload:
-        return None
-    cells = payload["cells"]
-    if not isinstance(cells, list) or not cells:
-        raise LayoutError("'cells' is not a non-empty list")
-    config = _config(payload)
-    kind = info.get("type")
-    parts = [f"non-IID type {kind}"]
-    if kind == 2:
-        parts.append(f"#R={info.get('grades_per_client')}, |C|={config.get('n_clients')}")
-    if kind == 4 and info.get("mix") not in (None, "none"):
-        parts.append(f"mixed with type {info.get('mix')}")
-    parts.append(f"{config.get('ranker')} ranker")
-    if kind != 4:
-        parts.append(f"B={config.get('local_updates')}")
-    group = ", ".join([dataset_name(payload.get("data")), *parts])
-    if kind == 3:
-        panel = f"{str(info.get('clicks', '')).upper()} clients"
-    else:
-        panel = str(config.get("click_model", "(no click_model)"))
-    series = []
-    for i, cell in enumerate(cells):
-        where = f"cells[{i}]: "
-        if not isinstance(cell, dict) or not isinstance(cell.get("name"), str):
-            raise LayoutError(f"{where}no 'name'")
-        series.append(
-            Series(
-                source=source,
-                group=group,
-                panel=panel,
-                fields={"method": cell["name"]},
-                always=("method",),
-                **_runs(cell, where, config),
-            )
-        )
-    return series
-
-
-ADAPTERS = [unlearning_results, noniid_results, poisoning_results, run_results]
 
 # ------------------------------------------------------------------------------------ loading
 
@@ -345,22 +252,28 @@ def read_results(path: pathlib.Path, source: str) -> list[Series]:
         raise ReportError(f"{path}: not a results file: JSON nested too deeply") from None
     if not isinstance(payload, dict):
         raise ReportError(f"{path}: not a results file: the top level is not a JSON object")
-    found = payload.get("results_format", RESULTS_FORMAT)  # files before format 1 lack it
+    found = payload.get("results_format")
     if found != RESULTS_FORMAT:
+        if isinstance(found, int) and not isinstance(found, bool) and found < RESULTS_FORMAT:
+            what = f"results format {found}"
+        elif found is None:
+            what = "no results_format"
+        else:
+            what = None
+        if what is not None:
+            raise ReportError(
+                f"{path}: {what}: written by an older version of foltr_jax; this version "
+                f"reads results format {RESULTS_FORMAT} (experiments/results.schema.json): "
+                "run the binary again"
+            )
         raise ReportError(
             f"{path}: results format {found!r}; this version reads format {RESULTS_FORMAT} "
             "(experiments/results.schema.json)"
         )
     try:
-        for adapter in ADAPTERS:
-            series = adapter(payload, source)
-            if series is not None:
-                return series
+        return cell_series(payload, source)
     except LayoutError as error:
         raise ReportError(f"{path}: {error}") from None
-    raise ReportError(
-        f"{path}: not a results file: no 'offline_ndcg', 'final_offline_ndcg' or 'cells'"
-    )
 
 
 def load_series(results_dir) -> list[Series]:

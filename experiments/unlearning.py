@@ -29,7 +29,7 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from experiments import common, config_flags, program
+from experiments import common, config_flags, program, results
 from foltr_jax import federation, loop, unlearning
 
 FLAGS = flags.FLAGS
@@ -112,11 +112,10 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
             checkpoint=output.checkpoint("replay"),
         )
 
-    training = _training_rows(config, labels, trained)
-    cells = _unlearning_rows(config, labels, replayed)
-    return {
-        **common.results_header("fpdgd/unlearning"),
-        "config": {
+    cells = _training_cells(config, labels, trained) + _unlearning_cells(config, labels, replayed)
+    return results.document(
+        "fpdgd/unlearning",
+        {
             **dataclasses.asdict(cfg),
             "click_models": list(config.click_models),
             "forget_clients": list(config.forget_clients),
@@ -124,24 +123,19 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
             "unlearn_local_updates": list(config.unlearn_local_updates),
             "z": unlearning.NEGATION_Z,
         },
-        "labels": labels,
-        "data": {
-            **source,
-            "train": common.dataset_summary(train),
-            "test": common.dataset_summary(test),
-        },
-        "training": training,
-        "unlearning": cells,
-        "history": _history(config, history),
-        "wall_seconds": _wall_seconds(config, seconds, replayed),
-        "timings": common.timings(*logs),
-        "interactions": {
+        results.data_summary(source, train, test),
+        cells,
+        labels=labels,
+        history=_history(config, history),
+        wall_seconds=_wall_seconds(config, seconds, replayed),
+        timings=common.timings(*logs),
+        interactions={
             "retraining_from_scratch": trained["retrained"].interactions
             * (cfg.n_clients - config.n_forget)
             // cfg.n_clients,
             "unlearning_grid": replayed.interactions,
         },
-    }
+    )
 
 
 def _train(config, labels, train, test, output, finished) -> tuple:
@@ -176,44 +170,64 @@ def _train(config, labels, train, test, output, finished) -> tuple:
     return trained, seconds, logs, malicious
 
 
-def _training_rows(config, labels, trained) -> list[dict]:
-    """A row per trained configuration and click model: curves and final nDCG@10."""
-    training = []
+def _training_cells(config, labels, trained) -> list[dict]:
+    """A cell per trained configuration and click model (paper Figure 2, drawn in every
+    figure): curves and final nDCG@10."""
+    cells = []
     for kind in ("honest", "malicious", "retrained"):
         result = trained[kind]
         curves = result.per_setting(result.offline_ndcg, len(config.click_models))
         for c, click in enumerate(config.click_models):
-            training.append(
-                {
-                    "configuration": labels[kind],
-                    "click_model": click,
-                    "offline_ndcg": curves[c].tolist(),
-                    **common.offline_rounds(config.federation, result),
-                    "final_offline_ndcg": curves[c, :, -1].tolist(),
-                    **{f"final_{k}": v for k, v in _stats(curves[c, :, -1]).items()},
-                }
+            final = curves[c, :, -1]
+            cells.append(
+                results.cell(
+                    f"{labels[kind]} {click}",
+                    setting={"configuration": labels[kind], "click_model": click},
+                    labels=results.labels(
+                        labels[kind], click, group="unlearning", figure=None, config=False
+                    ),
+                    evaluated_rounds=results.evaluated_rounds(config.federation, result),
+                    curves={"offline_ndcg": curves[c].tolist()},
+                    per_run={"final_offline_ndcg": final.tolist()},
+                    summary={f"final_{k}": v for k, v in _stats(final).items()},
+                )
             )
-    return training
+    return cells
 
 
-def _unlearning_rows(config, labels, replayed) -> list[dict]:
-    """A row per unlearning cell (click model, n′, Δt): curves, final nDCG@10, efficiency."""
+def _unlearning_cells(config, labels, replayed) -> list[dict]:
+    """A cell per unlearning cell (click model, n′, Δt; paper Figure 3 and Table 3, a
+    figure per Δt): curves, final nDCG@10, efficiency."""
     finals = replayed.final_offline_ndcg()
     curves = replayed.offline_ndcg.reshape(len(replayed.cells), config.federation.n_runs, -1)
+    name = labels["unlearned"]
     cells = []
     for i, (click, steps, delta) in enumerate(replayed.cells):
         rounds = int(replayed.rounds[i])
         cells.append(
-            {
-                "configuration": labels["unlearned"],
-                "click_model": click,
-                "unlearn_local_updates": steps,
-                "delta_t": delta,
-                "offline_ndcg": curves[i, :, :rounds].tolist(),
-                "final_offline_ndcg": finals[i].tolist(),
-                **{f"final_{k}": v for k, v in _stats(finals[i]).items()},
-                "efficiency": unlearning.efficiency(config, steps, delta),
-            }
+            results.cell(
+                f"{name} {click} n′={steps} Δt={delta}",
+                setting={
+                    "configuration": name,
+                    "click_model": click,
+                    "unlearn_local_updates": steps,
+                    "delta_t": delta,
+                },
+                labels=results.labels(
+                    name,
+                    click,
+                    group="unlearning",
+                    figure=f"Δt={delta}",
+                    fields={"n′": steps, "Δt": delta},
+                    always=("method", "n′", "Δt"),
+                    config=False,
+                ),
+                evaluated_rounds=range(1, rounds + 1),
+                curves={"offline_ndcg": curves[i, :, :rounds].tolist()},
+                per_run={"final_offline_ndcg": finals[i].tolist()},
+                summary={f"final_{k}": v for k, v in _stats(finals[i]).items()},
+                efficiency=unlearning.efficiency(config, steps, delta),
+            )
         )
     return cells
 
@@ -266,7 +280,7 @@ def _run_result(saved) -> federation.RunResult | None:
         return None
 
 
-def format_table(results: dict) -> str:
+def format_table(written: dict) -> str:
     """Table 3 of the paper: final nDCG@10 per click model, n′ and Δt, mean ± sd.
 
     Each U(·) cell is compared with the retrained model by a two-tailed paired
@@ -275,20 +289,21 @@ def format_table(results: dict) -> str:
     """
     from experiments import statistics  # scipy: the report extra, checked before the run
 
-    labels = results["labels"]
-    deltas = results["config"]["delta_t"]
-    steps = sorted(results["config"]["unlearn_local_updates"], reverse=True)
+    labels = written["labels"]
+    deltas = written["config"]["delta_t"]
+    steps = sorted(written["config"]["unlearn_local_updates"], reverse=True)
 
     def fmt(v):
         return f"{np.mean(v):.4f} ± {np.std(v, ddof=1) if len(v) > 1 else 0.0:.4f}"
 
+    settings = [(c["setting"], c["per_run"]["final_offline_ndcg"]) for c in written["cells"]]
     reference = {
-        (row["configuration"], row["click_model"]): row["final_offline_ndcg"]
-        for row in results["training"]
+        (s["configuration"], s["click_model"]): final for s, final in settings if "delta_t" not in s
     }
     cells = {
-        (c["click_model"], c["unlearn_local_updates"], c["delta_t"]): c["final_offline_ndcg"]
-        for c in results["unlearning"]
+        (s["click_model"], s["unlearn_local_updates"], s["delta_t"]): final
+        for s, final in settings
+        if "delta_t" in s
     }
     p_values = {}
     for (click, n, dt), values in cells.items():
@@ -308,7 +323,7 @@ def format_table(results: dict) -> str:
             "p ≤ 0.05)"
         )
     ]
-    for click in results["config"]["click_models"]:
+    for click in written["config"]["click_models"]:
         lines.append("")
         lines.append(f"click model: {click}")
         lines.append(f"{'ranker':<24}" + "".join(f"{f'Δt = {dt}':<{width}}" for dt in deltas))
@@ -329,12 +344,12 @@ def run() -> program.Done:
     config = unlearning_config()
     output = common.on_every_process(common.claim_output, ("results.json", "table.txt"))
     finished = output.finished_parts(".phases")
-    results = run_experiment(config, output, finished)
-    table = format_table(results)
-    path = output.write_json("results.json", results)
+    written = run_experiment(config, output, finished)
+    table = format_table(written)
+    path = output.write_json("results.json", written)
     output.write_text("table.txt", table)
     finished.clear()
-    wall = results["wall_seconds"]
+    wall = written["wall_seconds"]
     return program.Done(
         output,
         f"{table}\nretraining from scratch {wall['retraining_from_scratch']:.1f} s, unlearning "

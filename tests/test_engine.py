@@ -189,8 +189,9 @@ def test_binaries_take_eval_every_and_client_chunk(tmp_path):
         result = call(binary, *flags, clients, f"--output_dir={out}", cache_dir=tmp_path / "c")
         assert result.returncode == 0, result.stderr
         results = json.loads((out / "results.json").read_text())
-        assert results["offline_rounds"] == [2, 4]
-        assert np.asarray(results["offline_ndcg"]).shape == (1, 2)
+        (cell,) = results["cells"]
+        assert cell["evaluated_rounds"] == [2, 4]
+        assert np.asarray(cell["curves"][f"offline_{results['metric']}"]).shape == (1, 2)
         assert results["config"]["client_chunk"] == 4 and "round 4:" in result.stdout
     bad = call(
         "fedips", *flags, "--n_users=6", f"--output_dir={tmp_path / 'bad'}", cache_dir=tmp_path

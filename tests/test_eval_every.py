@@ -117,10 +117,11 @@ def test_binary_writes_offline_rounds_and_refuses_bad_k(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((tmp_path / "a" / "results.json").read_text())
     assert results["config"]["eval_every"] == 2
-    assert results["offline_rounds"] == [2, 4, 5]
-    assert np.shape(results["offline_ndcg"]) == (1, 3)
-    assert np.shape(results["online_ndcg"]) == (1, 5)
-    assert results["final_offline_ndcg"] == [results["offline_ndcg"][0][-1]]
+    (cell,) = results["cells"]
+    assert cell["evaluated_rounds"] == [2, 4, 5]
+    assert np.shape(cell["curves"]["offline_ndcg"]) == (1, 3)
+    assert np.shape(cell["curves"]["online_ndcg"]) == (1, 5)
+    assert cell["per_run"]["final_offline_ndcg"] == [cell["curves"]["offline_ndcg"][0][-1]]
     done = _binary(tmp_path / "b", "--eval_every=0")
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()

@@ -25,8 +25,12 @@ SMALL = [
 def test_fpdgd_writes_results_and_is_deterministic(tmp_path):
     a, b, result = run_twice("fpdgd", *SMALL, "--n_runs=2", tmp_path=tmp_path)
     assert without_timings(a) == without_timings(b)
-    assert len(a["offline_ndcg"]) == 2 and len(a["offline_ndcg"][0]) == 6
-    assert len(a["online_ndcg"][1]) == 6 and len(a["online_performance"]) == 2
+    (cell,) = a["cells"]
+    assert len(cell["curves"]["offline_ndcg"]) == 2 and len(cell["curves"]["offline_ndcg"][0]) == 6
+    assert (
+        len(cell["curves"]["online_ndcg"][1]) == 6
+        and len(cell["per_run"]["online_performance"]) == 2
+    )
     assert a["config"]["n_clients"] == 4 and a["config"]["click_model"] == "informational"
     assert a["interactions"] == 2 * 4 * 2 * 6 and a["interactions_per_second"] > 0
     assert "round 6/6" in result.stderr  # progress
@@ -49,7 +53,10 @@ def test_fpdgd_on_the_mslr_sample_learns(tmp_path):
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["data"]["train"]["queries"] == 43 and results["data"]["train"]["features"] == 136
-    for initial, curve in zip(results["initial_offline_ndcg"], results["offline_ndcg"]):
+    (cell,) = results["cells"]
+    for initial, curve in zip(
+        cell["per_run"]["initial_offline_ndcg"], cell["curves"]["offline_ndcg"]
+    ):
         assert sum(curve[-5:]) / 5 > initial + 0.05
 
 
@@ -66,7 +73,7 @@ def test_centralised_baselines_run(tmp_path, form):
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["method"] == f"centralised_pdgd/{form}"
-    assert len(results["offline_ndcg"][0]) == 6
+    assert len(results["cells"][0]["curves"]["offline_ndcg"][0]) == 6
     assert results["interactions"] == {"same_updates": 6, "same_budget": 48, "batch": 48}[form]
 
 
@@ -182,7 +189,7 @@ def test_poisoning_grid_runs_in_one_program(tmp_path):
     cells = results["cells"]
     # per click model: baseline + 4 defences + 5 data poisoning + LIE + 8 Fang cells
     assert len(cells) == 2 * (1 + 4 + 5 + 1 + 8)
-    assert all(len(c["offline_ndcg"]) == 2 and len(c["offline_ndcg"][0]) == 3 for c in cells)
+    assert all(np.shape(c["curves"]["offline_ndcg"]) == (2, 3) for c in cells)
     assert "fang_krum_full" in (tmp_path / "table.txt").read_text()
     assert results["interactions"] == len(cells) * 2 * 4 * 2 * 3
 

@@ -359,11 +359,15 @@ def test_binary_writes_results_and_is_deterministic(tmp_path):
     )
     assert without_timings(a) == without_timings(b)
     assert a["method"] == "fedips/estimated" and a["config"]["n_users"] == 20
-    for key in ("offline_ndcg", "offline_ndcg5", "offline_ndcg10", "clicks_per_user"):
-        assert np.asarray(a[key]).shape == (2, 6), key
-    assert a["offline_ndcg"] == a["offline_ndcg5"]  # offline_ndcg is NDCG@5
-    assert len(a["final_offline_ndcg5"]) == 2 and len(a["initial_offline_ndcg10"]) == 2
-    assert np.asarray(a["estimated_propensities"]).shape == (2, 5)
+    (cell,) = a["cells"]
+    assert a["metric"] == "ndcg5"  # the headline curves: NDCG@5
+    assert sorted(cell["curves"]) == ["offline_ndcg10", "offline_ndcg5"]
+    for key in ("offline_ndcg5", "offline_ndcg10"):
+        assert np.asarray(cell["curves"][key]).shape == (2, 6), key
+    assert np.asarray(cell["per_run"]["clicks_per_user"]).shape == (2, 6)
+    per_run = cell["per_run"]
+    assert len(per_run["final_offline_ndcg5"]) == 2 and len(per_run["initial_offline_ndcg10"]) == 2
+    assert np.asarray(cell["estimated_propensities"]).shape == (2, 5)
     assert 0 < a["logging_policy"]["offline_ndcg5"] <= 1 and len(a["logging_policy"]["queries"])
     assert a["interactions"] > 0 and a["interactions_per_second"] > 0
     assert "round 6/6" in result.stderr  # progress
@@ -381,7 +385,7 @@ def test_binary_lambdarank_baseline(tmp_path):
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["method"] == "lambdarank"
-    assert np.asarray(results["offline_ndcg5"]).shape == (1, 5)
+    assert np.asarray(results["cells"][0]["curves"]["offline_ndcg5"]).shape == (1, 5)
 
 
 def test_binary_takes_the_ranker(tmp_path):
@@ -391,7 +395,7 @@ def test_binary_takes_the_ranker(tmp_path):
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["config"]["ranker"] == "neural"
-    assert np.asarray(results["offline_ndcg5"]).shape == (1, 6)
+    assert np.asarray(results["cells"][0]["curves"]["offline_ndcg5"]).shape == (1, 6)
 
 
 @pytest.mark.parametrize(

@@ -251,13 +251,8 @@ KEYS = {
     "data",
     "versions",
     "epsilon",
-    "initial_offline_ndcg",
-    "offline_ndcg",
-    "offline_mrr",
-    "online_ndcg",
-    "online_max_rr",
-    "online_performance",
-    "final_offline_ndcg",
+    "metric",
+    "cells",
     "interactions",
     "seconds",
     "compile_seconds",
@@ -276,10 +271,12 @@ def test_binary_writes_results_and_is_deterministic(tmp_path):
     assert set(a) == KEYS
     assert without_timings(a) == without_timings(b)
     assert a["method"] == "foltr_es" and a["epsilon"] == pytest.approx(math.log(90))
+    (cell,) = a["cells"]
+    assert cell["evaluated_rounds"] == [1, 2, 3, 4, 5, 6]
     for key in ("offline_ndcg", "offline_mrr", "online_ndcg", "online_max_rr"):
-        assert np.asarray(a[key]).shape == (2, 6), key
+        assert np.asarray(cell["curves"][key]).shape == (2, 6), key
     for key in ("initial_offline_ndcg", "online_performance", "final_offline_ndcg"):
-        assert np.asarray(a[key]).shape == (2,), key
+        assert np.asarray(cell["per_run"][key]).shape == (2,), key
     assert a["config"]["n_clients"] == 8 and a["config"]["local_updates"] == 4
     assert a["interactions"] == 2 * 8 * 4 * 6 and a["interactions_per_second"] > 0
     assert "round 6/6" in result.stderr  # progress

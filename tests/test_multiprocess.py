@@ -35,7 +35,12 @@ ARGS = [
     "--n_devices=4",
 ]
 CELLS = ["informational_eps0_delta0", "informational_eps4.5_delta5"]
-CURVES = ["offline_ndcg", "offline_mrr", "online_ndcg", "online_max_rr", "initial_offline_ndcg"]
+
+
+def curves(results: dict) -> dict:
+    """The curves and the initial offline nDCG@10 of a results file's one cell."""
+    (cell,) = results["cells"]
+    return {**cell["curves"], "initial_offline_ndcg": cell["per_run"]["initial_offline_ndcg"]}
 
 
 def free_port() -> int:
@@ -159,8 +164,8 @@ def test_two_processes_give_the_one_process_results_and_resume_a_killed_run(tmp_
     for cell in CELLS:
         assert two[cell]["timings"]["resumed_at_round"]["fpdgd"] > 0
         assert two[cell]["config"] == one[cell]["config"]
-        for curve in CURVES:
-            np.testing.assert_allclose(two[cell][curve], one[cell][curve], rtol=0, atol=1e-5)
+        for curve, values in curves(one[cell]).items():
+            np.testing.assert_allclose(curves(two[cell])[curve], values, rtol=0, atol=1e-5)
 
 
 # Offline every 2nd round: after Adam's first step from the zero model every weight is ±η,
@@ -205,8 +210,8 @@ def test_foltr_es_over_two_processes_gives_the_one_process_results(tmp_path):
     one = json.loads((single / "results.json").read_text())
     two = json.loads((p0 / "out" / "results.json").read_text())
     assert two["config"] == one["config"]
-    for curve in CURVES:
-        np.testing.assert_allclose(two[curve], one[curve], rtol=0, atol=1e-5)
+    for curve, values in curves(one).items():
+        np.testing.assert_allclose(curves(two)[curve], values, rtol=0, atol=1e-5)
 
 
 def one_and_two_processes(module, args, tmp_path, name, timeout=300) -> tuple:
@@ -257,11 +262,12 @@ def test_unlearning_over_two_processes_gives_the_one_process_results(tmp_path):
     one, two, written = one_and_two_processes("unlearning", args, tmp_path, "unlearn")
     assert written == ["results.json", "table.txt"]
     assert two["config"] == one["config"]
-    assert len(two["training"]) == 3 and len(two["unlearning"]) == 2
-    for part in ("training", "unlearning"):
-        for a, b in zip(one[part], two[part]):
-            assert (a["configuration"], a.get("delta_t")) == (b["configuration"], b.get("delta_t"))
-            np.testing.assert_allclose(b["offline_ndcg"], a["offline_ndcg"], rtol=0, atol=1e-5)
+    assert len(two["cells"]) == 3 + 2  # the trainings, then the replayed cells
+    for a, b in zip(one["cells"], two["cells"]):
+        assert a["setting"] == b["setting"]
+        np.testing.assert_allclose(
+            b["curves"]["offline_ndcg"], a["curves"]["offline_ndcg"], rtol=0, atol=1e-5
+        )
 
 
 @pytest.mark.slow  # several processes
@@ -285,8 +291,54 @@ def test_a_noniid_cell_over_two_processes_gives_the_one_process_results(tmp_path
     assert [c["name"] for c in two["cells"]] == [c["name"] for c in one["cells"]]
     assert len(two["cells"]) == 2
     for a, b in zip(one["cells"], two["cells"]):
-        for curve in ("offline_ndcg", "online_ndcg", "initial_offline_ndcg"):
-            np.testing.assert_allclose(b[curve], a[curve], rtol=0, atol=1e-5)
+        for curve in ("offline_ndcg", "online_ndcg"):
+            np.testing.assert_allclose(
+                b["curves"][curve], a["curves"][curve], rtol=0, atol=1e-5
+            )
+        np.testing.assert_allclose(
+            b["per_run"]["initial_offline_ndcg"],
+            a["per_run"]["initial_offline_ndcg"],
+            rtol=0,
+            atol=1e-5,
+        )
+
+
+@pytest.mark.slow  # several processes
+@pytest.mark.parametrize("baseline", ["none", "lambdarank"])
+def test_fedips_over_two_processes_gives_the_one_process_results(tmp_path, baseline):
+    """FedIPS (its users over the 4 devices) and its λLinear baseline, each after f₀: every
+    LambdaRank run is engine.run's too."""
+    args = [
+        "--synthetic_queries=30",
+        "--synthetic_features=8",
+        "--synthetic_docs_per_query=8",
+        "--n_users=8",
+        "--n_runs=2",
+        "--rounds=4",
+        "--chunk_rounds=2",
+        "--logging_steps=5",
+        "--lambdarank_steps=4",
+        f"--baseline={baseline}",
+        "--n_devices=4",
+    ]
+    one, two, written = one_and_two_processes("fedips", args, tmp_path, "fedips")
+    assert written == ["results.json"]
+    assert two["config"] == one["config"] and two["method"] == one["method"]
+    f0_one, f0_two = one["logging_policy"], two["logging_policy"]
+    assert f0_two["queries"] == f0_one["queries"]
+    for metric in ("offline_ndcg5", "offline_ndcg10"):
+        np.testing.assert_allclose(f0_two[metric], f0_one[metric], rtol=0, atol=1e-5)
+    (cell_one,), (cell_two,) = one["cells"], two["cells"]
+    for curve in ("offline_ndcg5", "offline_ndcg10"):
+        np.testing.assert_allclose(
+            cell_two["curves"][curve], cell_one["curves"][curve], rtol=0, atol=1e-5
+        )
+    np.testing.assert_allclose(
+        cell_two["per_run"]["initial_offline_ndcg5"],
+        cell_one["per_run"]["initial_offline_ndcg5"],
+        rtol=0,
+        atol=1e-5,
+    )
 
 
 @pytest.mark.slow  # several processes
@@ -380,10 +432,7 @@ def test_binaries_that_do_not_run_over_processes_refuse_distributed(tmp_path, mo
     # They refuse before anything starts: their main in this process (binaries.call), run
     # from tmp_path as the processes above are.
     monkeypatch.chdir(tmp_path)
-    for module, args in [
-        ("benchmark", ["--suite"]),
-        ("fedips", ["--baseline=lambdarank"]),
-    ]:
+    for module, args in [("benchmark", ["--suite"])]:
         done = binaries.call(module, "--distributed", *args, cache_dir=tmp_path / "cache")
         assert done.returncode == 2, (module, done.stderr)
         (line,) = done.stderr.strip().splitlines()

@@ -527,8 +527,11 @@ def test_binary_writes_results(tmp_path):
     a = json.loads((tmp_path / "a" / "results.json").read_text())
     assert [c["name"] for c in a["cells"]] == ["noniid", "sharing"]
     for cell in a["cells"]:
-        assert np.shape(cell["offline_ndcg"]) == (2, 4) and np.shape(cell["online_ndcg"]) == (2, 4)
-        assert len(cell["online_performance"]) == 2
+        curves = cell["curves"]
+        assert np.shape(curves["offline_ndcg"]) == np.shape(curves["online_ndcg"]) == (2, 4)
+        assert len(cell["per_run"]["online_performance"]) == 2
+        assert cell["evaluated_rounds"] == [1, 2, 3, 4]
+        assert cell["labels"]["group"].startswith("non-IID type 2, #R=")
     assert a["cells"][0]["setting"]["grades"] == [
         [g] for g in np.ravel(a["cells"][0]["setting"]["grades"])
     ]
@@ -554,7 +557,7 @@ def test_binary_runs_non_iid_clients_under_attack_with_a_defence(tmp_path):
     config = a["config"]
     assert (config["attack"], config["aggregator"], config["n_malicious"]) == ("lie", "krum", 1)
     assert config["sensitivity"] == 5.0
-    assert np.isfinite(a["cells"][0]["offline_ndcg"]).all()
+    assert np.isfinite(a["cells"][0]["curves"]["offline_ndcg"]).all()
 
 
 @pytest.mark.parametrize(
@@ -591,7 +594,7 @@ def test_binary_measures_the_type1_iid_baseline_on_merged_labels_when_asked(tmp_
         assert found[measure]["noniid"]["type1_iid_measure"] == measure
     iid = {m: next(c for c in r["cells"] if c["name"] == "iid") for m, r in found.items()}
     noniid = {m: next(c for c in r["cells"] if c["name"] == "noniid") for m, r in found.items()}
-    assert noniid["intents"]["offline_ndcg"] == noniid["merged"]["offline_ndcg"]  # untouched
+    assert noniid["intents"]["curves"] == noniid["merged"]["curves"]  # untouched
     # The same initial models (same seed), measured on other labels.
-    merged, intents = (iid[m]["initial_offline_ndcg"] for m in ("merged", "intents"))
+    merged, intents = (iid[m]["per_run"]["initial_offline_ndcg"] for m in ("merged", "intents"))
     assert not np.allclose(merged, intents)

@@ -54,7 +54,7 @@ def test_a_plugin_s_aggregator_is_a_name_in_a_binary(tmp_path, plugin):
     assert result.returncode == 0, result.stderr
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["aggregator"] == "closest_half"
-    assert all(0 <= v <= 1 for v in results["offline_ndcg"][0])
+    assert all(0 <= v <= 1 for v in results["cells"][0]["curves"]["offline_ndcg"][0])
 
 
 def test_without_the_plugin_the_name_is_refused_in_one_line(tmp_path):

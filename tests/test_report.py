@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from experiments import figures as report
+from experiments import results as format2
 from experiments import statistics
 
 DATA = {"synthetic": {"seed": 0, "queries": 30, "features": 8, "docs_per_query": 15.0}}
@@ -48,26 +49,38 @@ def write(path, payload):
     path.write_text(json.dumps(payload))
 
 
+def run_file(method, config, curves_, per_run, data=DATA, panel=None, rounds=None, **rest):
+    """A results file of one cell, as experiments.fpdgd and foltr_es write them."""
+    panel = panel or config.get("click_model", "(no click_model)")
+    first = next(iter(curves_.values()))
+    cell = format2.cell(
+        panel,
+        labels=format2.labels(method, panel),
+        evaluated_rounds=rounds or range(1, len(first[0]) + 1),
+        curves=curves_,
+        per_run=per_run,
+    )
+    return format2.document(method, config, data, [cell], **rest)
+
+
 @pytest.fixture
 def results_dir(tmp_path):
     root = tmp_path / "results"
     for method, by_click in NUMBERS.items():
         for click_model, (final, online) in by_click.items():
+            names = ("offline_ndcg", "offline_mrr", "online_ndcg", "online_max_rr")
             write(
                 root / "runs" / f"{method}_{click_model}" / "results.json",
-                {
-                    "method": method,
-                    "config": config(click_model, N_CLIENTS[method]),
-                    "data": DATA,
-                    "versions": {"foltr_jax": "0.1.0"},
-                    "initial_offline_ndcg": [0.2, 0.2, 0.2],
-                    "offline_ndcg": curves(final),
-                    "offline_mrr": curves(final),
-                    "online_ndcg": curves(final),
-                    "online_max_rr": curves(final),
-                    "online_performance": online,
-                    "final_offline_ndcg": final,
-                },
+                run_file(
+                    method,
+                    config(click_model, N_CLIENTS[method]),
+                    {name: curves(final) for name in names},
+                    {
+                        "initial_offline_ndcg": [0.2, 0.2, 0.2],
+                        "online_performance": online,
+                        "final_offline_ndcg": final,
+                    },
+                ),
             )
     return root
 
@@ -171,11 +184,14 @@ def test_paired_welch_and_baseline_choice(results_dir, tmp_path):
 def test_poisoning_cells(tmp_path):
     cells = []
     finals = {("fedavg", "none", 0): [0.8, 0.82, 0.84], ("krum", "lie", 2): [0.5, 0.6, 0.7]}
+    method = "fpdgd/poisoning/paper"
     for click_model in ("navigational", "perfect"):
         for (aggregator, attack, m), final in finals.items():
+            fields = {"aggregator": aggregator, "attack": attack, "m": m}
             cells.append(
-                {
-                    "setting": {
+                format2.cell(
+                    f"{click_model} {m} {attack} {aggregator}",
+                    setting={
                         "click_model": click_model,
                         "n_malicious": m,
                         "attack": attack,
@@ -183,15 +199,25 @@ def test_poisoning_cells(tmp_path):
                         "epsilon": 0.0,
                         "sensitivity": 0.0,
                     },
-                    "offline_ndcg": curves(final),
-                    "online_ndcg": curves(final),
-                    "online_performance": [1.0, 2.0, 3.0],
-                    "final_offline_ndcg_mean": float(np.mean(final)),
-                    "final_offline_ndcg_sd": float(np.std(final, ddof=1)),
-                }
+                    labels=format2.labels(
+                        method,
+                        click_model,
+                        group="poisoning",
+                        figure=f"m={m}" if m else None,
+                        fields={**fields, "epsilon": 0.0, "sensitivity": 0.0},
+                        always=tuple(fields),
+                    ),
+                    evaluated_rounds=range(1, 5),
+                    curves={"offline_ndcg": curves(final), "online_ndcg": curves(final)},
+                    per_run={"online_performance": [1.0, 2.0, 3.0]},
+                    summary={
+                        "final_offline_ndcg_mean": float(np.mean(final)),
+                        "final_offline_ndcg_sd": float(np.std(final, ddof=1)),
+                    },
+                )
             )
-    payload = {"method": "fpdgd/poisoning/paper", "config": config("informational")}
-    write(tmp_path / "poisoning" / "results.json", {**payload, "data": DATA, "cells": cells})
+    payload = format2.document(method, config("informational"), DATA, cells)
+    write(tmp_path / "poisoning" / "results.json", payload)
     summary = report.build_report(tmp_path, baseline="m=0", paired=True)
     group = summary["groups"][f"{GROUP}, poisoning"]
     assert group["panels"] == ["perfect", "navigational"]
@@ -208,14 +234,16 @@ def test_poisoning_cells(tmp_path):
     assert [name[-7:] for name in group["figures"]] == ["m-2.png", "m-2.pdf"]
 
 
-def noniid_cell(name, final, online):
-    return {
-        "name": name,
-        "setting": {"data": name},
-        "offline_ndcg": curves(final),
-        "online_performance": online,
-        "final_offline_ndcg_mean": float(np.mean(final)),
-    }
+def noniid_cell(name, final, online, panel, group):
+    return format2.cell(
+        name,
+        setting={"data": name},
+        labels=format2.labels(name, panel, group=group, config=False),
+        evaluated_rounds=range(1, 5),
+        curves={"offline_ndcg": curves(final)},
+        per_run={"online_performance": online},
+        summary={"final_offline_ndcg_mean": float(np.mean(final))},
+    )
 
 
 def test_noniid_cells(tmp_path):
@@ -223,18 +251,18 @@ def test_noniid_cells(tmp_path):
     iid, noniid = [0.80, 0.82, 0.84], [0.30, 0.40, 0.50]
     for b in (2, 5):
         for click_model in ("perfect", "informational"):
-            payload = {
-                "method": "fpdgd/noniid/type2",
-                "config": {**config(click_model, n_clients=5), "ranker": "linear"},
-                "noniid": {"type": 2, "grades_per_client": 1, "clicks": "ccm", "mix": "none"},
-                "data": DATA,
-                "cells": [
-                    noniid_cell("iid", iid, [3.0, 3.0, 3.0]),
-                    noniid_cell("noniid", noniid, [4.0, 4.0, 4.0]),
-                    noniid_cell("fedprox_mu=0.1", noniid, [4.0, 4.0, 4.0]),
+            group = f"non-IID type 2, #R=1, |C|=5, linear ranker, B={b}"
+            payload = format2.document(
+                "fpdgd/noniid/type2",
+                {**config(click_model, n_clients=5), "ranker": "linear", "local_updates": b},
+                DATA,
+                [
+                    noniid_cell("iid", iid, [3.0, 3.0, 3.0], click_model, group),
+                    noniid_cell("noniid", noniid, [4.0, 4.0, 4.0], click_model, group),
+                    noniid_cell("fedprox_mu=0.1", noniid, [4.0, 4.0, 4.0], click_model, group),
                 ],
-            }
-            payload["config"]["local_updates"] = b
+                noniid={"type": 2, "grades_per_client": 1, "clicks": "ccm", "mix": "none"},
+            )
             write(tmp_path / "noniid" / f"b{b}_{click_model}" / "results.json", payload)
     summary = report.build_report(tmp_path, baseline="iid")
     names = [f"{GROUP}, non-IID type 2, #R=1, |C|=5, linear ranker, B={b}" for b in (2, 5)]
@@ -250,19 +278,43 @@ def test_noniid_cells(tmp_path):
     assert len(group["figures"]) == 2  # no MaxRR curves in non-IID files
 
 
+def broken(change) -> str:
+    """A one-cell results file with ``change`` applied to it, as JSON text."""
+    payload = run_file("fpdgd", config("perfect"), {"offline_ndcg": [[0.1, 0.2], [0.3, 0.4]]}, {})
+    change(payload, payload["cells"][0])
+    return json.dumps(payload)
+
+
 @pytest.mark.parametrize(
     "payload, message",
     [
         ("{not json", "not valid JSON: Expecting property name"),
         ("[1, 2]", "the top level is not a JSON object"),
-        ('{"method": "x"}', "no 'offline_ndcg', 'final_offline_ndcg' or 'cells'"),
-        ('{"offline_ndcg": [[0.1, 0.2], [0.3]]}', "'offline_ndcg' is not a list of equal-length"),
-        ('{"final_offline_ndcg": [0.1, NaN]}', "contains NaN"),
+        ('{"method": "x"}', "no results_format: written by an older version of foltr_jax"),
         (
-            '{"final_offline_ndcg": [0.1, 0.2], "online_performance": [1.0]}',
+            '{"results_format": 1, "offline_ndcg": [[0.5]]}',
+            "results format 1: written by an older version of foltr_jax; this version reads "
+            "results format 2",
+        ),
+        (broken(lambda p, c: p.pop("cells")), "'cells' is not a non-empty list"),
+        (
+            broken(lambda p, c: c["curves"].update(offline_ndcg=[[0.1, 0.2], [0.3]])),
+            r"cells\[0\]: curves: 'offline_ndcg' is not a list of equal-length",
+        ),
+        (
+            broken(lambda p, c: c["per_run"].update(final_offline_ndcg=[0.1, float("nan")])),
+            "contains NaN",
+        ),
+        (
+            broken(lambda p, c: c["per_run"].update(online_performance=[1.0])),
             "'online_performance' has 1 runs but 'final_offline_ndcg' has 2",
         ),
-        ('{"cells": [{"offline_ndcg": [[0.5]]}]}', r"cells\[0\]: no 'setting' object"),
+        (broken(lambda p, c: c.pop("setting")), r"cells\[0\]: 'setting' is not an object"),
+        (broken(lambda p, c: c["labels"].pop("panel")), r"cells\[0\]: labels: no 'method' or"),
+        (
+            broken(lambda p, c: p.update(metric="ndcg5")),
+            r"cells\[0\]: no curves\['offline_ndcg5'\] \(the file's metric 'ndcg5'\)",
+        ),
     ],
 )
 def test_malformed_results_name_the_file(tmp_path, payload, message):
@@ -313,14 +365,13 @@ def test_other_metric_single_runs_and_duplicate_settings(results_dir, tmp_path):
     # a FedIPS-style file: NDCG@5, no click model, one run (λLinear): its own group, no sd
     write(
         results_dir / "fedips" / "results.json",
-        {
-            "method": "lambdarank",
-            "config": {"rounds": 4, "seed": 0},
-            "data": DATA,
-            "metric": "offline_ndcg = NDCG@5 of the global model on the test split",
-            "offline_ndcg": [[0.3, 0.4, 0.5, 0.6]],
-            "final_offline_ndcg": [0.6],
-        },
+        run_file(
+            "lambdarank",
+            {"rounds": 4, "seed": 0},
+            {"offline_ndcg5": [[0.3, 0.4, 0.5, 0.6]]},
+            {"final_offline_ndcg5": [0.6]},
+            metric="ndcg5",
+        ),
     )
     # the same setting twice, in two folders: labels name the folder
     copy = (results_dir / "runs" / "fpdgd_perfect" / "results.json").read_text()
@@ -348,14 +399,21 @@ def fake_curves(level, n_runs=2):
     return [[level / 3, level / 2, level + 0.01 * r] for r in range(n_runs)]
 
 
-def fake_cell(level, online=None):
+def fake_cell(level, online=None, metric="ndcg"):
+    """The evaluated rounds, curves and per-run values of a cell of made-up numbers."""
     online = 10 * level if online is None else online
     return {
-        "offline_ndcg": fake_curves(level),
-        "offline_mrr": fake_curves(level),
-        "initial_offline_ndcg": [0.1, 0.1],
-        "online_performance": [online, online + 0.1],
+        "evaluated_rounds": range(1, ROUNDS + 1),
+        "curves": {f"offline_{metric}": fake_curves(level), "offline_mrr": fake_curves(level)},
+        "per_run": {
+            f"initial_offline_{metric}": [0.1, 0.1],
+            "online_performance": [online, online + 0.1],
+        },
     }
+
+
+def fake_file(method, config, base, cells, **rest):
+    return format2.document(method, config, base["data"], cells, **rest)
 
 
 def flag_values(run):
@@ -378,18 +436,25 @@ def write_fake_run(folder, run, clicks):
                 config["n_clients"] = int(values.get("n_clients", 1000))
                 config["local_updates"] = int(values.get("local_updates", 2))
                 online = 20.0 if method == "fpdgd" else 15.0
+                cell = format2.cell(
+                    click, labels=format2.labels(method, click), **fake_cell(0.6, online)
+                )
                 write(
                     folder / f"{click}_eps{epsilon:g}" / "results.json",
-                    {"method": method, "config": config, **base, **fake_cell(0.6, online)},
+                    fake_file(method, config, base, [cell]),
                 )
     elif run.binary in ("foltr_es", "fedips"):
         config = {"click_model": values.get("click_model", "perfect"), "n_runs": 2, "seed": 0}
         for name, default in (("n_clients", 2000), ("local_updates", 4)):
             config[name] = int(values.get(name, default))
-        extra = {"metric": "offline_ndcg = NDCG@5"} if run.binary == "fedips" else {}
+        metric = "ndcg5" if run.binary == "fedips" else "ndcg"
+        panel = config["click_model"]
+        cell = format2.cell(
+            panel, labels=format2.labels(run.binary, panel), **fake_cell(0.4, 5.0, metric)
+        )
         write(
             folder / "results.json",
-            {"method": run.binary, "config": config, **base, **extra, **fake_cell(0.4, 5.0)},
+            fake_file(run.binary, config, base, [cell], metric=metric),
         )
     elif run.binary == "poisoning":
         cells = []
@@ -410,34 +475,56 @@ def write_fake_run(folder, run, clicks):
                     "attack": attack,
                     "aggregator": aggregator,
                 }
-                cells.append({"setting": setting, **fake_cell(0.6 - 0.1 * m)})
+                fields = {"aggregator": aggregator, "attack": attack, "m": m}
+                labels = format2.labels(
+                    "fpdgd",
+                    click,
+                    group="poisoning",
+                    figure=f"m={m}" if m else None,
+                    fields=fields,
+                    always=tuple(fields),
+                )
+                name = f"{click} m={m} {attack}/{aggregator}"
+                cells.append(
+                    format2.cell(name, setting=setting, labels=labels, **fake_cell(0.6 - 0.1 * m))
+                )
         write(
             folder / "results.json",
-            {"method": "fpdgd", "config": {"n_clients": 10, "seed": 0}, **base, "cells": cells},
+            fake_file("fpdgd", {"n_clients": 10, "seed": 0}, base, cells),
         )
     elif run.binary == "unlearning":
         steps = [int(v) for v in values.get("unlearn_local_updates", "1,2,3,4").split(",")]
         deltas = [int(v) for v in values.get("delta_t", "5,10,20").split(",")]
         training = [
-            {"configuration": name, "click_model": click, **fake_cell(level)}
+            format2.cell(
+                f"{name} {click}",
+                labels=format2.labels(name, click, group="unlearning", figure=None, config=False),
+                **fake_cell(level),
+            )
             for name, level in (("10H-0M", 0.6), ("9H-1M", 0.4), ("9H-0M", 0.6))
             for click in clicks
         ]
         unlearned = [
-            {
-                "configuration": "U(9H-1M)",
-                "click_model": click,
-                "unlearn_local_updates": n,
-                "delta_t": d,
+            format2.cell(
+                f"U(9H-1M) {click} {n} {d}",
+                labels=format2.labels(
+                    "U(9H-1M)",
+                    click,
+                    group="unlearning",
+                    figure=f"Δt={d}",
+                    fields={"n′": n, "Δt": d},
+                    always=("method", "n′", "Δt"),
+                    config=False,
+                ),
                 **fake_cell(0.5),
-            }
+            )
             for click in clicks
             for n in steps
             for d in deltas
         ]
         write(
             folder / "results.json",
-            {"config": {"seed": 0}, **base, "training": training, "unlearning": unlearned},
+            fake_file("fpdgd/unlearning", {"seed": 0}, base, training + unlearned),
         )
     elif run.binary == "noniid":
         names = ["iid", "noniid"]
@@ -454,13 +541,25 @@ def write_fake_run(folder, run, clicks):
             "n_clients": int(values.get("n_clients", 4)),
             "seed": 0,
         }
+        kind = info["type"]
+        parts = [f"non-IID type {kind}"]
+        if kind == 2:
+            parts.append(f"#R={values.get('grades_per_client')}, |C|={config['n_clients']}")
+        parts.append(f"{config['ranker']} ranker")
+        if kind != 4:
+            parts.append(f"B={config['local_updates']}")
+        panel = f"{str(info['clicks']).upper()} clients" if kind == 3 else config["click_model"]
         cells = [
-            {"name": name, **fake_cell(0.7 if name == "iid" else 0.4, 30.0 if name == "iid" else 5)}
+            format2.cell(
+                name,
+                labels=format2.labels(name, panel, group=", ".join(parts), config=False),
+                **fake_cell(0.7 if name == "iid" else 0.4, 30.0 if name == "iid" else 5),
+            )
             for name in names
         ]
         write(
             folder / "results.json",
-            {"config": config, "noniid": info, **base, "cells": cells},
+            fake_file(f"fpdgd/noniid/type{kind}", config, base, cells, noniid=info),
         )
     else:
         raise AssertionError(run.binary)
@@ -772,16 +871,14 @@ def test_a_recipe_page_is_drawn(tmp_path):
 
 def test_curves_of_an_eval_every_run(tmp_path):
     """--eval_every: offline curves at the rounds listed in offline_rounds (last: T)."""
-    payload = {
-        "method": "fpdgd",
-        "config": {**config("perfect"), "rounds": 10, "eval_every": 4},
-        "data": DATA,
-        "initial_offline_ndcg": [0.2, 0.2],
-        "offline_ndcg": [[0.3, 0.5, 0.6], [0.35, 0.55, 0.65]],
-        "offline_mrr": [[0.3, 0.5, 0.6], [0.35, 0.55, 0.65]],
-        "offline_rounds": [4, 8, 10],
-        "online_performance": [5.0, 6.0],
-    }
+    curve = [[0.3, 0.5, 0.6], [0.35, 0.55, 0.65]]
+    payload = run_file(
+        "fpdgd",
+        {**config("perfect"), "rounds": 10, "eval_every": 4},
+        {"offline_ndcg": curve, "offline_mrr": curve},
+        {"initial_offline_ndcg": [0.2, 0.2], "online_performance": [5.0, 6.0]},
+        rounds=[4, 8, 10],
+    )
     write(tmp_path / "run" / "results.json", payload)
     (series,) = report.load_series(tmp_path)
     np.testing.assert_array_equal(series.offline_rounds, [4, 8, 10])
@@ -796,14 +893,15 @@ def test_curves_of_an_eval_every_run(tmp_path):
 @pytest.mark.parametrize(
     "rounds, message",
     [
-        ([4, 8], "'offline_ndcg' has 3 rounds but 'offline_rounds' lists 2"),
+        ([4, 8], "'offline_ndcg' has 3 rounds but 'evaluated_rounds' lists 2"),
         ([4, 4, 10], "not a strictly increasing list"),
         ([0, 8, 10], "not a strictly increasing list"),
         ("4,8,10", "not a strictly increasing list"),
     ],
 )
 def test_malformed_offline_rounds(tmp_path, rounds, message):
-    payload = {"offline_ndcg": [[0.3, 0.5, 0.6]], "offline_rounds": rounds}
+    payload = run_file("fpdgd", config("perfect"), {"offline_ndcg": [[0.3, 0.5, 0.6]]}, {})
+    payload["cells"][0]["evaluated_rounds"] = rounds
     write(tmp_path / "a" / "results.json", payload)
     with pytest.raises(report.ReportError, match=message):
         report.build_report(tmp_path)

@@ -250,10 +250,15 @@ def test_binary_writes_the_table_3_grid_and_refuses_bad_settings(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     results = json.loads((out / "results.json").read_text())
-    assert [row["configuration"] for row in results["training"]] == ["4H-0M", "3H-1M", "3H-0M"]
-    assert len(results["training"][0]["offline_ndcg"]) == 2
-    cells = results["unlearning"]
-    assert [(c["delta_t"], len(c["offline_ndcg"][0])) for c in cells] == [(2, 2), (4, 1)]
+    training, cells = results["cells"][:3], results["cells"][3:]
+    assert [c["setting"]["configuration"] for c in training] == ["4H-0M", "3H-1M", "3H-0M"]
+    assert np.shape(training[0]["curves"]["offline_ndcg"]) == (2, 4)
+    assert [c["labels"]["figure"] for c in training] == [None] * 3  # in every figure
+    assert [(c["setting"]["delta_t"], c["evaluated_rounds"]) for c in cells] == [
+        (2, [1, 2]),
+        (4, [1]),
+    ]
+    assert [np.shape(c["curves"]["offline_ndcg"]) for c in cells] == [(2, 2), (2, 1)]
     assert cells[0]["efficiency"]["unlearning_local_updates"] == 2
     assert results["history"]["shape_per_run"] == [2, 4, 4]
     assert "U(3H-1M), n′ = 1" in (out / "table.txt").read_text()
