@@ -15,11 +15,13 @@ line first, so ``--help`` lists the chosen method's settings.  Writes
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
+import numpy as np
 from absl import app, flags
 
-from experiments import cli, common, config_flags, plugins, program
+from experiments import cli, common, config_flags, plugins, program, results
 from foltr_jax import engine
 
 FLAGS = flags.FLAGS
@@ -64,8 +66,6 @@ flags.DEFINE_string("output_dir", f"results/{METHOD}", "Folder for results.json.
 
 def _help_of_every_field(config_class, internal) -> dict:
     """A help text for the fields that have none (a user's config): its class and field."""
-    import dataclasses
-
     from foltr_jax.config import setting_help
 
     found = {}
@@ -123,6 +123,32 @@ def check_shared_settings(config) -> None:
             raise engine.ConfigError(name, f"unknown {name} {value!r}; one of {registry.names()}")
 
 
+def method_results(config, result, train, test, source, log) -> dict:
+    """results.json (the results format) of a registered method's run: one cell with
+    every curve the method returns, by name, and the per-run numbers its curves give."""
+    curves = {name: np.asarray(values).tolist() for name, values in result.curves.items()}
+    per_run = {f"initial_{name}": np.asarray(result.initial[name]).tolist() for name in result.offline}
+    if "offline_ndcg" in result.curves:
+        per_run["final_offline_ndcg"] = np.asarray(result.offline_ndcg)[:, -1].tolist()
+    if "online_ndcg" in result.curves:
+        per_run["online_performance"] = np.asarray(result.online_performance).tolist()
+    panel = getattr(config, "click_model", METHOD)
+    one = results.cell(
+        panel,
+        labels=results.labels(METHOD, panel),
+        evaluated_rounds=results.evaluated_rounds(config, result),
+        curves=curves,
+        per_run=per_run,
+    )
+    return results.document(
+        METHOD,
+        dataclasses.asdict(config),
+        results.data_summary(source, train, test, normalise=FLAGS.normalise),
+        [one],
+        **results.totals(result, log),
+    )
+
+
 def run() -> program.Done:
     builtin = hasattr(ENTRY.config, "validate")
     config = CONFIG_FLAGS.build(validate=builtin)
@@ -144,7 +170,7 @@ def run() -> program.Done:
         if builtin:
             raise
         raise cli.UserError(f"--method: {METHOD}: {plugins.where_it_failed(error)}") from None
-    results = common.results_file(METHOD, config, result, train, test, source, log=log)
+    results = method_results(config, result, train, test, source, log)
     path = output.write_json("results.json", results)
     return program.Done(output, f"{common.curve_summary(results)}; results in {path}")
 
