@@ -13,7 +13,7 @@ PLUGIN = textwrap.dedent(
     import jax.numpy as jnp
 
     import foltr_jax
-    from experiments import recipes
+    from experiments.lib import recipes
 
 
     @foltr_jax.aggregators.register("closest_half", "mean of the half nearest the median")
