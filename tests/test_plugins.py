@@ -37,6 +37,17 @@ SMALL = ("--n_clients=8", "--local_updates=2", "--rounds=3", "--chunk_rounds=3",
          "--synthetic_queries=30", "--nocheckpoint")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def forget_the_plugin_s_recipes():
+    """binaries.call runs a binary in this process: the recipe its plugin registers would
+    otherwise stay listed for the tests that run after these (test_report's pages)."""
+    from experiments.lib import recipes
+
+    saved = list(recipes._USER_RECIPES)
+    yield
+    recipes._USER_RECIPES[:] = saved
+
+
 @pytest.fixture(scope="module")
 def plugin(tmp_path_factory):
     """One file for the module: a process imports a plugin file once (a second file
