@@ -103,27 +103,71 @@ def pdgd_update(
     """Clicks on a displayed list and the PDGD update they cause (Algorithm 1, lines 6-12).
 
     ``clip_norm`` (FPDGD Algorithm 3): after the update θ ← θ·min(1, clip_norm/‖θ‖);
-    a clip_norm of 0 leaves θ alone.
+    a clip_norm of 0 leaves θ alone.  ``pdgd_update_lanes`` is the same for many lanes.
     """
-    k = displayed.ranking.shape[0]
-    start, length = data.query_offsets[query], data.query_lengths[query]
-    shown = jnp.arange(k) < jnp.minimum(length, k)
-    rows = start + displayed.ranking
-    shown_labels = jnp.where(shown, data.labels[rows], 0)
-    clicks = click_models.simulate_clicks(key, click_model, shown_labels, shown)
-    coefficients = pdgd.position_coefficients(
-        displayed.scores, shown, clicks, displayed.rest_logsumexp
+    batch = functools.partial(jax.tree_util.tree_map, lambda x: jnp.asarray(x)[None])
+    params, outcome = pdgd_update_lanes(
+        batch(params),
+        batch(key),
+        batch(query),
+        batch(displayed),
+        data,
+        ranker,
+        batch(click_model),
+        learning_rate=learning_rate,
+        clip_norm=None if clip_norm is None else batch(clip_norm),
     )
-    coefficients = jnp.where(shown, coefficients, 0.0)
-    _, pullback = jax.vjp(lambda p: ranker.apply(p, data.features[rows]), params)
-    (gradient,) = pullback(coefficients.astype(displayed.scores.dtype))
-    params = jax.tree_util.tree_map(lambda p, g: p + learning_rate * g, params, gradient)
-    if clip_norm is not None:
-        flat, unravel = jax.flatten_util.ravel_pytree(params)
-        params = unravel(jnp.where(clip_norm > 0, privacy.clip(flat, clip_norm, 1.0), flat))
+    return jax.tree_util.tree_map(lambda x: x[0], (params, outcome))
+
+
+def pdgd_update_lanes(
+    lane_params,
+    keys,
+    queries,
+    displayed: DisplayedList,
+    data: DeviceData,
+    ranker,
+    click_model,
+    *,
+    learning_rate: float,
+    clip_norm=None,
+    lists_per_block: int = 0,
+):
+    """``pdgd_update`` of every lane (every argument but ``data`` and ``ranker`` with a
+    leading lane axis): the clicks and the step are vmapped over the lanes, the PDGD
+    coefficients computed for all lists at once (``pdgd.position_coefficients_of_lists``,
+    the lane axis minor; ``lists_per_block`` as there)."""
+    k = displayed.ranking.shape[1]
+
+    def clicked(key, query, ranking, model):
+        start, length = data.query_offsets[query], data.query_lengths[query]
+        shown = jnp.arange(k) < jnp.minimum(length, k)
+        rows = start + ranking
+        shown_labels = jnp.where(shown, data.labels[rows], 0)
+        clicks = click_models.simulate_clicks(key, model, shown_labels, shown)
+        return shown, rows, shown_labels, clicks
+
+    shown, rows, shown_labels, clicks = jax.vmap(clicked)(
+        keys, queries, displayed.ranking, click_model
+    )
+    coefficients = pdgd.position_coefficients_of_lists(
+        displayed.scores, shown, clicks, displayed.rest_logsumexp, lists_per_block
+    )
+    coefficients = jnp.where(shown, coefficients, 0.0).astype(displayed.scores.dtype)
+
+    def step(params, rows, coefficients, norm):
+        _, pullback = jax.vjp(lambda p: ranker.apply(p, data.features[rows]), params)
+        (gradient,) = pullback(coefficients)
+        params = jax.tree_util.tree_map(lambda p, g: p + learning_rate * g, params, gradient)
+        if norm is not None:
+            flat, unravel = jax.flatten_util.ravel_pytree(params)
+            params = unravel(jnp.where(norm > 0, privacy.clip(flat, norm, 1.0), flat))
+        return params
+
+    params = jax.vmap(step)(lane_params, rows, coefficients, clip_norm)
     outcome = InteractionOutcome(
-        metrics.ndcg_of_list(shown_labels, shown, data.ideal_dcg[query]),
-        metrics.max_reciprocal_rank(clicks),
+        jax.vmap(metrics.ndcg_of_list)(shown_labels, shown, data.ideal_dcg[queries]),
+        jax.vmap(metrics.max_reciprocal_rank)(clicks),
     )
     return params, outcome
 
@@ -311,12 +355,6 @@ def interaction_step(
     displayed = display_lists(
         lane_spec, data, lane_params, key_rank, queries, lanes.slot, global_scores
     )
-    update = functools.partial(
-        pdgd_update,
-        data=train,
-        ranker=lane_spec.scoring.ranker,
-        learning_rate=lane_spec.learning_rate,
-    )
     click_model = lanes.click_model
     if data.click_pool is not None:
         # Type 3's IID baseline: every interaction draws a click model (thesis §4.5.1).
@@ -327,9 +365,19 @@ def interaction_step(
             )
         )(keys)
         click_model = jax.tree_util.tree_map(lambda x: x[draw], pool)
-    params, outcome = jax.vmap(
-        lambda p, k, q, d, c, n: update(p, k, q, d, click_model=c, clip_norm=n)
-    )(lane_params, key_click, queries, displayed, click_model, lanes.clip_norm)
+    params, outcome = pdgd_update_lanes(
+        lane_params,
+        key_click,
+        queries,
+        displayed,
+        train,
+        lane_spec.scoring.ranker,
+        click_model,
+        learning_rate=lane_spec.learning_rate,
+        clip_norm=lanes.clip_norm,
+        # Blocks of lists on a CPU ('map' scoring); an accelerator takes every lane at once.
+        lists_per_block=pdgd.LISTS_PER_BLOCK if lane_spec.scoring.window_scoring == "map" else 0,
+    )
     if data.online_labels is not None:
         outcome = outcome._replace(
             ndcg=_online_ndcg_over_views(lane_spec, data, queries, displayed.ranking)

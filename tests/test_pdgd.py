@@ -163,3 +163,63 @@ def test_debiasing_is_stable_for_extreme_scores():
         )
     )
     assert np.all(np.isfinite(cotangent))
+
+
+def test_coefficients_of_many_lists_match_the_reference_list_by_list():
+    """position_coefficients_of_lists (the lists' axis minor inside) gives every list the
+    pair-by-pair reference's coefficients, lists of different lengths and clicks together."""
+    rng = np.random.default_rng(7)
+    k, n_lists = 10, 12
+    batch_scores, batch_shown, batch_clicks, batch_rest, expected = [], [], [], [], []
+    for _ in range(n_lists):
+        n = int(rng.integers(2, 25))
+        scores = (rng.normal(size=n) * 2).astype(np.float32).astype(np.float64)
+        ranking = rng.permutation(n)[: min(k, n)]
+        clicks = rng.random(len(ranking)) < 0.4
+        # The reference's gradient with ∇f(d) = e_d is the coefficient of every candidate.
+        per_candidate = reference_pdgd(scores, ranking, clicks, np.eye(n))
+        want = np.zeros(k)
+        want[: len(ranking)] = per_candidate[ranking]
+        expected.append(want)
+        shown = np.arange(k) < len(ranking)
+        padded = np.zeros(k, np.float32)
+        padded[: len(ranking)] = scores[ranking]
+        padded_clicks = np.zeros(k, bool)
+        padded_clicks[: len(ranking)] = clicks
+        unshown = np.setdiff1d(np.arange(n), ranking)
+        rest = np.log(np.sum(np.exp(scores[unshown]))) if len(unshown) else -np.inf
+        batch_scores.append(padded)
+        batch_shown.append(shown)
+        batch_clicks.append(padded_clicks)
+        batch_rest.append(rest)
+    got = pdgd.position_coefficients_of_lists(
+        jnp.asarray(np.stack(batch_scores)),
+        jnp.asarray(np.stack(batch_shown)),
+        jnp.asarray(np.stack(batch_clicks)),
+        jnp.asarray(np.array(batch_rest, np.float32)),
+    )
+    got = np.where(np.stack(batch_shown), np.asarray(got), 0.0)
+    np.testing.assert_allclose(got, np.stack(expected), atol=1e-5, rtol=1e-4)
+
+
+def test_coefficients_in_blocks_equal_one_block():
+    """More lists than a block (pdgd.LISTS_PER_BLOCK) run block by block, padded: every
+    list's coefficients are the ones it gets in a small batch of its own (up to float32
+    rounding: XLA's vector code rounds a list's last bits by where it sits in a vector)."""
+    rng = np.random.default_rng(3)
+    k, block = 10, pdgd.LISTS_PER_BLOCK
+    n = block + 37
+    scores = jnp.asarray(rng.normal(size=(n, k)) * 2, jnp.float32)
+    shown = jnp.asarray(np.arange(k)[None, :] < rng.integers(1, k + 1, size=(n, 1)))
+    clicks = jnp.asarray(rng.random((n, k)) < 0.4) & shown
+    rest = jnp.asarray(np.where(rng.random(n) < 0.3, -np.inf, rng.normal(size=n)), jnp.float32)
+    together = np.asarray(pdgd.position_coefficients_of_lists(scores, shown, clicks, rest, block))
+    at_once = np.asarray(pdgd.position_coefficients_of_lists(scores, shown, clicks, rest))
+    np.testing.assert_allclose(together, at_once, rtol=1e-6, atol=1e-7)
+    assert together.shape == (n, k)
+    for start in (0, block - 5, n - 7):
+        part = slice(start, start + 7)
+        alone = pdgd.position_coefficients_of_lists(
+            scores[part], shown[part], clicks[part], rest[part]
+        )
+        np.testing.assert_allclose(together[part], np.asarray(alone), rtol=1e-6, atol=1e-7)
