@@ -2,7 +2,7 @@
 
 A plugin is imported before the binary reads its settings, so whatever it registers (an
 aggregator, attack, click model or ranker in ``foltr_jax``'s registries, a recipe in
-``experiments.recipes``) is a name like the built-in ones.  Loading code is the user's
+``experiments.lib.recipes``) is a name like the built-in ones.  Loading code is the user's
 explicit act: only the command line names a plugin, never a results or cache folder; a
 batch passes its plugins on to every run it starts.
 """
@@ -16,7 +16,7 @@ import os
 import sys
 import traceback
 
-from experiments.cli import UserError
+from experiments.lib.cli import UserError
 
 
 def is_file(plugin: str) -> bool:
