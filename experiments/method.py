@@ -21,7 +21,8 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from experiments import cli, common, config_flags, plugins, program, results
+from experiments import common
+from experiments.lib import cli, config_flags, plugins, program, results
 from foltr_jax import engine
 
 FLAGS = flags.FLAGS
