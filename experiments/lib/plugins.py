@@ -59,7 +59,12 @@ def load(plugins) -> list:
         except UserError:
             raise
         except Exception as error:  # noqa: BLE001  (the user's code: say where it failed)
-            frames = traceback.extract_tb(error.__traceback__)
-            where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-            raise UserError(f"--plugin: {plugin}: {type(error).__name__}: {error}{where}") from None
+            raise UserError(f"--plugin: {plugin}: {where_it_failed(error)}") from None
     return modules
+
+
+def where_it_failed(error: BaseException) -> str:
+    """'Type: message (file:line)' of an error raised in user code: its innermost frame."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
