@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from foltr_jax import click_models, data, engine, interaction, metrics, pipeline
+from foltr_jax.config import setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,8 +29,8 @@ class DbgdConfig:
     n_clients: int = 100
     local_updates: int = 4  # B interactions per client and round
     rounds: int = 50
-    delta: float = 1.0  # δ, exploration step
-    alpha: float = 0.01  # α, update step
+    delta: float = setting(1.0, "δ, the exploration step: the candidate ranker is w + δu.")
+    alpha: float = setting(0.01, "α, the update step: w ← w + αu when the candidate wins.")
     click_model: str = "informational"
     attack: str = "none"  # a model attack (attacks.names()) of the first n_malicious clients
     aggregator: str = "fedavg"
@@ -153,6 +154,10 @@ def run_dbgd(config: DbgdConfig, train, test, progress=None, checkpoint=None):
     engine.check_devices(config.n_devices, config.client_chunk or config.n_clients)
     return engine.run(Dbgd(config, window), arrays, progress, checkpoint)
 
+
+# A name for experiments.method and batch recipes (``--plugin=examples/federated_dbgd.py
+# --method=dbgd``), with one flag per DbgdConfig field.
+engine.register_method("dbgd", DbgdConfig, run_dbgd, "federated DBGD, team-draft interleaving")
 
 if __name__ == "__main__":
     train, test = data.synthetic_train_test(seed=0)

@@ -10,14 +10,14 @@ A recipe is a list of runs of the experiment binaries.  Each run writes
 skipped, so re-running a recipe (e.g. after an interruption) only does what is
 missing.  Runs of a long binary report their own progress; the batch prints how
 many runs are done and an estimate of the time left.  When its runs are done,
-the recipe's figures and tables are made by experiments.figures into
+the recipe's figures and tables are made by experiments.lib.figures into
 <results_dir>/<recipe>/report/.
 
 --data_root is a dataset in the standard layout: Fold1/ ... Fold5/ with
 train.txt and test.txt (MQ2007, MSLR-WEB10K), or one train.txt + test.txt
 (Yahoo, Istella-S); every fold found is a separate run, as the papers average
 over folds.  Without --data_root a --quick batch runs on the real MSLR-WEB10K excerpt
-(43 + 43 queries; experiments/runs.py: ../shared/data/mslr_sample, or
+(43 + 43 queries; experiments/lib/runs.py: ../shared/data/mslr_sample, or
 third_party/mslr_sample/data, fetched by third_party/mslr_sample/fetch.py when absent)
 and only falls back to the synthetic dataset when the excerpt cannot be had; a full batch
 without --data_root, and --data_root=synthetic, use the synthetic dataset.  Every page
@@ -37,12 +37,13 @@ import sys
 
 from absl import app, flags
 
-from experiments import common, plugins, program, runs
+from experiments import common
+from experiments.lib import plugins, program, runs
 
 common.need_report_extra("batch")  # the figures and pages: matplotlib, scipy
-from experiments import figures as report  # noqa: E402
-from experiments import paper_figures  # noqa: E402
-from experiments.recipes import CLICKS, DP_GRID, Recipe, Run, recipes  # noqa: F401
+from experiments.lib import figures as report  # noqa: E402
+from experiments.lib import paper_figures  # noqa: E402
+from experiments.lib.recipes import CLICKS, DP_GRID, Recipe, Run, recipes  # noqa: F401
 
 FLAGS = flags.FLAGS
 common.define_plugin_flag()  # imported before the recipes are read, passed on to every run

@@ -33,7 +33,8 @@ import time
 import jax
 from absl import app, flags
 
-from experiments import common, config_flags, program
+from experiments import common
+from experiments.lib import config_flags, program
 from foltr_jax import federation
 
 FLAGS = flags.FLAGS

@@ -17,7 +17,7 @@ Runs shared by several claims run once.  Every run writes
 an interrupted run resumes from its checkpoint (the binaries' --checkpoint), so the same
 command after a kill continues where it stopped.  --data_root takes a LETOR dataset
 (Fold1/ ... or train.txt + test.txt; every fold is run and pooled); without it the MSLR
-excerpt (43 + 43 queries, experiments/runs.py) is used and fetched when absent.
+excerpt (43 + 43 queries, experiments/lib/runs.py) is used and fetched when absent.
 Non-IID Type 1 runs on synthetic intents whatever the data (the thesis's intent-change
 collection is not a LETOR fold).  --eval_every=K evaluates the test split after every
 K-th round only (the checks read final values; the runs Figures 5 and 6 read early are
@@ -42,18 +42,19 @@ from collections.abc import Callable
 import numpy as np
 from absl import app, flags
 
-from experiments import common, program, runs
+from experiments import common
+from experiments.lib import program, runs
 
 common.need_report_extra("claims")  # the t-tests and figures: scipy, matplotlib
-from experiments import figures as report  # noqa: E402
-from experiments import statistics  # noqa: E402
-from experiments.paper_figures.fpdgd import (  # noqa: E402
+from experiments.lib import figures as report  # noqa: E402
+from experiments.lib import statistics  # noqa: E402
+from experiments.lib.paper_figures.fpdgd import (  # noqa: E402
     interactions_per_round,
     ndcg_after_interactions,
 )
-from experiments.paper_figures.pool import Pool  # noqa: E402
-from experiments.paper_figures.summary import markdown_cell  # noqa: E402
-from experiments.recipes import Run  # noqa: E402
+from experiments.lib.paper_figures.pool import Pool  # noqa: E402
+from experiments.lib.paper_figures.summary import markdown_cell  # noqa: E402
+from experiments.lib.recipes import Run  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -207,7 +208,7 @@ class Verdict:
 
 
 class Results:
-    """The runs' results pooled over folds (experiments.paper_figures.pool), read by name."""
+    """The runs' results pooled over folds (experiments.lib.paper_figures.pool), read by name."""
 
     def __init__(self, root: pathlib.Path):
         try:

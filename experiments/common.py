@@ -15,9 +15,6 @@ import os
 
 from absl import flags
 
-from experiments import config_flags
-from experiments.cli import LoadLog, ProgressLog, UserError, fail, need_report_extra, quiet_logs
-from experiments.config_flags import user_error
 from experiments.distributed import (
     check_same_everywhere,
     is_writer,
@@ -25,7 +22,10 @@ from experiments.distributed import (
     refuse_distributed,
     start_distributed,
 )
-from experiments.output import (
+from experiments.lib import config_flags
+from experiments.lib.cli import LoadLog, ProgressLog, UserError, fail, need_report_extra, quiet_logs
+from experiments.lib.config_flags import user_error
+from experiments.lib.output import (
     EXPERIMENTS_DIR,
     FinishedParts,
     Output,
@@ -42,7 +42,7 @@ from experiments.output import (
     write_output_file,
     write_text_atomic,
 )
-from experiments.results import (
+from experiments.lib.results import (
     curve_summary,
     dataset_summary,
     peak_rss_mb,
@@ -50,7 +50,7 @@ from experiments.results import (
     timings,
     versions,
 )
-from experiments.results import (
+from experiments.lib.results import (
     header as results_header,
 )
 from foltr_jax import data, federation
@@ -104,7 +104,7 @@ FLAGS = flags.FLAGS
 
 
 def define_plugin_flag():
-    """--plugin (``experiments.plugins``; ``program.main`` imports them first)."""
+    """--plugin (``experiments.lib.plugins``; ``program.main`` imports them first)."""
     flags.DEFINE_multi_string(
         "plugin",
         [],

@@ -8,7 +8,7 @@ import os
 
 from absl import flags
 
-from experiments.cli import UserError, fail
+from experiments.lib.cli import UserError, fail
 from foltr_jax import loop
 
 FLAGS = flags.FLAGS

@@ -21,7 +21,8 @@ import time
 
 from absl import app, flags
 
-from experiments import common, config_flags, program, results
+from experiments import common
+from experiments.lib import config_flags, program, results
 from foltr_jax import federation, fedips, lambdarank, rankers
 
 FLAGS = flags.FLAGS

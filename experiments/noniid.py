@@ -41,7 +41,8 @@ import time
 import numpy as np
 from absl import app, flags
 
-from experiments import common, config_flags, program, results
+from experiments import common
+from experiments.lib import config_flags, program, results
 from foltr_jax import click_models, data, federation, loop, noniid
 from foltr_jax.client_plan import PERSONAL_EVALUATIONS
 

@@ -2,7 +2,7 @@ r"""A time budget for the papers: every batch recipe's projected wall time on th
 
   python -m experiments.paper_budget --recipes=poisoning_figs2_4,fpdgd_fig4
 
-For each run of a recipe (experiments/recipes.py, the full version) this launches the run's
+For each run of a recipe (experiments/lib/recipes.py, the full version) this launches the run's
 binary with the recipe's flags but a few rounds (--measure_chunks chunks of
 --measure_chunk_rounds rounds, compile timed apart) and --n_runs=5, on MSLR-WEB10K-shaped
 synthetic data (6,000 training and 2,000 test queries, ~120 documents × 136 features), reads
@@ -35,8 +35,9 @@ import time
 
 from absl import app, flags
 
-from experiments import common, program
-from experiments.recipes import Recipe, Run, recipes
+from experiments import common
+from experiments.lib import program
+from experiments.lib.recipes import Recipe, Run, recipes
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("recipes", ["poisoning_figs2_4"], "Recipes to measure, or 'all'.")

@@ -25,7 +25,8 @@ import sys
 
 from absl import app, flags
 
-from experiments import common, config_flags, program, results
+from experiments import common
+from experiments.lib import config_flags, program, results
 from foltr_jax import aggregators, federation
 from foltr_jax.config import ATTACKS
 

@@ -40,7 +40,8 @@ import jax
 import jax.numpy as jnp
 from absl import app, flags
 
-from experiments import common, program
+from experiments import common
+from experiments.lib import program
 from foltr_jax import click_models, engine, interaction, loop, pdgd, rounds
 
 FLAGS = flags.FLAGS

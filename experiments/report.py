@@ -6,7 +6,7 @@ r"""Figures and tables from a folder of results.json files.
 
 With --recipe (a batch recipe, see `python -m experiments.batch --list`; --results_dir
 defaults to results/batch/<recipe>), the report also draws the paper's figures and tables
-panel for panel (experiments/paper_figures/): paper_<figure>.png/.pdf, page.png/.pdf
+panel for panel (experiments/lib/paper_figures/): paper_<figure>.png/.pdf, page.png/.pdf
 (every figure and table of the recipe on one page), paper_tables.md and paper.json.
 
 Finds every results.json under --results_dir (every binary's, results format 2) and writes
@@ -22,11 +22,12 @@ import sys
 
 from absl import app, flags
 
-from experiments import common, program, recipes
+from experiments import common
+from experiments.lib import program, recipes
 
 common.need_report_extra("report")  # matplotlib, scipy
-from experiments import figures as report  # noqa: E402
-from experiments import paper_figures  # noqa: E402
+from experiments.lib import figures as report  # noqa: E402
+from experiments.lib import paper_figures  # noqa: E402
 
 FLAGS = flags.FLAGS
 REPORT_FILES = ("table.md", "table.tex", "summary.json")

@@ -29,7 +29,8 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from experiments import common, config_flags, program, results
+from experiments import common
+from experiments.lib import config_flags, program, results
 from foltr_jax import federation, loop, unlearning
 
 FLAGS = flags.FLAGS
@@ -287,7 +288,7 @@ def format_table(written: dict) -> str:
     t-test over runs (runs share their seeds), Bonferroni-corrected over all
     cells; '*' marks a significant difference (p ≤ 0.05 after correction).
     """
-    from experiments import statistics  # scipy: the report extra, checked before the run
+    from experiments.lib import statistics  # scipy: the report extra, checked before the run
 
     labels = written["labels"]
     deltas = written["config"]["delta_t"]

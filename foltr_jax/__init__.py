@@ -91,6 +91,22 @@ def run_unlearning(
     return unlearning.run_protocol(config, train, test, progress)
 
 
+def _run_fpdgd(config, train, test, *, progress=None, checkpoint=None):
+    return run_fpdgd(config, train, test, progress=progress, checkpoint=checkpoint)
+
+
+engine.register_method(
+    "fpdgd",
+    FederationConfig,
+    _run_fpdgd,
+    "FPDGD (Wang et al. 2021)",
+    internal=("top_k", "aggregation", "display_groups"),
+)
+engine.register_method(
+    "foltr_es", FoltrEsConfig, run_foltr_es, "FOLtR-ES (Kharitonov 2019)", internal=("top_k",)
+)
+engine.register_method("fedips", FedIpsConfig, run_fedips, "FedIPS (Li & Ouyang)")
+
 __all__ = [
     "ClientPlan",
     "ConfigError",

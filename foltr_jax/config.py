@@ -90,7 +90,7 @@ def check_schedule(
 
 
 def setting(default, help: str):
-    """A config field with the help its flag shows (``experiments.config_flags`` defines
+    """A config field with the help its flag shows (``experiments.lib.config_flags`` defines
     the binaries' flags from the fields); for a setting several methods share, the help
     is ``SETTING_HELP``'s and the field needs no metadata."""
     return dataclasses.field(default=default, metadata={"help": help})

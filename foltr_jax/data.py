@@ -98,7 +98,7 @@ def read_letor(
         produces a warning.
       progress: called with a :class:`foltr_jax.letor.LoadProgress` (bytes read,
         documents, queries, seconds) after every block the parser reads; not called
-        when the cache answers.  ``experiments.cli.LoadLog`` prints it.
+        when the cache answers.  ``experiments.lib.cli.LoadLog`` prints it.
 
     Raises:
       LetorFormatError: ``"<path>:<line>: <problem>"`` for a missing ``qid:``

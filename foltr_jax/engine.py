@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from foltr_jax import loop, metrics, multiprocess, pipeline
+from foltr_jax.registry import Registry
 from foltr_jax.config import ConfigError
 
 
@@ -407,3 +408,31 @@ def unflatten(flat: jax.Array, like):
     """Flat vectors [n, d] as pytrees shaped like one model of ``like`` (leaves [n, ...])."""
     unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda p: p[0], like))[1]
     return jax.vmap(unravel)(flat)
+
+
+# ---------------------------------------------------------------------------------------------
+# Methods by name
+# ---------------------------------------------------------------------------------------------
+
+
+class MethodEntry(NamedTuple):
+    """A method a binary runs by name (``python -m experiments.method --method=NAME``)."""
+
+    summary: str  # one line for --help
+    config: type  # a frozen dataclass of int, float, str and bool settings (``seed``,
+    # ``n_runs``, ``rounds``, ...); a ``validate()`` method, when it has one, raises
+    # ConfigError naming the field
+    run: Callable  # run(config, train, test, *, progress=None, checkpoint=None) -> RunResult
+    internal: tuple = ()  # the config's fields that are not settings on the command line
+
+
+METHODS: Registry[MethodEntry] = Registry("method")
+
+
+def register_method(
+    name: str, config: type, run: Callable, summary: str, internal: tuple = ()
+) -> MethodEntry:
+    """Registers a method under ``name``: its config class (one flag per field) and its
+    ``run``, usually ``engine.run`` of its ``Method``.  Registered from a ``--plugin``, it
+    is a name of ``experiments.method`` and of batch recipes like the built-in ones."""
+    return METHODS.add(name, MethodEntry(summary, config, run, tuple(internal)))

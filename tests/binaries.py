@@ -28,12 +28,12 @@ from absl import flags
 from absl import logging as absl_logging
 from sample_data import REPO_ROOT
 
-SCHEMA = json.loads((REPO_ROOT / "experiments" / "results.schema.json").read_text())
+SCHEMA = json.loads((REPO_ROOT / "experiments" / "lib" / "results.schema.json").read_text())
 
 
 def check_results_files(args) -> None:
     """Every results.json under the run's --output_dir validates against the results
-    format's schema (experiments/results.schema.json): each test that runs a binary
+    format's schema (experiments/lib/results.schema.json): each test that runs a binary
     checks its output's structure too."""
     import jsonschema
 
@@ -70,7 +70,7 @@ def run(module, *args, cache_dir=None, env=None, timeout=300):
 # it is imported, so only one can be loaded at a time.
 _loaded = {"module": None}
 # Modules whose functions define flags for the binary that calls them: kept imported.
-SHARED_DEFINERS = ("experiments.common", "experiments.config_flags")
+SHARED_DEFINERS = ("experiments.common", "experiments.lib.config_flags")
 
 
 def _binary(module: str):
@@ -106,7 +106,7 @@ class Called:
 
 
 class _AtExit:
-    """``atexit`` for experiments.output during a call: what a run registers to happen at
+    """``atexit`` for experiments.lib.output during a call: what a run registers to happen at
     its process's exit (releasing its output folder) happens when ``main`` returns."""
 
     def __init__(self):
@@ -140,7 +140,7 @@ def call(module, *args, cache_dir=None, env=None):
     if cache_dir is not None:
         env["FOLTR_JAX_CACHE"] = str(cache_dir)
     binary = _binary(module)
-    from experiments import cli, output
+    from experiments.lib import cli, output
 
     argv = [str(REPO_ROOT / "experiments" / f"{module}.py"), *args]
     stdout, stderr = io.StringIO(), io.StringIO()

@@ -9,7 +9,7 @@ import sys
 import pytest
 from sample_data import REPO_ROOT
 
-from experiments import cli
+from experiments.lib import cli
 
 REPORT_ONLY = {"matplotlib", "scipy"}
 SIMULATION_BINARIES = ("fpdgd", "poisoning", "noniid", "unlearning", "foltr_es", "fedips",

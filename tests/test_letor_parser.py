@@ -297,7 +297,7 @@ def test_progress_reports_bytes_documents_and_queries(monkeypatch):
 def test_load_log_is_quiet_for_a_quick_load_and_then_reports_rate_and_time_left():
     import io
 
-    from experiments.cli import LoadLog
+    from experiments.lib.cli import LoadLog
 
     def at(seconds, read, done=False, path="f.txt"):
         return letor.LoadProgress(

@@ -7,7 +7,7 @@ import pytest
 from sample_data import REPO_ROOT  # noqa: F401  (puts the repository on sys.path)
 
 from experiments import paper_budget as pb
-from experiments.recipes import Recipe, Run
+from experiments.lib.recipes import Recipe, Run
 
 
 def test_projection_arithmetic():

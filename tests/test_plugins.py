@@ -13,7 +13,7 @@ PLUGIN = textwrap.dedent(
     import jax.numpy as jnp
 
     import foltr_jax
-    from experiments import recipes
+    from experiments.lib import recipes
 
 
     @foltr_jax.aggregators.register("closest_half", "mean of the half nearest the median")
@@ -35,6 +35,17 @@ PLUGIN = textwrap.dedent(
 )
 SMALL = ("--n_clients=8", "--local_updates=2", "--rounds=3", "--chunk_rounds=3",
          "--synthetic_queries=30", "--nocheckpoint")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def forget_the_plugin_s_recipes():
+    """binaries.call runs a binary in this process: the recipe its plugin registers would
+    otherwise stay listed for the tests that run after these (test_report's pages)."""
+    from experiments.lib import recipes
+
+    saved = list(recipes._USER_RECIPES)
+    yield
+    recipes._USER_RECIPES[:] = saved
 
 
 @pytest.fixture(scope="module")

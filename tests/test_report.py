@@ -7,9 +7,9 @@ import binaries
 import numpy as np
 import pytest
 
-from experiments import figures as report
-from experiments import results as format2
-from experiments import statistics
+from experiments.lib import figures as report
+from experiments.lib import results as format2
+from experiments.lib import statistics
 
 DATA = {"synthetic": {"seed": 0, "queries": 30, "features": 8, "docs_per_query": 15.0}}
 GROUP = "synthetic (seed 0, 30 queries, 8 features)"
@@ -389,7 +389,7 @@ def test_other_metric_single_runs_and_duplicate_settings(results_dir, tmp_path):
     assert summary["groups"][GROUP]["baseline"] is None  # 'fpdgd' is now in three labels
 
 
-# ------------------------------------------------- the papers' figures (experiments.paper_figures)
+# ------------------------------------------------- the papers' figures (experiments.lib.paper_figures)
 
 ROUNDS = 3
 
@@ -568,7 +568,7 @@ def write_fake_run(folder, run, clicks):
 @pytest.fixture(scope="module")
 def paper_pages(tmp_path_factory):
     """Every quick recipe's paper.json, from fake results of every run (nothing drawn)."""
-    from experiments import paper_figures, recipes
+    from experiments.lib import paper_figures, recipes
 
     clicks = ("perfect", "navigational", "informational")
     pages = {}
@@ -596,7 +596,7 @@ def labels_by_panel(figure):
 
 
 def test_every_recipe_has_a_paper_layout(paper_pages):
-    from experiments import paper_figures, recipes
+    from experiments.lib import paper_figures, recipes
 
     assert set(paper_figures.LAYOUTS) == set(recipes.recipes(quick=True))
     for name, page in paper_pages.items():
@@ -688,7 +688,7 @@ def test_thesis_foltr_es_study_figures_3_1_to_3_5(paper_pages):
 def test_thesis_foltr_es_study_settings():
     """B = 4, 2,000 clients, p ∈ {0.5, 0.9, 1}, linear and neural; Figure 3.2 at a fixed
     2,000,000 ranker updates with p = 0.9; PDGD in batches of the same size."""
-    from experiments import recipes
+    from experiments.lib import recipes
 
     runs = recipes.recipes(quick=False)["thesis_fig3_1"].runs
     es = [flag_values(r) for r in runs if r.binary == "foltr_es"]
@@ -707,7 +707,7 @@ def test_thesis_foltr_es_study_settings():
 
 def test_fpdgd_figure_6_keeps_the_budget_and_clients_with_dp():
     """FPDGD paper §5.3: |C| = 1,000 kept, B = 2/4/8 with T = 200/100/50, ε = 4.5, Δ = 5."""
-    from experiments import recipes
+    from experiments.lib import recipes
 
     for quick, rounds in ((False, (200, 100, 50)), (True, (40, 20, 10))):
         runs = recipes.recipes(quick=quick)["fpdgd_fig6"].runs
@@ -720,8 +720,8 @@ def test_fpdgd_figure_6_keeps_the_budget_and_clients_with_dp():
 
 def test_fpdgd_figure_6_reads_the_curves_at_fixed_budgets():
     """nDCG once k interactions are spent: the last update the budget covers."""
-    from experiments.paper_figures.fpdgd import ndcg_after_interactions
-    from experiments.series import Series
+    from experiments.lib.paper_figures.fpdgd import ndcg_after_interactions
+    from experiments.lib.series import Series
 
     def series(per_client, offline_rounds=None, columns=4):
         curves = np.arange(1, columns + 1)[None, :] / 10.0 * np.ones((2, 1))
@@ -848,7 +848,7 @@ def test_fedips_figures_1_and_2(paper_pages):
 
 def test_a_recipe_page_is_drawn(tmp_path):
     """One small recipe drawn for real: a file per figure, and the page, PNG and PDF."""
-    from experiments import paper_figures, recipes
+    from experiments.lib import paper_figures, recipes
 
     recipe = recipes.recipes(quick=True)["fpdgd_fig5"]
     for run in recipe.runs:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # ~3 min: python -m pytest -m slow tests/test_rep
 from binaries import run
 from sample_data import SAMPLE_DIR, needs_sample
 
-from experiments import figures as report
+from experiments.lib import figures as report
 
 
 @pytest.fixture(scope="module")

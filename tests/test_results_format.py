@@ -1,5 +1,5 @@
 """One results format: every binary's results.json validates against
-experiments/results.schema.json (tests/binaries.py checks each run's output), and readers
+experiments/lib/results.schema.json (tests/binaries.py checks each run's output), and readers
 refuse another format version."""
 
 import json
@@ -8,8 +8,8 @@ import binaries
 import jsonschema
 import pytest
 
-from experiments import series
-from experiments.results import RESULTS_FORMAT
+from experiments.lib import series
+from experiments.lib.results import RESULTS_FORMAT
 
 SMALL = ("--synthetic_queries=30", "--nocheckpoint", "--rounds=2", "--chunk_rounds=2")
 

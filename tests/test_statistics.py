@@ -1,11 +1,11 @@
-"""experiments.statistics against textbook values worked out independently of scipy."""
+"""experiments.lib.statistics against textbook values worked out independently of scipy."""
 
 import math
 
 import numpy as np
 import pytest
 
-from experiments import statistics
+from experiments.lib import statistics
 
 # Student's sleep data (Cushny & Peebles 1905, as in Student 1908 and R's `sleep`): extra hours of
 # sleep of the same 10 patients under two drugs. R's t.test gives, for group 1 − group 2:

@@ -7,8 +7,8 @@ marked slow."""
 
 import errno
 import functools
-import math
 import json
+import math
 import os
 import pathlib
 import stat
@@ -34,9 +34,8 @@ from foltr_jax import (
     files,
     loop,
 )
-from foltr_jax.foltr_es import FoltrEsConfig
 from foltr_jax.config import ConfigError
-
+from foltr_jax.foltr_es import FoltrEsConfig
 
 # ---------------------------------------------------------------------------------------
 # 1. A non-finite model is never a result
@@ -562,7 +561,7 @@ def test_a_privacy_grid_of_close_epsilons_writes_two_folders(tmp_path):
 
 
 def test_a_batch_counts_only_readable_results_as_done(tmp_path, capsys):
-    from experiments import runs
+    from experiments.lib import runs
 
     run = tmp_path / "run"
     run.mkdir()
@@ -630,7 +629,7 @@ def test_training_data_without_any_feature_is_refused_in_one_line(layout, tmp_pa
 
 
 def test_deeply_nested_json_given_to_the_report_is_one_line(tmp_path):
-    from experiments import series
+    from experiments.lib import series
 
     path = tmp_path / "results.json"
     path.write_text("[" * 200_000 + "]" * 200_000)

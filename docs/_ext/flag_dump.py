@@ -62,11 +62,11 @@ def dump(binaries: list) -> dict:
 
 
 def catalogue() -> dict:
-    """The batch recipes (experiments/recipes.py, full size) and the claims table's entries
+    """The batch recipes (experiments/lib/recipes.py, full size) and the claims table's entries
     (experiments/claims.py), for the papers' pages."""
     _forget_experiments()
     claims = importlib.import_module("experiments.claims")
-    recipes = importlib.import_module("experiments.recipes")
+    recipes = importlib.import_module("experiments.lib.recipes")
     return {
         "recipes": [
             {

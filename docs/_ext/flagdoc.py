@@ -75,7 +75,7 @@ _CATALOGUE = {}
 
 
 def catalogue() -> dict:
-    """experiments/recipes.py's recipes and experiments/claims.py's claims, as JSON."""
+    """experiments/lib/recipes.py's recipes and experiments/claims.py's claims, as JSON."""
     if not _CATALOGUE:
         _CATALOGUE.update(json.loads(_dump("--catalogue")))
     return _CATALOGUE
@@ -168,13 +168,13 @@ class BinaryFlags(SphinxDirective):
 
 class PaperRecipes(SphinxDirective):
     """``paper-recipes PREFIX...``: the batch recipes whose names start with a prefix, with
-    every run's command line (``experiments/recipes.py``, full size; ``--quick`` shrinks)."""
+    every run's command line (``experiments/lib/recipes.py``, full size; ``--quick`` shrinks)."""
 
     required_arguments = 1
     optional_arguments = 10
 
     def run(self):
-        self.env.note_dependency(str(ROOT / "experiments" / "recipes.py"))
+        self.env.note_dependency(str(ROOT / "experiments" / "lib" / "recipes.py"))
         found = [
             r for r in catalogue()["recipes"]
             if any(r["name"].startswith(prefix) for prefix in self.arguments)

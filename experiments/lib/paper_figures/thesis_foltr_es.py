@@ -7,9 +7,9 @@ a column a click model.
 
 from __future__ import annotations
 
-from experiments.paper_figures.fpdgd import interactions_per_round
-from experiments.paper_figures.pool import Pool, _clicks
-from experiments.paper_figures.structure import (
+from experiments.lib.paper_figures.fpdgd import interactions_per_round
+from experiments.lib.paper_figures.pool import Pool, _clicks
+from experiments.lib.paper_figures.structure import (
     COLOURS,
     CYCLE,
     REDS,
@@ -19,7 +19,7 @@ from experiments.paper_figures.structure import (
     _line,
     _panel,
 )
-from experiments.recipes import FOLTR_ES_PS
+from experiments.lib.recipes import FOLTR_ES_PS
 
 RANKERS = ("linear", "neural")
 MAXRR = "mean batch MaxRR"  # the thesis's axis: MaxRR of the clicks, averaged over a batch

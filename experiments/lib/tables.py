@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from experiments.series import Series, curve_rounds, ordered_panels
-from experiments import statistics
+from experiments.lib import statistics
+from experiments.lib.series import Series, curve_rounds, ordered_panels
 
 METRICS = {  # key -> (title, number format)
     "final_offline_ndcg": ("Final offline {offline}", "{:.4f}"),

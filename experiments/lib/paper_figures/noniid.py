@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from experiments.paper_figures.structure import (
+from experiments.lib.paper_figures.structure import (
     CLICKS,
     CYCLE,
     PaperFigure,

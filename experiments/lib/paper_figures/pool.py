@@ -9,9 +9,8 @@ import re
 
 import numpy as np
 
-from experiments import figures
-from experiments.paper_figures.structure import CLICKS
-
+from experiments.lib import figures
+from experiments.lib.paper_figures.structure import CLICKS
 
 EXCERPT = "MSLR-WEB10K excerpt"  # experiments/excerpt.py's folders are named mslr_sample
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from experiments.paper_figures.pool import _clicks
-from experiments.paper_figures.structure import (
+from experiments.lib.paper_figures.pool import _clicks
+from experiments.lib.paper_figures.structure import (
     DEFENCES,
     POISON_NAMES,
     SHARE_COLOURS,

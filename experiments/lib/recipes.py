@@ -1,7 +1,7 @@
 """The batch recipes: one list of runs per figure or table of the papers.
 
 Each run names its binary and flags, and its label in the paper's words (``Run.label``),
-which experiments/paper_figures/ uses for the figures' lines.  No flags are defined
+which experiments/lib/paper_figures/ uses for the figures' lines.  No flags are defined
 here, so that experiments/batch.py and experiments/report.py can both import it.
 """
 
@@ -24,7 +24,7 @@ class Run:
     flags: tuple  # ("--name=value", ...)
     own_data: bool = False  # ignores --data_root (non-IID Type 1: intents, not a LETOR fold)
     # The run in the paper's words (e.g. "FOLtR-ES p = 0.25", "|C| = 10"): the figures'
-    # line labels (experiments/paper_figures/); a grid run's cells add their own part.
+    # line labels (experiments/lib/paper_figures/); a grid run's cells add their own part.
     label: str = ""
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments.paper_figures.pool import _clicks
-from experiments.paper_figures.structure import (
+from experiments.lib.paper_figures.pool import _clicks
+from experiments.lib.paper_figures.structure import (
     COLOURS,
     PaperFigure,
     PaperTable,

@@ -1,6 +1,6 @@
 """results.json files -> labelled Series (one setting, one click model, its runs).
 
-Every results.json has one structure (experiments/results.py, format 2): each entry of its
+Every results.json has one structure (experiments/lib/results.py, format 2): each entry of its
 "cells" becomes a Series, placed and named by the cell's "labels". A file of another
 format version is refused, naming the file. Labels name the method and the fields that
 differ within a group.
@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from experiments.results import RESULTS_FORMAT
+from experiments.lib.results import RESULTS_FORMAT
 
 RESULTS_NAME = "results.json"
 PANEL_ORDER = ("perfect", "navigational", "informational")
@@ -263,12 +263,12 @@ def read_results(path: pathlib.Path, source: str) -> list[Series]:
         if what is not None:
             raise ReportError(
                 f"{path}: {what}: written by an older version of foltr_jax; this version "
-                f"reads results format {RESULTS_FORMAT} (experiments/results.schema.json): "
+                f"reads results format {RESULTS_FORMAT} (experiments/lib/results.schema.json): "
                 "run the binary again"
             )
         raise ReportError(
             f"{path}: results format {found!r}; this version reads format {RESULTS_FORMAT} "
-            "(experiments/results.schema.json)"
+            "(experiments/lib/results.schema.json)"
         )
     try:
         return cell_series(payload, source)

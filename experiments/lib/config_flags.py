@@ -13,7 +13,7 @@ import dataclasses
 
 from absl import flags
 
-from experiments.cli import UserError
+from experiments.lib.cli import UserError
 from foltr_jax.config import ConfigError, resolve_window_scoring, setting_help
 
 FLAGS = flags.FLAGS

@@ -32,7 +32,7 @@
       ...                               # the binary's own fields
     }
 
-experiments/results.schema.json is its JSON Schema; experiments/series.py reads it back
+experiments/lib/results.schema.json is its JSON Schema; experiments/lib/series.py reads it back
 (reports, tables, paper figures).
 """
 
@@ -48,7 +48,7 @@ import foltr_jax
 from foltr_jax import data
 
 FLAGS = flags.FLAGS
-# The version of results.json's structure (experiments/results.schema.json describes it):
+# The version of results.json's structure (experiments/lib/results.schema.json describes it):
 # a reader refuses another, so a changed structure never passes for the old one.
 RESULTS_FORMAT = 2
 HEADLINE_METRIC = "ndcg"  # nDCG@10

@@ -7,8 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from experiments import figures
-from experiments import statistics
+from experiments.lib import figures, statistics
 
 CLICK_NAMES = {
     "perfect": "Perfect",

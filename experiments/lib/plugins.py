@@ -2,7 +2,7 @@
 
 A plugin is imported before the binary reads its settings, so whatever it registers (an
 aggregator, attack, click model or ranker in ``foltr_jax``'s registries, a recipe in
-``experiments.recipes``) is a name like the built-in ones.  Loading code is the user's
+``experiments.lib.recipes``) is a name like the built-in ones.  Loading code is the user's
 explicit act: only the command line names a plugin, never a results or cache folder; a
 batch passes its plugins on to every run it starts.
 """
@@ -16,7 +16,7 @@ import os
 import sys
 import traceback
 
-from experiments.cli import UserError
+from experiments.lib.cli import UserError
 
 
 def is_file(plugin: str) -> bool:
@@ -59,7 +59,12 @@ def load(plugins) -> list:
         except UserError:
             raise
         except Exception as error:  # noqa: BLE001  (the user's code: say where it failed)
-            frames = traceback.extract_tb(error.__traceback__)
-            where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-            raise UserError(f"--plugin: {plugin}: {type(error).__name__}: {error}{where}") from None
+            raise UserError(f"--plugin: {plugin}: {where_it_failed(error)}") from None
     return modules
+
+
+def where_it_failed(error: BaseException) -> str:
+    """'Type: message (file:line)' of an error raised in user code: its innermost frame."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"

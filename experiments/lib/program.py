@@ -17,9 +17,9 @@ from typing import Callable
 
 from absl import flags
 
-from experiments import plugins
-from experiments.cli import UserError, fail, quiet_logs
 from experiments.distributed import is_writer, refuse_distributed, start_distributed
+from experiments.lib import plugins
+from experiments.lib.cli import UserError, fail, quiet_logs
 
 FLAGS = flags.FLAGS
 
@@ -29,7 +29,7 @@ class Done:
     """What a run leaves: its claimed output folder (finished, i.e. released, once the run
     returns) and the line it prints last."""
 
-    output: object = None  # experiments.output.Output
+    output: object = None  # experiments.lib.output.Output
     message: str = ""
     status: int = 0  # the exit status (a tool whose runs failed: 1)
 

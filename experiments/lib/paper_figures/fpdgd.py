@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments import figures
-from experiments.paper_figures.pool import Pool, _clicks
-from experiments.paper_figures.structure import (
+from experiments.lib import figures
+from experiments.lib.paper_figures.pool import Pool, _clicks
+from experiments.lib.paper_figures.structure import (
     BLUES,
     CYCLE,
     REDS,

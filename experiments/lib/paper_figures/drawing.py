@@ -12,8 +12,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from experiments import figures
-from experiments.paper_figures.structure import Line, PaperFigure, PaperTable
+from experiments.lib import figures
+from experiments.lib.paper_figures.structure import Line, PaperFigure, PaperTable
 
 MAX_POINTS = 400  # per drawn curve
 PANEL_W, PANEL_H = 3.6, 2.6

@@ -32,8 +32,8 @@ from __future__ import annotations
 import json
 import pathlib
 
-from experiments import figures
-from experiments.paper_figures import (
+from experiments.lib import figures
+from experiments.lib.paper_figures import (
     fedips,
     fpdgd,
     noniid,
@@ -41,9 +41,9 @@ from experiments.paper_figures import (
     thesis_foltr_es,
     unlearning,
 )
-from experiments.paper_figures.drawing import _draw_all
-from experiments.paper_figures.pool import Pool
-from experiments.paper_figures.summary import describe, markdown
+from experiments.lib.paper_figures.drawing import _draw_all
+from experiments.lib.paper_figures.pool import Pool
+from experiments.lib.paper_figures.summary import describe, markdown
 
 LAYOUTS = {
     "thesis_fig3_1": thesis_foltr_es.fig3_1,

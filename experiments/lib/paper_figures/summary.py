@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments.paper_figures.drawing import _legend_entries
-from experiments.paper_figures.structure import Line
+from experiments.lib.paper_figures.drawing import _legend_entries
+from experiments.lib.paper_figures.structure import Line
 
 
 def describe(paper_figures: list, tables: list) -> dict:

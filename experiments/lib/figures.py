@@ -1,9 +1,9 @@
 """A folder of results.json files -> learning-curve figures, tables and summary.json.
 
-The files are read into labelled Series (experiments/series.py), grouped by dataset (and
+The files are read into labelled Series (experiments/lib/series.py), grouped by dataset (and
 experiment: a cell's labels name it, e.g. poisoning, a non-IID type). Each group gets one
 figure (a panel per click model, a mean ± sd line per setting; a second one of offline MaxRR
-where every setting recorded it) and one table per metric (experiments/tables.py).
+where every setting recorded it) and one table per metric (experiments/lib/tables.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 # The readers and tables are re-exported: callers use them as figures.<name>.
-from experiments.series import (  # noqa: F401
+from experiments.lib.series import (  # noqa: F401
     EXECUTION_FIELDS,
     PANEL_ORDER,
     RESULTS_NAME,
@@ -37,7 +37,7 @@ from experiments.series import (  # noqa: F401
     ordered_panels,
     read_results,
 )
-from experiments.tables import (  # noqa: F401
+from experiments.lib.tables import (  # noqa: F401
     MARK,
     METRICS,
     TEST_NAMES,

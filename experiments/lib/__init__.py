@@ -1,0 +1,11 @@
+"""The library half of experiments/: what the binaries (``python -m experiments.<name>``)
+share and what reads their results back.
+
+output (the claimed --output_dir, checkpoints, atomic writes), results (results.json's one
+structure, format 2, and results.schema.json), series (results.json files -> labelled
+Series), tables, statistics and figures (summaries, t-tests, Markdown/LaTeX tables, curves;
+matplotlib and scipy: the report extra), paper_figures (the papers' figures panel for
+panel), recipes and runs (batch recipes and running them), cli (one-line errors, progress),
+config_flags (absl flags from config dataclasses), program (every binary's main) and
+plugins (--plugin).
+"""

@@ -1,0 +1,182 @@
+r"""Any registered method by name, its settings as flags.
+
+    python -m experiments.method --method=foltr_es --rounds=50
+    python -m experiments.method --plugin=examples/federated_dbgd.py --method=dbgd \
+            --n_clients=50 --rounds=20 --train_path=train.txt --test_path=test.txt
+    python -m experiments.method --plugin=examples/federated_dbgd.py --method=dbgd --help
+
+A method is registered with ``foltr_jax.engine.register_method(name, config class, run,
+summary)`` (the built-in fpdgd, foltr_es and fedips are; a ``--plugin`` adds its own).
+The method's config class gives the flags, one per field, as for every binary
+(``experiments.config_flags``): ``--method`` and ``--plugin`` are read from the command
+line first, so ``--help`` lists the chosen method's settings.  Writes
+<output_dir>/results.json with the method's curves (the results format of every binary).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import numpy as np
+from absl import app, flags
+
+from experiments import common
+from experiments.lib import cli, config_flags, plugins, program, results
+from foltr_jax import engine
+
+FLAGS = flags.FLAGS
+PROGRAM = "method"
+
+
+def early_values(argv: list, name: str) -> list:
+    """The values of ``--name=V`` and ``--name V`` in ``argv`` before a lone ``--``: read
+    before absl parses the flags, since they decide which flags exist."""
+    values, args = [], argv[1:]
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg.startswith(f"--{name}="):
+            values.append(arg.split("=", 1)[1])
+        elif arg == f"--{name}" and i + 1 < len(args):
+            values.append(args[i + 1])
+    return values
+
+
+def _chosen_method() -> tuple:
+    """(name, entry) of --method (default fpdgd), the plugins on the command line imported
+    first; a bad plugin or an unknown name ends in one line."""
+    try:
+        plugins.load(early_values(sys.argv, "plugin"))
+    except cli.UserError as error:
+        cli.fail(PROGRAM, str(error))
+    name = (early_values(sys.argv, "method") or ["fpdgd"])[-1]
+    if name not in engine.METHODS:
+        cli.fail(PROGRAM, f"--method: unknown method {name!r}; one of {engine.METHODS.names()}"
+                 " (a --plugin registers more)")  # fmt: skip
+    return name, engine.METHODS.get(name)
+
+
+METHOD, ENTRY = _chosen_method()
+common.define_data_flags()
+common.define_checkpoint_flag()
+common.define_distributed_flags()
+flags.DEFINE_string("method", "fpdgd", f"The method to run: {engine.METHODS.help_text()}.")
+flags.DEFINE_string("output_dir", f"results/{METHOD}", "Folder for results.json.")
+
+
+def _help_of_every_field(config_class, internal) -> dict:
+    """A help text for the fields that have none (a user's config): its class and field."""
+    from foltr_jax.config import setting_help
+
+    found = {}
+    for field in dataclasses.fields(config_class):
+        if field.name in internal:
+            continue
+        try:
+            setting_help(config_class, field.name)
+        except KeyError:
+            found[field.name] = f"{config_class.__name__}.{field.name} ({METHOD})"
+    return found
+
+
+CONFIG_FLAGS = config_flags.define(
+    ENTRY.config, skip=ENTRY.internal, help=_help_of_every_field(ENTRY.config, ENTRY.internal)
+)
+flags.adopt_module_key_flags(common)
+flags.adopt_module_key_flags(config_flags)
+
+
+# Settings many methods share, checked for a method whose config has no validate().
+AT_LEAST_ONE = ("n_clients", "local_updates", "rounds", "n_runs", "chunk_rounds", "eval_every",
+                "top_k", "n_devices")  # fmt: skip
+AT_LEAST_ZERO = ("client_chunk", "n_malicious")
+REGISTERED = {"click_model": "click_models", "aggregator": "aggregators", "attack": "attacks",
+              "ranker": "rankers"}  # fmt: skip
+
+
+def check_shared_settings(config) -> None:
+    """ConfigError for a shared setting out of range or an unregistered name: the checks
+    a config's own validate() would make, for a user's config that has none."""
+    import foltr_jax
+
+    for name in AT_LEAST_ONE + AT_LEAST_ZERO:
+        least = 1 if name in AT_LEAST_ONE else 0
+        value = getattr(config, name, least)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise engine.ConfigError(name, f"must be an integer of at least {least}, got {value}")
+    n_clients, chunk = getattr(config, "n_clients", 1), getattr(config, "client_chunk", 0)
+    if chunk and n_clients % chunk:
+        raise engine.ConfigError("client_chunk", f"must divide the {n_clients} clients, got {chunk}")
+    if getattr(config, "n_malicious", 0) > n_clients:
+        raise engine.ConfigError("n_malicious", f"must be at most the {n_clients} clients")
+    for name, module in REGISTERED.items():
+        value = getattr(config, name, None)
+        if value is None or name == "attack" and value == "none":
+            continue
+        registry = getattr(foltr_jax, module)
+        if name == "click_model":
+            try:
+                registry.by_name(value, 5)
+            except ValueError as error:
+                raise engine.ConfigError(name, str(error)) from None
+        elif value not in registry.names():
+            raise engine.ConfigError(name, f"unknown {name} {value!r}; one of {registry.names()}")
+
+
+def method_results(config, result, train, test, source, log) -> dict:
+    """results.json (the results format) of a registered method's run: one cell with
+    every curve the method returns, by name, and the per-run numbers its curves give."""
+    curves = {name: np.asarray(values).tolist() for name, values in result.curves.items()}
+    per_run = {f"initial_{name}": np.asarray(result.initial[name]).tolist() for name in result.offline}
+    if "offline_ndcg" in result.curves:
+        per_run["final_offline_ndcg"] = np.asarray(result.offline_ndcg)[:, -1].tolist()
+    if "online_ndcg" in result.curves:
+        per_run["online_performance"] = np.asarray(result.online_performance).tolist()
+    panel = getattr(config, "click_model", METHOD)
+    one = results.cell(
+        panel,
+        labels=results.labels(METHOD, panel),
+        evaluated_rounds=results.evaluated_rounds(config, result),
+        curves=curves,
+        per_run=per_run,
+    )
+    return results.document(
+        METHOD,
+        dataclasses.asdict(config),
+        results.data_summary(source, train, test, normalise=FLAGS.normalise),
+        [one],
+        **results.totals(result, log),
+    )
+
+
+def run() -> program.Done:
+    builtin = hasattr(ENTRY.config, "validate")
+    config = CONFIG_FLAGS.build(validate=builtin)
+    if not builtin:
+        try:
+            check_shared_settings(config)
+        except engine.ConfigError as error:
+            raise CONFIG_FLAGS.error(error) from None
+    output = common.claim_output()  # before any work
+    train, test, source = common.load_datasets()
+    print(f"{METHOD}: {ENTRY.summary}; {train.n_queries} training queries", file=sys.stderr)
+    log = common.ProgressLog(METHOD)
+    try:
+        with common.stop_cleanly():
+            result = ENTRY.run(config, train, test, progress=log, checkpoint=output.checkpoint())
+    except engine.ConfigError as error:
+        raise CONFIG_FLAGS.error(error) from None
+    except Exception as error:  # noqa: BLE001  (a user's method: say where it failed)
+        if builtin:
+            raise
+        raise cli.UserError(f"--method: {METHOD}: {plugins.where_it_failed(error)}") from None
+    results = method_results(config, result, train, test, source, log)
+    path = output.write_json("results.json", results)
+    return program.Done(output, f"{common.curve_summary(results)}; results in {path}")
+
+
+main = program.main(PROGRAM, run, distributed=False, what="experiments.method")
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,86 @@
+"""experiments.method: a registered method by name, its config's fields as flags; a method
+registered in a --plugin (the "Add a method" example's federated DBGD) is a name there."""
+
+import json
+
+import binaries
+import numpy as np
+import pytest
+
+DBGD = ("--plugin=examples/federated_dbgd.py", "--method=dbgd")
+SMALL = ("--synthetic_queries=40", "--n_clients=8", "--rounds=4", "--n_runs=2", "--nocheckpoint")
+
+
+def _curves(path) -> dict:
+    results = json.loads((path / "results.json").read_text())
+    (cell,) = results["cells"]
+    return results, cell["curves"]
+
+
+def test_a_plugins_method_shows_its_own_settings_in_help():
+    done = binaries.run("method", *DBGD, "--help")  # absl prints the help and exits 1
+    text = " ".join(done.stdout.split())  # absl wraps the help's lines
+    assert "--delta: δ, the exploration step" in text
+    assert "--alpha: α, the update step" in text
+    assert "dbgd (federated DBGD, team-draft interleaving)" in text
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--method=nope",), "method: error: --method: unknown method 'nope'; one of ("),
+        ((*DBGD, "--rounds=0"), "method: error: --rounds: must be an integer of at least 1"),
+        ((*DBGD, "--n_clients=10", "--client_chunk=3"), "method: error: --client_chunk: must"),
+        ((*DBGD, "--aggregator=x"), "method: error: --aggregator: unknown aggregator 'x'"),
+        (("--plugin=no_such_file.py",), "method: error: --plugin: "),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_its_flag(tmp_path, args, message):
+    done = binaries.run("method", *args, f"--output_dir={tmp_path / 'out'}")
+    assert done.returncode != 0
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(message), line
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+@pytest.mark.slow  # tens of seconds of compilation; test_add_a_method covers the method itself
+def test_a_plugins_method_runs_chunked_and_under_attack(tmp_path):
+    runs = {
+        "plain": (),
+        "chunked": ("--client_chunk=4",),
+        "attacked": ("--aggregator=trimmed_mean", "--n_malicious=2", "--attack=lie"),
+    }
+    found = {}
+    for name, extra in runs.items():
+        out = tmp_path / name
+        done = binaries.run("method", *DBGD, *SMALL, *extra, f"--output_dir={out}")
+        assert done.returncode == 0, done.stderr[-2000:]
+        found[name] = _curves(out)
+    results, curves = found["plain"]
+    assert results["method"] == "dbgd" and results["config"]["delta"] == 1.0
+    assert np.asarray(curves["offline_ndcg"]).shape == (2, 4)
+    for name, values in curves.items():  # client chunks: the same run to float32 rounding
+        np.testing.assert_allclose(found["chunked"][1][name], values, rtol=1e-5, err_msg=name)
+    attacked = found["attacked"][1]
+    assert np.isfinite(attacked["offline_ndcg"]).all()
+    assert attacked["offline_ndcg"] != curves["offline_ndcg"]  # the server saw other models
+    # A chunked round cannot run a model attack: one line naming the method.
+    done = binaries.run(
+        "method", *DBGD, *SMALL, *runs["attacked"], "--client_chunk=4",
+        f"--output_dir={tmp_path / 'refused'}",
+    )  # fmt: skip
+    (line,) = done.stderr.strip().splitlines()[-1:]
+    assert done.returncode == 2 and line.startswith("method: error: --method: dbgd: "), line
+
+
+@pytest.mark.slow  # two binaries' compilations
+def test_a_built_in_method_by_name_gives_its_own_binarys_results(tmp_path):
+    settings = ("--synthetic_queries=40", "--n_clients=8", "--rounds=3", "--nocheckpoint")
+    by_name = binaries.run("method", "--method=foltr_es", *settings, f"--output_dir={tmp_path / 'a'}")
+    own = binaries.run("foltr_es", *settings, f"--output_dir={tmp_path / 'b'}")
+    assert by_name.returncode == 0 and own.returncode == 0, by_name.stderr[-2000:]
+    (a, a_curves), (b, b_curves) = _curves(tmp_path / "a"), _curves(tmp_path / "b")
+    assert a["config"] == b["config"]
+    assert set(b_curves) <= set(a_curves)
+    for name, values in b_curves.items():
+        assert a_curves[name] == values, name
