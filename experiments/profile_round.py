@@ -9,10 +9,11 @@ compile excluded; the best wall time and the median CPU time of the process), th
 stages of one round:
 
 - the whole round (``engine.run_chunk`` over --rounds rounds, per round);
-- the first step's shared training-set scores (``rounds.first_step_scores``);
+- the first step's shared training-set scores (``rounds.first_step_scores``), when the
+  round uses them;
 - query sampling and the per-lane key split (``interaction.interaction_step``'s first lines);
-- scoring: the first step's window gather from the shared scores, and a later step's
-  per-lane window scoring (``Scoring.score_lanes``);
+- scoring: the first step's window gather from the shared scores (when used), and a
+  later step's per-lane window scoring (``Scoring.score_lanes``);
 - Plackett-Luce sampling of the displayed lists (``interaction._display_in_groups``);
 - clicks (``click_models.simulate_clicks`` on every lane);
 - clicks and the PDGD update (``interaction.pdgd_update_lanes``: the clicks, the
@@ -172,11 +173,16 @@ def stage_functions(spec, arrays):
     def evaluate(params):
         return rounds.offline_metrics(spec, arrays, params)
 
-    return [
-        ("first-step shared scores", jax.jit(functools.partial(rounds.first_step_scores, spec)),
-         (arrays, params)),
+    shared = []  # the first step's shared scores, when the round uses them
+    if global_scores is not None:
+        shared = [
+            ("first-step shared scores",
+             jax.jit(functools.partial(rounds.first_step_scores, spec)), (arrays, params)),
+            ("scoring: first step (window gather)", jax.jit(gather_first),
+             (global_scores, queries)),
+        ]
+    return shared + [
         ("key split + query draw", jax.jit(split_and_queries), (step_keys,)),
-        ("scoring: first step (window gather)", jax.jit(gather_first), (global_scores, queries)),
         ("scoring: later step (per-lane windows)", jax.jit(score_later), (lane_params, queries)),
         ("Plackett-Luce sampling", jax.jit(sample), (key_rank, scores, lengths)),
         ("clicks", jax.jit(clicks_of), (key_click, queries, displayed.ranking)),
@@ -190,7 +196,7 @@ def stage_functions(spec, arrays):
 
 
 def run() -> program.Done:
-    config = common.federation_config()
+    config = common.federation_config(CONFIG_FLAGS)
     train, test, _ = common.load_datasets()
     spec, arrays = common.build(config, train, test)
     stages, (params, server_state, train_keys) = stage_functions(spec, arrays)
