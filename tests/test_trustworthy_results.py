@@ -560,25 +560,32 @@ def test_a_privacy_grid_of_close_epsilons_writes_two_folders(tmp_path):
         assert results["config"]["epsilon"] in (1.0000001, 1.0000002)
 
 
-def test_a_batch_counts_only_readable_results_as_done(tmp_path, capsys):
+def test_a_batch_counts_only_readable_results_of_this_format_as_done(tmp_path, capsys):
     from experiments.lib import runs
+    from experiments.lib.results import RESULTS_FORMAT
 
+    this_format = json.dumps({"results_format": RESULTS_FORMAT, "cells": []})
     run = tmp_path / "run"
     run.mkdir()
     assert not runs.complete(run)
-    (run / "results.json").write_text('{"offline_ndcg": [[0.5')  # a truncated file
+    (run / "results.json").write_text('{"results_format": 2, "cells": [[0.5')  # truncated
     assert not runs.complete(run)
     assert "cannot be read as results; running it again" in capsys.readouterr().err
-    (run / "results.json").write_text('{"offline_ndcg": [[0.5]]}')
+    (run / "results.json").write_text('{"offline_ndcg": [[0.5]]}')  # an older version's
+    assert not runs.complete(run)
+    assert "results format None (this version writes" in capsys.readouterr().err
+    (run / "results.json").write_text(this_format)
     assert runs.complete(run)
     grid = tmp_path / "grid"
     grid.mkdir()
     (grid / "grid.json").write_text('{"cells": ["a", "b"]}')
     (grid / "a").mkdir()
-    (grid / "a" / "results.json").write_text("{}")
+    (grid / "a" / "results.json").write_text(this_format)
     assert not runs.complete(grid)  # cell b is missing
     (grid / "b").mkdir()
-    (grid / "b" / "results.json").write_text("{}")
+    (grid / "b" / "results.json").write_text(json.dumps({"results_format": 1}))
+    assert not runs.complete(grid)  # cell b is of another format
+    (grid / "b" / "results.json").write_text(this_format)
     assert runs.complete(grid)
 
 

@@ -22,6 +22,7 @@ import sys
 import time
 
 from experiments.common import UserError
+from experiments.lib.results import RESULTS_FORMAT
 from foltr_jax import files
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -99,7 +100,8 @@ def dataset_flags(data_root: str) -> list:
 def complete(out: pathlib.Path) -> bool:
     """A run is done when its results.json (or a grid's grid.json, written last, and every
     cell's results.json it lists) exists and reads as a JSON object.  One whose files exist
-    but cannot be read is not done: it runs again, and the batch says so."""
+    but cannot be read, or that another version wrote in another results format, is not
+    done: it runs again, and the batch says so."""
     grid = out / "grid.json"
     names = ["results.json"]
     if os.path.lexists(grid):
@@ -112,8 +114,16 @@ def complete(out: pathlib.Path) -> bool:
     elif not os.path.lexists(out / "results.json"):
         return False
     for name in names:
-        if not isinstance(_read_object(out / name), dict):
+        found = _read_object(out / name)
+        if not isinstance(found, dict):
             print(f"{out / name}: cannot be read as results; running it again", file=sys.stderr)
+            return False
+        if found.get("results_format") != RESULTS_FORMAT:
+            print(
+                f"{out / name}: results format {found.get('results_format')} (this version "
+                f"writes {RESULTS_FORMAT}); running it again",
+                file=sys.stderr,
+            )
             return False
     return True
 
