@@ -62,6 +62,7 @@ def test_k_th_values_of_the_every_round_run(tiny, every_round, every):
     np.testing.assert_array_equal(sparse.final_params["w"], every_round.final_params["w"])
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_resumes_from_a_checkpoint(tiny, every_round, tmp_path):
     spec, arrays = federation.build(_config(eval_every=3), *tiny)
     path = str(tmp_path / "checkpoint")

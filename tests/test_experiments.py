@@ -36,6 +36,7 @@ def test_fpdgd_writes_results_and_is_deterministic(tmp_path):
     assert "round 6/6" in result.stderr  # progress
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 @needs_sample
 def test_fpdgd_on_the_mslr_sample_learns(tmp_path):
     result = call(
@@ -164,6 +165,7 @@ def test_empty_file_and_split_queries_are_refused(tmp_path):
     assert f"{split}:3:" in refused(tmp_path, split, split)
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_benchmark_prints_json_last(tmp_path):
     result = call("benchmark", *SMALL, cache_dir=tmp_path / "cache")
     assert result.returncode == 0, result.stderr
@@ -173,6 +175,7 @@ def test_benchmark_prints_json_last(tmp_path):
     assert "compile_seconds" in result.stdout
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_poisoning_grid_runs_in_one_program(tmp_path):
     result = call(
         "poisoning",

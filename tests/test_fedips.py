@@ -373,6 +373,7 @@ def test_binary_writes_results_and_is_deterministic(tmp_path):
     assert "round 6/6" in result.stderr  # progress
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_binary_lambdarank_baseline(tmp_path):
     result = run_binary(
         *SMALL,

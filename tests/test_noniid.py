@@ -537,6 +537,7 @@ def test_binary_writes_results(tmp_path):
     ]
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_binary_runs_non_iid_clients_under_attack_with_a_defence(tmp_path):
     # Type 3 (five PBM clients) with a LIE attacker, Krum and DP in one run
     result = _binary(
@@ -579,6 +580,7 @@ def test_binary_refuses_bad_flags(tmp_path, flag, message):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_binary_measures_the_type1_iid_baseline_on_merged_labels_when_asked(tmp_path):
     """--type1_iid_measure=merged: the IID cell is measured on the merged labels it trains
     on (the public code) instead of under every intent's; the non-IID cell is untouched."""

@@ -137,6 +137,7 @@ def test_local_clipping_bounds_the_model(tiny):
     assert float(jnp.linalg.norm(unclipped["w"])) > 2.5
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_privacy_noise_hides_the_signal_at_tiny_epsilon(tiny):
     cells = [
         federation.Setting("perfect"),

@@ -229,6 +229,7 @@ def test_forgetting_two_malicious_clients_recovers_the_retrained_model(protocol)
 # ------------------------------------------------------------------ the binary
 
 
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_binary_writes_the_table_3_grid_and_refuses_bad_settings(tmp_path):
     out = tmp_path / "out"
     result = run_binary(
