@@ -242,3 +242,15 @@ def test_quick_fig2_compares_fpdgd_and_foltr_es_on_the_same_synthetic_data(tmp_p
     assert len(commands) == 15  # FPDGD, PDGD with both budgets, FOLtR-ES over p and click model
     assert sum("--centralised_form=same_updates" in c for c in commands) == 1
     assert all("--synthetic_queries=60" in c for c in commands)
+
+
+def test_the_library_finds_the_repository_and_fingerprints_every_binary():
+    """experiments/lib/ is a folder below the binaries: where it looks for the excerpt and
+    its fetch recipe, and which code a finished part's fingerprint covers."""
+    from experiments.lib import output, runs
+
+    assert runs.REPO_ROOT == REPO_ROOT
+    assert runs.FETCH.is_file()
+    assert runs.PLACES[0] == REPO_ROOT.parent / "shared" / "data" / "mslr_sample"
+    assert output.EXPERIMENTS_DIR == REPO_ROOT / "experiments"
+    assert (output.EXPERIMENTS_DIR / "fpdgd.py").is_file()

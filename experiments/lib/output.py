@@ -24,7 +24,7 @@ from foltr_jax import files, loop
 
 FLAGS = flags.FLAGS
 
-EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parent
+EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parents[1]  # experiments/, the binaries and lib/
 
 
 def checkpoint_file(output_dir, part: str = "", enabled: bool | None = None) -> str | None:
@@ -51,7 +51,7 @@ class FinishedParts:
 
     def __init__(self, folder):
         self.folder = None if folder is None else pathlib.Path(folder)
-        self.code = files.code_version(EXPERIMENTS_DIR)
+        self.code = files.code_version(EXPERIMENTS_DIR, EXPERIMENTS_DIR / "lib")
         self._named: set[str] = set()  # the parts this run named: the only ones it removes
 
     @property

@@ -25,7 +25,7 @@ from experiments.common import UserError
 from experiments.lib.results import RESULTS_FORMAT
 from foltr_jax import files
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]  # experiments/lib/runs.py
 FETCH = REPO_ROOT / "third_party" / "mslr_sample" / "fetch.py"
 PLACES = (
     REPO_ROOT.parent / "shared" / "data" / "mslr_sample",
