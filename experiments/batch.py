@@ -24,6 +24,8 @@ without --data_root, and --data_root=synthetic, use the synthetic dataset.  Ever
 names the data it shows.
 --quick shrinks every recipe (rounds, runs, clients) to finish in minutes.
 --jobs=N runs N runs at a time (worth it with many cores, or one GPU per run).
+--n_devices=D shards every run's clients over D devices (on a CPU: D of its cores; a
+recipe of one large run per fold, as poisoning_figs2_4, uses the cores this way).
 
 Non-IID Type 1 (intents) runs are always on synthetic intents (they need the
 thesis's intent-change collection, not a LETOR fold; give its files to
@@ -62,6 +64,12 @@ flags.DEFINE_bool("dry_run", False, "Print the commands instead of running them.
 flags.DEFINE_integer(
     "jobs", 1, "Runs at a time (each is one process; on a many-core machine or one per GPU)."
 )
+flags.DEFINE_integer(
+    "n_devices",
+    1,
+    "Passed to every run as --n_devices: its clients sharded over this many devices (on a "
+    "CPU, this many of its cores; results equal one device's up to float32 rounding).",
+)
 
 # --quick without --data_root: these binaries share a smaller synthetic dataset (the same
 # one, so that FPDGD and FOLtR-ES are compared on the same queries).
@@ -78,6 +86,8 @@ def _commands(recipe: Recipe, results_dir: pathlib.Path, folds, n_runs: int, qui
                 continue
             out = results_dir / recipe.name / ("synthetic" if own else fold) / run.name
             extra = (f"--n_runs={n_runs}",) if n_runs else ()
+            if FLAGS.n_devices > 1:
+                extra += (f"--n_devices={FLAGS.n_devices}",)
             if quick and run.binary in SMALL_SYNTHETIC and not data:
                 extra += ("--synthetic_queries=60",)
             data_flags = () if run.own_data else data
@@ -136,6 +146,8 @@ def run() -> program.Done:
         raise common.UserError(f"--recipe: unknown recipe(s) {unknown}; see --list")
     if FLAGS.jobs < 1:
         raise common.UserError(f"--jobs must be at least 1, got {FLAGS.jobs}")
+    if FLAGS.n_devices < 1:
+        raise common.UserError(f"--n_devices must be at least 1, got {FLAGS.n_devices}")
     if FLAGS.n_runs < 0:
         raise common.UserError(f"--n_runs must be at least 0, got {FLAGS.n_runs}")
     # a dry run fetches nothing

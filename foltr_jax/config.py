@@ -132,7 +132,11 @@ SETTING_HELP = {
         "pipeline must stream: FedAvg, privacy noise, a server optimiser, a streaming "
         "aggregator); 0: all at once."
     ),
-    "n_devices": "Shard the clients of a round over this many devices.",
+    "n_devices": (
+        "Shard the clients of a round over this many devices. On a CPU the binaries give JAX "
+        "this many CPU devices, one per core: --n_devices=2 on two cores runs about 1.8x as "
+        "many interactions a second (float32 sums then add in another order)."
+    ),
     "epsilon": "ε of FPDGD's differential privacy (needs --sensitivity).",
     "sensitivity": "Δ of FPDGD's differential privacy; 0 turns it off.",
     "clip_factor": (

@@ -95,6 +95,18 @@ def test_dry_run_runs_every_fold_and_type1_once_on_its_own_data(tmp_path):
     assert not results.exists()  # a dry run writes nothing
 
 
+def test_n_devices_reaches_every_run(tmp_path):
+    args = ("--recipe=poisoning_figs2_4,fpdgd_fig4", "--data_root=synthetic", "--dry_run")
+    result = batch_here(*args, "--n_devices=2", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    commands = result.stdout.strip().splitlines()
+    assert len(commands) == 4 and all(c.count("--n_devices=2") == 1 for c in commands)
+    plain = batch_here(*args, tmp_path=tmp_path)
+    assert plain.returncode == 0 and "--n_devices" not in plain.stdout
+    refused = batch_here(*args, "--n_devices=0", tmp_path=tmp_path)
+    assert refused.returncode == 2 and "--n_devices must be at least 1" in refused.stderr
+
+
 TINY = ["--synthetic_queries=30", "--synthetic_features=8", "--synthetic_docs_per_query=15"]
 CELL_TIMINGS = {"seconds", "compile_seconds", "wall_seconds", "timings"}
 

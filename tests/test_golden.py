@@ -70,7 +70,7 @@ CASES = {
     "fpdgd_sharded_2_devices": (
         "fpdgd",
         (*_SAMPLE, *_SMALL, "--n_devices=2"),
-        {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+        {},  # no XLA_FLAGS: the binary gives the CPU two devices itself (program.main)
     ),
     "poisoning_paper": (
         "poisoning",

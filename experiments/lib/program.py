@@ -12,9 +12,11 @@ that run no simulation themselves (batch, claims, report, paper_budget) use it w
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from typing import Callable
 
+import jax
 from absl import flags
 
 from experiments.distributed import is_writer, refuse_distributed, start_distributed
@@ -22,6 +24,21 @@ from experiments.lib import plugins
 from experiments.lib.cli import UserError, fail, quiet_logs
 
 FLAGS = flags.FLAGS
+
+
+def provide_cpu_devices() -> None:
+    """--n_devices=D in one process: give JAX's CPU backend D devices (``jax_num_cpu_devices``),
+    so that on a CPU the lanes are sharded over D of its cores without XLA_FLAGS.  Left alone
+    where the user's XLA_FLAGS sets the count, or where JAX's backends have already started
+    (a binary called inside a test process).  On an accelerator the CPU devices are unused."""
+    if "n_devices" not in FLAGS or FLAGS.n_devices <= 1:
+        return
+    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+        return
+    try:
+        jax.config.update("jax_num_cpu_devices", FLAGS.n_devices)
+    except RuntimeError:  # backends already started: the devices they have are the devices
+        pass
 
 
 @dataclasses.dataclass
@@ -56,6 +73,8 @@ def main(
             plugins.load(FLAGS.plugin if "plugin" in FLAGS else [])
             if many:
                 start_distributed(program)
+            if not ("distributed" in FLAGS and FLAGS.distributed):
+                provide_cpu_devices()
             done = run()
         except UserError as error:
             fail(program, str(error))
