@@ -110,11 +110,14 @@ def test_lane_blocks_pad_and_drop_the_padding():
 
 
 @pytest.mark.parametrize("ranker_name", ["linear", "neural"])
-def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(ranker_name):
+def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
+    ranker_name, monkeypatch
+):
     """On a CPU ('map') with several display groups, display_lists scores each group at
     the group's width and samples it there; the lists are, bit for bit, those sampled
     from one [lanes, window] array of every lane's scores (Scoring.score_lanes padded
-    to the window, then _display_in_groups), with blocks in the groups (600 lanes)."""
+    to the window, then _display_in_groups), with blocks in the groups (600 lanes).
+    Small score arrays (under interaction.GROUPED_SCORING_BYTES) keep the one array."""
     train, _ = data.synthetic_train_test(
         3,
         n_train_queries=60,
@@ -146,18 +149,28 @@ def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(ran
             lengths = device.query_lengths[queries]
             return interaction._display_in_groups(spec, keys, scores, lengths)
 
-        def grouped(lane_params, keys, queries):
-            lane_data = interaction.LaneData(device)
-            return interaction.display_lists(
-                spec, lane_data, lane_params, keys, queries, None, None
-            )
+        def display_lists():  # a new function each time: JAX caches traces by function
+            def fn(lane_params, keys, queries):
+                lane_data = interaction.LaneData(device)
+                return interaction.display_lists(
+                    spec, lane_data, lane_params, keys, queries, None, None
+                )
 
+            return fn
+
+        # 600 lanes' scores fit the cache: one array, as before
+        one = f"f32[{n},{window}]"
+        assert one in str(jax.make_jaxpr(display_lists())(lane_params, keys, queries))
+        monkeypatch.setattr(interaction, "GROUPED_SCORING_BYTES", n * window * 4 - 1)
+        grouped = display_lists()
         # the grouped form writes no [lanes, window] array of scores
         jaxpr = str(jax.make_jaxpr(grouped)(lane_params, keys, queries))
-        assert f"f32[{n},{window}]" not in jaxpr
-        assert f"f32[{n},{window}]" in str(jax.make_jaxpr(one_array)(lane_params, keys, queries))
+        assert one not in jaxpr and one in str(
+            jax.make_jaxpr(one_array)(lane_params, keys, queries)
+        )
         want = jax.jit(one_array)(lane_params, keys, queries)
         got = jax.jit(grouped)(lane_params, keys, queries)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
         assert np.isfinite(np.asarray(got.scores)).all()
+        monkeypatch.undo()
