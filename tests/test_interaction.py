@@ -1,0 +1,108 @@
+"""Sampling the displayed lists in blocks of lanes (interaction._display_in_groups)."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from foltr_jax import interaction
+
+K = 10
+
+
+def lane_spec(window: int, display_groups: int, window_scoring: str = "map"):
+    scoring = interaction.Scoring(
+        ranker=None,
+        window=window,
+        widths=interaction.window_widths(window, K),
+        top_k=K,
+        window_scoring=window_scoring,
+    )
+    return interaction.LaneSpec(scoring, 0.1, 1, display_groups=display_groups)
+
+
+def lanes(n: int, window: int, seed: int = 0):
+    """Keys, scores [n, window] and long-tailed lengths (some under k) as display_lists
+    hands them over: a lane's window holds its query, then its neighbours' scores up to
+    its scoring width, then -inf."""
+    rng = np.random.default_rng(seed)
+    lengths = np.minimum(rng.geometric(1 / 20, n) + 1, window).astype(np.int32)
+    lengths[:3] = (2, window, 5)
+    widths = np.asarray(interaction.window_widths(window, K))
+    scored = widths[np.searchsorted(widths, lengths)]
+    scores = (rng.normal(size=(n, window)) * 3).astype(np.float32)
+    scores = np.where(np.arange(window)[None] < scored[:, None], scores, -np.inf)
+    keys = jax.random.split(jax.random.PRNGKey(seed + 1), n)
+    return keys, jnp.asarray(scores, jnp.float32), jnp.asarray(lengths)
+
+
+@pytest.mark.parametrize(
+    "n, display_groups",
+    [
+        (interaction.LANES_PER_SAMPLING_BLOCK + 37, 1),  # 2 blocks, the last padded
+        (2 * interaction.LANES_PER_SAMPLING_BLOCK + 37, 2),  # 2 padded blocks a group
+        (3 * interaction.LANES_PER_SAMPLING_BLOCK + 37, 3),
+        (4 * interaction.LANES_PER_SAMPLING_BLOCK, 2),  # whole blocks, no padding
+    ],
+)
+def test_sampling_in_blocks_equals_every_lane_at_once_bit_for_bit(n, display_groups):
+    window = 120
+    spec = lane_spec(window, display_groups)
+    keys, scores, lengths = lanes(n, window, seed=n + display_groups)
+
+    def sample(lanes_per_block):
+        fn = functools.partial(
+            interaction._display_in_groups, spec, lanes_per_block=lanes_per_block
+        )
+        return fn, jax.jit(fn)(keys, scores, lengths)
+
+    blocked_fn, blocked = sample(None)  # the CPU's default: sampling_block
+    at_once_fn, at_once = sample(0)
+    # the blocked form really splits every group's keys into blocks; the other does not
+    size = interaction.LANES_PER_SAMPLING_BLOCK
+    in_blocks = f"u32[{-(-n // display_groups // size)},{size},2]"
+    assert in_blocks in str(jax.make_jaxpr(blocked_fn)(keys, scores, lengths))
+    assert f",{size},2]" not in str(jax.make_jaxpr(at_once_fn)(keys, scores, lengths))
+    for got, want in zip(blocked, at_once):
+        assert got.shape == want.shape and got.shape[0] == n
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    # every lane's list is its own Plackett-Luce draw: the ranking display_list gives
+    # the lane alone, at its full window
+    ranking = np.asarray(blocked.ranking)
+    alone = jax.jit(functools.partial(interaction.display_list, k=K))
+    for lane in range(0, n, 7):
+        mine = alone(keys[lane], scores[lane], lengths[lane])
+        shown = min(int(lengths[lane]), K)
+        np.testing.assert_array_equal(ranking[lane, :shown], np.asarray(mine.ranking)[:shown])
+        assert len(set(ranking[lane, :shown])) == shown
+        assert ranking[lane, :shown].max() < lengths[lane]
+
+
+def test_the_accelerator_samples_every_lane_at_once():
+    assert interaction.sampling_block(lane_spec(120, 1, "vmap").scoring) == 0
+    assert (
+        interaction.sampling_block(lane_spec(120, 1).scoring)
+        == interaction.LANES_PER_SAMPLING_BLOCK
+    )
+    spec = lane_spec(120, 1, "vmap")
+    keys, scores, lengths = lanes(interaction.LANES_PER_SAMPLING_BLOCK + 5, 120)
+    jaxpr = str(
+        jax.make_jaxpr(functools.partial(interaction._display_in_groups, spec))(
+            keys, scores, lengths
+        )
+    )
+    assert f",{interaction.LANES_PER_SAMPLING_BLOCK},2]" not in jaxpr
+
+
+def test_lane_blocks_pad_and_drop_the_padding():
+    def fn(x, y):
+        return {"sum": x + y[:, 0], "y": y * 2}
+
+    x = jnp.arange(23, dtype=jnp.float32)
+    y = jnp.arange(46, dtype=jnp.float32).reshape(23, 2)
+    for block in (0, 5, 23, 30):
+        got = interaction.in_lane_blocks(fn, block)(x, y)
+        np.testing.assert_array_equal(got["sum"], x + y[:, 0])
+        np.testing.assert_array_equal(got["y"], y * 2)
