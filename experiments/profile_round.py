@@ -15,6 +15,8 @@ stages of one round:
 - scoring: the first step's window gather from the shared scores (when used), and a
   later step's per-lane window scoring (``Scoring.score_lanes``);
 - Plackett-Luce sampling of the displayed lists (``interaction._display_in_groups``);
+- a later step's scoring and sampling together (``interaction.display_lists``: on a CPU
+  with several display groups each group is scored and sampled at its own width);
 - clicks (``click_models.simulate_clicks`` on every lane);
 - clicks and the PDGD update (``interaction.pdgd_update_lanes``: the clicks, the
   debiasing weights, the vjp and the step);
@@ -121,6 +123,12 @@ def stage_functions(spec, arrays):
         return interaction._display_in_groups(lane_spec, key_rank, scores, lengths)
 
     displayed = jax.jit(sample)(key_rank, scores, lengths)
+
+    def display_later(lane_params, key_rank, queries):
+        return interaction.display_lists(
+            lane_spec, data, lane_params, key_rank, queries, lanes.slot, None
+        )
+
     k = cfg.top_k
 
     def clicks_of(key_click, queries, ranking):
@@ -185,6 +193,8 @@ def stage_functions(spec, arrays):
         ("key split + query draw", jax.jit(split_and_queries), (step_keys,)),
         ("scoring: later step (per-lane windows)", jax.jit(score_later), (lane_params, queries)),
         ("Plackett-Luce sampling", jax.jit(sample), (key_rank, scores, lengths)),
+        ("scoring + sampling: later step", jax.jit(display_later),
+         (lane_params, key_rank, queries)),
         ("clicks", jax.jit(clicks_of), (key_click, queries, displayed.ranking)),
         ("clicks + PDGD gradient + step", jax.jit(pdgd_step),
          (lane_params, key_click, queries, displayed)),

@@ -272,9 +272,13 @@ def display_lists(
 
     Scoring follows ``Scoring.score_lanes``; a lane's window past its scoring width is
     -inf.  Sampling is vmapped over the lanes, in blocks of lanes on a CPU
-    (``_display_in_groups``).  With
-    ``global_scores`` [n_slots, n_docs + window] (a round's first step) every lane takes
-    its slot's (``lane_slots``) scores instead.
+    (``_display_in_groups``).  With ``global_scores`` [n_slots, n_docs + window] (a
+    round's first step) every lane takes its slot's (``lane_slots``) scores instead.
+
+    On a CPU ('map' scoring) with several display groups and a [lanes, window] array of
+    scores larger than ``GROUPED_SCORING_BYTES``, each group's lanes are scored and
+    sampled together at the group's width (``_score_and_display_in_groups``), so that
+    array is never written and read back; the lists are the same.
     """
     scoring, train = lane_spec.scoring, data.train
     lengths = train.query_lengths[queries]
@@ -285,6 +289,8 @@ def display_lists(
                 global_scores, (run, train.query_offsets[query]), (1, scoring.window)
             )[0]
         )(lane_slots, queries)
+    elif _scores_group_by_group(lane_spec, lengths.shape[0]):
+        return _score_and_display_in_groups(lane_spec, train, lane_params, keys, queries, lengths)
     else:
 
         def pad(width, scores, length):
@@ -292,6 +298,62 @@ def display_lists(
 
         scores = scoring.score_lanes(train, lane_params, queries, pad)
     return _display_in_groups(lane_spec, keys, scores, lengths)
+
+
+GROUPED_SCORING_BYTES = 8 << 20  # a [lanes, window] float32 score array above this: by group
+
+
+def _scores_group_by_group(lane_spec: LaneSpec, n_lanes: int) -> bool:
+    """Whether ``display_lists`` scores and samples group by group: on a CPU, with
+    several groups, when the [lanes, window] scores would outgrow ``GROUPED_SCORING_BYTES``.
+    Measured on a 2-core CPU with a 32 MB L3 (window 1,064): 1,000 lanes (4 MB) gain
+    nothing and compile twice as long (3 → 6 s); 3,000 lanes (13 MB) take 18 ms against
+    22-27, 10,950 lanes (47 MB) 57 ms against 88."""
+    scoring = lane_spec.scoring
+    return (
+        scoring.window_scoring == "map"
+        and _n_groups(lane_spec, n_lanes) > 1
+        and n_lanes * scoring.window * 4 > GROUPED_SCORING_BYTES
+    )
+
+
+def _n_groups(lane_spec: LaneSpec, n_lanes: int) -> int:
+    """Display groups of ``n_lanes`` lanes: 1 when there is one width to choose from."""
+    if len(lane_spec.scoring.widths) == 1:
+        return 1
+    return min(lane_spec.display_groups, n_lanes)
+
+
+def _in_length_groups(lane_spec: LaneSpec, lengths, fn, *lane_args):
+    """``fn(width, *group_args)`` of every display group, put back in lane order.
+
+    Lanes are sorted by query length and cut into equal groups (the last padded with
+    the longest lane); each group runs at the narrowest width holding its longest
+    query (``at_narrowest_width``)."""
+    n_lanes = lengths.shape[0]
+    n_groups = _n_groups(lane_spec, n_lanes)
+    size = -(-n_lanes // n_groups)
+    order = jnp.argsort(lengths)
+    order = jnp.concatenate([order, jnp.full(size * n_groups - n_lanes, order[-1])])
+    parts = []
+    for g in range(n_groups):
+        lanes = order[g * size : (g + 1) * size]
+        group_args = jax.tree_util.tree_map(lambda x: x[lanes], lane_args)
+        parts.append(
+            at_narrowest_width(lane_spec.scoring.widths, lengths[lanes[-1]], fn, *group_args)
+        )
+    inverse = jnp.argsort(order[:n_lanes])
+    return jax.tree_util.tree_map(lambda *p: jnp.concatenate(p)[inverse], *parts)
+
+
+def _lane_sampler(lane_spec: LaneSpec, lanes_per_block=None):
+    """Vmapped ``display_list`` in blocks of ``lanes_per_block`` lanes (default:
+    ``sampling_block`` of the scoring; ``in_lane_blocks``)."""
+    if lanes_per_block is None:
+        lanes_per_block = sampling_block(lane_spec.scoring)
+    return in_lane_blocks(
+        jax.vmap(functools.partial(display_list, k=lane_spec.scoring.top_k)), lanes_per_block
+    )
 
 
 def _display_in_groups(lane_spec: LaneSpec, keys, scores, lengths, lanes_per_block=None):
@@ -309,38 +371,39 @@ def _display_in_groups(lane_spec: LaneSpec, keys, scores, lengths, lanes_per_blo
     so the blocks give every lane the list and log-sum-exp it gets unblocked, bit for
     bit (tests/test_interaction.py).
     """
-    widths = lane_spec.scoring.widths
-    if lanes_per_block is None:
-        lanes_per_block = sampling_block(lane_spec.scoring)
-    n_lanes = lengths.shape[0]
-    n_groups = min(lane_spec.display_groups, n_lanes)
-    display = in_lane_blocks(
-        jax.vmap(functools.partial(display_list, k=lane_spec.scoring.top_k)), lanes_per_block
-    )
-    if n_groups == 1 or len(widths) == 1:
+    display = _lane_sampler(lane_spec, lanes_per_block)
+    if _n_groups(lane_spec, lengths.shape[0]) == 1:
         return display(keys, scores, lengths)
-    size = -(-n_lanes // n_groups)
-    order = jnp.argsort(lengths)
-    order = jnp.concatenate([order, jnp.full(size * n_groups - n_lanes, order[-1])])
 
     def display_at(width, k, s, n):
         return display(k, s[:, :width], n)
 
-    parts = []
-    for g in range(n_groups):
-        lanes = order[g * size : (g + 1) * size]
-        parts.append(
-            at_narrowest_width(
-                widths,
-                lengths[lanes[-1]],
-                display_at,
-                keys[lanes],
-                scores[lanes],
-                lengths[lanes],
-            )
-        )
-    inverse = jnp.argsort(order[:n_lanes])
-    return jax.tree_util.tree_map(lambda *p: jnp.concatenate(p)[inverse], *parts)
+    return _in_length_groups(lane_spec, lengths, display_at, keys, scores, lengths)
+
+
+def _score_and_display_in_groups(
+    lane_spec: LaneSpec, train: DeviceData, lane_params, keys, queries, lengths
+):
+    """``_display_in_groups`` of ``Scoring.score_lanes``'s scores ('map'), each group's
+    lanes scored at their own widths and padded to the group's width only: every lane
+    gets the scores and the list it gets through a [lanes, window] array of scores
+    (tests/test_interaction.py), without writing that array (at 10,950 lanes and a
+    1,064 window, 47 MB a step)."""
+    display = _lane_sampler(lane_spec)
+    scoring = lane_spec.scoring
+
+    def score_and_display(width, params, query, key, length):
+        # lanes of this group are no longer than ``width``: their ladder stops there
+        narrow = dataclasses.replace(scoring, widths=tuple(w for w in scoring.widths if w <= width))
+
+        def pad(lane_width, scores, n):
+            return jnp.pad(scores, (0, width - lane_width), constant_values=-jnp.inf)
+
+        return display(key, narrow.score_lanes(train, params, query, pad), length)
+
+    return _in_length_groups(
+        lane_spec, lengths, score_and_display, lane_params, queries, keys, lengths
+    )
 
 
 def in_lane_blocks(fn, lanes_per_block: int):

@@ -1,5 +1,6 @@
 """Sampling the displayed lists in blocks of lanes (interaction._display_in_groups)."""
 
+import dataclasses
 import functools
 
 import jax
@@ -7,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import interaction
+from foltr_jax import data, interaction, rankers
 
 K = 10
 
@@ -106,3 +107,70 @@ def test_lane_blocks_pad_and_drop_the_padding():
         got = interaction.in_lane_blocks(fn, block)(x, y)
         np.testing.assert_array_equal(got["sum"], x + y[:, 0])
         np.testing.assert_array_equal(got["y"], y * 2)
+
+
+@pytest.mark.parametrize("ranker_name", ["linear", "neural"])
+def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
+    ranker_name, monkeypatch
+):
+    """On a CPU ('map') with several display groups, display_lists scores each group at
+    the group's width and samples it there; the lists are, bit for bit, those sampled
+    from one [lanes, window] array of every lane's scores (Scoring.score_lanes padded
+    to the window, then _display_in_groups), with blocks in the groups (600 lanes).
+    Small score arrays (under interaction.GROUPED_SCORING_BYTES) keep the one array."""
+    train, _ = data.synthetic_train_test(
+        3,
+        n_train_queries=60,
+        n_test_queries=5,
+        n_features=8,
+        mean_docs_per_query=25,
+        max_docs_per_query=90,
+    )
+    window = int(train.max_query_length)
+    device = interaction.to_device(train, window, K)
+    ranker = rankers.make_ranker(ranker_name, 8)
+    n = 600
+    lane_params = jax.vmap(ranker.init)(jax.random.split(jax.random.PRNGKey(5), n))
+    lane_params = jax.tree_util.tree_map(
+        lambda x: x + 0.3 * jax.random.normal(jax.random.PRNGKey(6), x.shape), lane_params
+    )
+    queries = jax.random.randint(jax.random.PRNGKey(7), (n,), 0, 60)
+    keys = jax.random.split(jax.random.PRNGKey(8), n)
+    for groups in (2, 4):
+        spec = lane_spec(window, groups)
+        spec = dataclasses.replace(spec, scoring=dataclasses.replace(spec.scoring, ranker=ranker))
+        assert len(spec.scoring.widths) > 3
+
+        def one_array(lane_params, keys, queries):
+            def pad(width, scores, length):
+                return jnp.pad(scores, (0, window - width), constant_values=-jnp.inf)
+
+            scores = spec.scoring.score_lanes(device, lane_params, queries, pad)
+            lengths = device.query_lengths[queries]
+            return interaction._display_in_groups(spec, keys, scores, lengths)
+
+        def display_lists():  # a new function each time: JAX caches traces by function
+            def fn(lane_params, keys, queries):
+                lane_data = interaction.LaneData(device)
+                return interaction.display_lists(
+                    spec, lane_data, lane_params, keys, queries, None, None
+                )
+
+            return fn
+
+        # 600 lanes' scores fit the cache: one array, as before
+        one = f"f32[{n},{window}]"
+        assert one in str(jax.make_jaxpr(display_lists())(lane_params, keys, queries))
+        monkeypatch.setattr(interaction, "GROUPED_SCORING_BYTES", n * window * 4 - 1)
+        grouped = display_lists()
+        # the grouped form writes no [lanes, window] array of scores
+        jaxpr = str(jax.make_jaxpr(grouped)(lane_params, keys, queries))
+        assert one not in jaxpr and one in str(
+            jax.make_jaxpr(one_array)(lane_params, keys, queries)
+        )
+        want = jax.jit(one_array)(lane_params, keys, queries)
+        got = jax.jit(grouped)(lane_params, keys, queries)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+        assert np.isfinite(np.asarray(got.scores)).all()
+        monkeypatch.undo()
