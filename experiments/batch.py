@@ -24,8 +24,8 @@ without --data_root, and --data_root=synthetic, use the synthetic dataset.  Ever
 names the data it shows.
 --quick shrinks every recipe (rounds, runs, clients) to finish in minutes.
 --jobs=N runs N runs at a time (worth it with many cores, or one GPU per run).
---n_devices=D shards every run's clients over D devices (on a CPU: D of its cores; a
-recipe of one large run per fold, as poisoning_figs2_4, uses the cores this way).
+--n_devices=D shards every run's clients over D devices (on a CPU: D of its cores; it
+pays where a run's clients' training is most of its round, e.g. FPDGD at 1,000 clients).
 
 Non-IID Type 1 (intents) runs are always on synthetic intents (they need the
 thesis's intent-change collection, not a LETOR fold; give its files to
