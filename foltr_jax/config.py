@@ -134,7 +134,7 @@ SETTING_HELP = {
     ),
     "n_devices": (
         "Shard the clients of a round over this many devices. On a CPU the binaries give JAX "
-        "this many CPU devices, one per core: --n_devices=2 on two cores runs about 1.8x as "
+        "this many CPU devices, one per core: --n_devices=2 on two cores runs about 1.7x as "
         "many interactions a second (float32 sums then add in another order)."
     ),
     "epsilon": "ε of FPDGD's differential privacy (needs --sensitivity).",
