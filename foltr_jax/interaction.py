@@ -292,12 +292,17 @@ def display_lists(
     elif _scores_group_by_group(lane_spec, lengths.shape[0]):
         return _score_and_display_in_groups(lane_spec, train, lane_params, keys, queries, lengths)
     else:
-
-        def pad(width, scores, length):
-            return jnp.pad(scores, (0, scoring.window - width), constant_values=-jnp.inf)
-
-        scores = scoring.score_lanes(train, lane_params, queries, pad)
+        scores = scoring.score_lanes(train, lane_params, queries, _padded_to(scoring.window))
     return _display_in_groups(lane_spec, keys, scores, lengths)
+
+
+def _padded_to(width: int):
+    """``Scoring.score_lanes``'s ``finish``: a lane's scores padded with -inf to ``width``."""
+
+    def pad(lane_width, scores, length):
+        return jnp.pad(scores, (0, width - lane_width), constant_values=-jnp.inf)
+
+    return pad
 
 
 GROUPED_SCORING_BYTES = 8 << 20  # a [lanes, window] float32 score array above this: by group
@@ -395,11 +400,7 @@ def _score_and_display_in_groups(
     def score_and_display(width, params, query, key, length):
         # lanes of this group are no longer than ``width``: their ladder stops there
         narrow = dataclasses.replace(scoring, widths=tuple(w for w in scoring.widths if w <= width))
-
-        def pad(lane_width, scores, n):
-            return jnp.pad(scores, (0, width - lane_width), constant_values=-jnp.inf)
-
-        return display(key, narrow.score_lanes(train, params, query, pad), length)
+        return display(key, narrow.score_lanes(train, params, query, _padded_to(width)), length)
 
     return _in_length_groups(
         lane_spec, lengths, score_and_display, lane_params, queries, keys, lengths
