@@ -16,7 +16,8 @@ stages of one round:
   later step's per-lane window scoring (``Scoring.score_lanes``);
 - Plackett-Luce sampling of the displayed lists (``interaction._display_in_groups``);
 - a later step's scoring and sampling together (``interaction.display_lists``: on a CPU
-  with several display groups each group is scored and sampled at its own width);
+  with several display groups and many lanes each group is scored and sampled at its
+  own width);
 - clicks (``click_models.simulate_clicks`` on every lane);
 - clicks and the PDGD update (``interaction.pdgd_update_lanes``: the clicks, the
   debiasing weights, the vjp and the step);
@@ -34,6 +35,7 @@ they imply against ``--peak_gbps`` (XLA counts a loop's body once, so the figure
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import statistics
 import time
@@ -60,6 +62,13 @@ flags.DEFINE_bool(
 )
 flags.DEFINE_float("peak_gbps", 3350.0, "Memory bandwidth to compare with (H100 SXM: 3,350 GB/s).")
 flags.DEFINE_string("trace_dir", "", "Also write a jax.profiler trace of whole rounds here.")
+flags.DEFINE_integer(
+    "display_groups",
+    None,
+    "Groups of similar query length the lanes are scored and sampled in (default: the "
+    "library's, 4).",
+    lower_bound=1,
+)
 
 
 def timed(fn, *args, reps: int) -> tuple:
@@ -207,6 +216,8 @@ def stage_functions(spec, arrays):
 
 def run() -> program.Done:
     config = common.federation_config(CONFIG_FLAGS)
+    if FLAGS.display_groups is not None:
+        config = dataclasses.replace(config, display_groups=FLAGS.display_groups)
     train, test, _ = common.load_datasets()
     spec, arrays = common.build(config, train, test)
     stages, (params, server_state, train_keys) = stage_functions(spec, arrays)

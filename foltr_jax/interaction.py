@@ -275,10 +275,11 @@ def display_lists(
     (``_display_in_groups``).  With ``global_scores`` [n_slots, n_docs + window] (a
     round's first step) every lane takes its slot's (``lane_slots``) scores instead.
 
-    On a CPU ('map' scoring) with several display groups and a [lanes, window] array of
-    scores larger than ``GROUPED_SCORING_BYTES``, each group's lanes are scored and
-    sampled together at the group's width (``_score_and_display_in_groups``), so that
-    array is never written and read back; the lists are the same.
+    With several display groups and a [lanes, window] array of scores larger than
+    ``GROUPED_SCORING_BYTES``, each group's lanes are scored and sampled together at the
+    group's width (``_score_and_display_in_groups``), so that array is never written and
+    read back ('map', a CPU) and no lane is scored past its group's width ('vmap', an
+    accelerator); the lists are the same.
     """
     scoring, train = lane_spec.scoring, data.train
     lengths = train.query_lengths[queries]
@@ -309,16 +310,16 @@ GROUPED_SCORING_BYTES = 8 << 20  # a [lanes, window] float32 score array above t
 
 
 def _scores_group_by_group(lane_spec: LaneSpec, n_lanes: int) -> bool:
-    """Whether ``display_lists`` scores and samples group by group: on a CPU, with
-    several groups, when the [lanes, window] scores would outgrow ``GROUPED_SCORING_BYTES``.
-    Measured on a 2-core CPU with a 32 MB L3 (window 1,064): 1,000 lanes (4 MB) gain
-    nothing and compile twice as long (3 → 6 s); 3,000 lanes (13 MB) take 18 ms against
-    22-27, 10,950 lanes (47 MB) 57 ms against 88."""
+    """Whether ``display_lists`` scores and samples group by group: with several groups,
+    when the [lanes, window] scores would outgrow ``GROUPED_SCORING_BYTES``.  Measured on
+    a 2-core CPU with a 32 MB L3 (window 1,064, 'map'): 1,000 lanes (4 MB) gain nothing
+    and compile twice as long (3 → 6 s); 3,000 lanes (13 MB) take 18 ms against 22-27,
+    10,950 lanes (47 MB) 57 ms against 88.  With 'vmap' (an accelerator) every lane is
+    otherwise scored at the full window: on an H200 at 10^6 lanes that scoring was 65 %
+    of the round (146 of 225 ms)."""
     scoring = lane_spec.scoring
     return (
-        scoring.window_scoring == "map"
-        and _n_groups(lane_spec, n_lanes) > 1
-        and n_lanes * scoring.window * 4 > GROUPED_SCORING_BYTES
+        _n_groups(lane_spec, n_lanes) > 1 and n_lanes * scoring.window * 4 > GROUPED_SCORING_BYTES
     )
 
 
@@ -389,17 +390,21 @@ def _display_in_groups(lane_spec: LaneSpec, keys, scores, lengths, lanes_per_blo
 def _score_and_display_in_groups(
     lane_spec: LaneSpec, train: DeviceData, lane_params, keys, queries, lengths
 ):
-    """``_display_in_groups`` of ``Scoring.score_lanes``'s scores ('map'), each group's
-    lanes scored at their own widths and padded to the group's width only: every lane
-    gets the scores and the list it gets through a [lanes, window] array of scores
-    (tests/test_interaction.py), without writing that array (at 10,950 lanes and a
-    1,064 window, 47 MB a step)."""
+    """``_display_in_groups`` of ``Scoring.score_lanes``'s scores, each group's lanes
+    scored at their own widths ('map') or at the group's ('vmap') and padded to the
+    group's width only: every lane gets the scores and the list it gets through a
+    [lanes, window] array of scores (tests/test_interaction.py), without writing that
+    array (at 10,950 lanes and a 1,064 window, 47 MB a step) or scoring past the group's
+    width."""
     display = _lane_sampler(lane_spec)
     scoring = lane_spec.scoring
 
     def score_and_display(width, params, query, key, length):
-        # lanes of this group are no longer than ``width``: their ladder stops there
-        narrow = dataclasses.replace(scoring, widths=tuple(w for w in scoring.widths if w <= width))
+        # lanes of this group are no longer than ``width``: their ladder stops there,
+        # and batched ('vmap') scoring reads ``width`` rows, not the whole window
+        narrow = dataclasses.replace(
+            scoring, window=width, widths=tuple(w for w in scoring.widths if w <= width)
+        )
         return display(key, narrow.score_lanes(train, params, query, _padded_to(width)), length)
 
     return _in_length_groups(

@@ -109,15 +109,17 @@ def test_lane_blocks_pad_and_drop_the_padding():
         np.testing.assert_array_equal(got["y"], y * 2)
 
 
+@pytest.mark.parametrize("window_scoring", ["map", "vmap"])
 @pytest.mark.parametrize("ranker_name", ["linear", "neural"])
 def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
-    ranker_name, monkeypatch
+    ranker_name, window_scoring, monkeypatch
 ):
-    """On a CPU ('map') with several display groups, display_lists scores each group at
-    the group's width and samples it there; the lists are, bit for bit, those sampled
-    from one [lanes, window] array of every lane's scores (Scoring.score_lanes padded
-    to the window, then _display_in_groups), with blocks in the groups (600 lanes).
-    Small score arrays (under interaction.GROUPED_SCORING_BYTES) keep the one array."""
+    """With several display groups, display_lists scores each group at the group's width
+    and samples it there; the lists are, bit for bit, those sampled from one
+    [lanes, window] array of every lane's scores (Scoring.score_lanes padded to the
+    window, then _display_in_groups), with blocks in the groups on a CPU ('map', 600
+    lanes).  Small score arrays (under interaction.GROUPED_SCORING_BYTES) keep the one
+    array."""
     train, _ = data.synthetic_train_test(
         3,
         n_train_queries=60,
@@ -137,7 +139,7 @@ def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
     queries = jax.random.randint(jax.random.PRNGKey(7), (n,), 0, 60)
     keys = jax.random.split(jax.random.PRNGKey(8), n)
     for groups in (2, 4):
-        spec = lane_spec(window, groups)
+        spec = lane_spec(window, groups, window_scoring)
         spec = dataclasses.replace(spec, scoring=dataclasses.replace(spec.scoring, ranker=ranker))
         assert len(spec.scoring.widths) > 3
 
