@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU figures of the benchmark suite, as one bounded script for a lent accelerator.
 # Usage: OUT=folder [SECTIONS=million,grid,profile] bash experiments/gpu_check.sh
-# Sections run in the order named. The default ones take about 8 minutes on one H100:
+# Sections run in the order named. The default ones took 6.5 minutes on one H200 (2026-11-28):
 #   million:    10^6 linear clients in one chunk and 10^6 neural clients in chunks of 20,000,
 #               10 rounds each, evaluation every 10th round (issue 28's 20M / 5M targets)
 #   profile:    experiments/profile_round per stage (best wall, XLA's bytes, bandwidth against

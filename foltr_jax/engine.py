@@ -107,6 +107,30 @@ def serve(
     return updates.aggregate, state, online, None
 
 
+def slots_on_devices(fn: Callable, shared, slotted, n_devices: int):
+    """``fn(shared, slotted)`` with the leading (slot) axis of ``slotted`` split over
+    ``n_devices`` devices (``shard_map`` over a one-axis mesh ``slots``).
+
+    For work where every slot's result depends only on its own slice and ``shared``
+    (offline evaluation of the slots' models): the slots are padded to a multiple of
+    ``n_devices`` with copies of the last, each device runs ``fn`` on its part, and the
+    padding is dropped.  ``shared`` goes in replicated, as an argument (see
+    ``on_devices``)."""
+    if n_devices == 1:
+        return fn(shared, slotted)
+    n = jax.tree_util.tree_leaves(slotted)[0].shape[0]
+    extra = -(-n // n_devices) * n_devices - n
+    slotted = jax.tree_util.tree_map(
+        lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], extra, axis=0)]), slotted
+    )
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), ("slots",))
+    whole, split = jax.sharding.PartitionSpec(), jax.sharding.PartitionSpec("slots")
+    out = jax.shard_map(
+        fn, mesh=mesh, in_specs=(whole, split), out_specs=split, check_vma=False
+    )(shared, slotted)
+    return jax.tree_util.tree_map(lambda x: x[:n], out)
+
+
 def on_devices(train: Callable, inputs, n_devices: int) -> Callable[[Any, int], Sent]:
     """``train(inputs, start, size) -> Sent`` as ``serve`` takes it (``train(start,
     size)``), with the clients of every call split over ``n_devices`` devices.

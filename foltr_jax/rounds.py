@@ -234,8 +234,12 @@ def initial_server_state(spec: Spec, arrays: Arrays, global_params):
 def evaluate(spec: Spec, arrays: Arrays, params):
     """Offline nDCG@k and MRR@k of ``params`` on the test split (queries with a
     relevant document only)."""
-    scores = spec.ranker.apply(params, arrays.test.features)
-    return ranking_quality(scores, arrays.test, spec.config.top_k)
+    return _evaluate_on(spec, arrays.test, params)
+
+
+def _evaluate_on(spec: Spec, test: DeviceData, params):
+    scores = spec.ranker.apply(params, test.features)
+    return ranking_quality(scores, test, spec.config.top_k)
 
 
 class RoundMetrics(NamedTuple):
@@ -310,9 +314,15 @@ def lane_data(arrays: Arrays) -> LaneData:
 def offline_metrics(spec: Spec, arrays: Arrays, new_global, personal=None):
     """Offline nDCG@k and MRR@k [n_slots] of the new global models; with FedPer's
     personal layers and ``personal_eval='clients'``, the mean over the clients'
-    personalised models."""
+    personalised models.  With ``n_devices`` > 1 the slots are split over the devices
+    (``engine.slots_on_devices``)."""
     if personal is None or spec.personal_eval == "server":
-        return jax.vmap(lambda p: evaluate(spec, arrays, p))(new_global)
+        return engine.slots_on_devices(
+            lambda test, models: jax.vmap(lambda p: _evaluate_on(spec, test, p))(models),
+            arrays.test,
+            new_global,
+            spec.config.n_devices,
+        )
 
     def personalised(g, own):
         return evaluate(spec, arrays, {**g, **own})

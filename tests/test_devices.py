@@ -1,6 +1,7 @@
 """Every method's clients split over devices give the one-device results, with 4 and 2
 forced CPU devices: FOLtR-ES and FedIPS with and without client chunks, a non-IID Type 2
-cell with FedProx, the unlearning training and replay, and the README's example method (FPDGD's lanes:
+cell with FedProx, FPDGD with an odd number of runs (the offline evaluation splits the
+runs over the devices: engine.slots_on_devices), the unlearning training and replay, and the README's example method (FPDGD's lanes:
 tests/test_scale.py)."""
 
 import os
@@ -52,6 +53,12 @@ def cell_run(c):
 one, two = cell_run(cell), cell_run(dataclasses.replace(cell, n_devices=2))
 same((one.curves, one.final_params), (two.curves, two.final_params))
 print("non-IID cell matches")
+odd = FederationConfig(n_clients=4, local_updates=2, rounds=3, n_runs=3, eval_every=1)
+def fpdgd_run(c):
+    return federation.run(*federation.build(c, train, test))
+one, two = fpdgd_run(odd), fpdgd_run(dataclasses.replace(odd, n_devices=2))
+same((one.curves, one.final_params), (two.curves, two.final_params))
+print("3 runs' evaluation over 2 devices matches")
 forget = unlearning.UnlearningConfig(
     federation=dataclasses.replace(cell, rounds=4), click_models=("perfect",),
     delta_t=(2,), unlearn_local_updates=(1, 2))
@@ -91,10 +98,11 @@ def test_every_method_over_devices_gives_the_single_device_results():
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[:5] == [
+    assert done.stdout.split("\n")[:6] == [
         "FoltrEsConfig matches",
         "FedIpsConfig matches",
         "non-IID cell matches",
+        "3 runs' evaluation over 2 devices matches",
         "unlearning matches",
         "federated DBGD matches",
     ]
