@@ -54,6 +54,27 @@ def _fresh_jax_caches():
     jax.clear_caches()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _registrations_end_with_their_module():
+    """Parts a test module registers (an aggregator, attack, click model, ranker or method,
+    as a user's plugin would) are dropped after it, so no later module in the same worker
+    sees them: the flag pages' help text, for one, lists the built-in parts only."""
+    from foltr_jax import aggregators, attacks, click_models, engine, rankers
+
+    registries = (
+        aggregators._REGISTRY,
+        attacks._REGISTRY,
+        click_models._REGISTRY,
+        rankers._REGISTRY,
+        engine.METHODS,
+    )
+    before = [dict(registry._entries) for registry in registries]
+    yield
+    for registry, entries in zip(registries, before):
+        registry._entries.clear()
+        registry._entries.update(entries)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     """A small synthetic train/test split (seed 3) that the federation-level tests share."""
