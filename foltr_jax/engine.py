@@ -120,11 +120,16 @@ def slots_on_devices(fn: Callable, shared, slotted, n_devices: int):
         return fn(shared, slotted)
     n = jax.tree_util.tree_leaves(slotted)[0].shape[0]
     extra = -(-n // n_devices) * n_devices - n
-    slotted = jax.tree_util.tree_map(
-        lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], extra, axis=0)]), slotted
-    )
     mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), ("slots",))
     whole, split = jax.sharding.PartitionSpec(), jax.sharding.PartitionSpec("slots")
+    # Replicated where the split starts: else XLA may carry the split back into whatever
+    # ``slotted`` came from (a scan chunk's state), which then leaves the chunk split.
+    slotted = jax.lax.with_sharding_constraint(
+        jax.tree_util.tree_map(
+            lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], extra, axis=0)]), slotted
+        ),
+        jax.sharding.NamedSharding(mesh, whole),
+    )
     out = jax.shard_map(
         fn, mesh=mesh, in_specs=(whole, split), out_specs=split, check_vma=False
     )(shared, slotted)

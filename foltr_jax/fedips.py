@@ -239,7 +239,7 @@ class Spec:
         return (arrays, user_gammas(self.config, init_keys)), initial_state(self, init_keys)
 
     def evaluate(self, consts, state: State):
-        return jax.vmap(lambda p: evaluate(self, p, consts[0].test))(state.params)
+        return evaluate_runs(self, consts[0].test, state.params)
 
     def round(self, consts, state: State, run_keys, t, evaluate_now):
         arrays, gammas = consts
@@ -502,7 +502,7 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, 
     )
     params = jax.tree_util.tree_map(jnp.add, state.params, engine.unflatten(step, state.params))
     ndcg5, ndcg10 = engine.offline_when(
-        jax.vmap(lambda p: evaluate(spec, p, arrays.test)), params, evaluate_now
+        functools.partial(evaluate_runs, spec, arrays.test), params, evaluate_now
     )
     round_metrics = RoundMetrics(
         ndcg5,
@@ -553,6 +553,17 @@ def run_keys_and_gammas(config: FedIpsConfig):
 def evaluate(spec: Spec, params, test: TestData):
     """Offline (NDCG@5, NDCG@10) of the users' ranker with ``params`` on the test split."""
     return evaluate_scores(spec.scoring.ranker.apply(params, test.features), test)
+
+
+def evaluate_runs(spec: Spec, test: TestData, params):
+    """``evaluate`` of every run's ranker (leaves [R, ...]), the runs split over the
+    devices (``engine.slots_on_devices``)."""
+    return engine.slots_on_devices(
+        lambda test, params: jax.vmap(lambda p: evaluate(spec, p, test))(params),
+        test,
+        params,
+        spec.config.n_devices,
+    )
 
 
 _RANKER_INIT = 0x52414E4B  # fold_in tag: the ranker's initialisation from a run's key

@@ -205,7 +205,7 @@ class Spec:
         return arrays, (flat, jax.vmap(server_chain(self).init)(flat))
 
     def evaluate(self, arrays: Arrays, state):
-        return jax.vmap(functools.partial(evaluate, self, arrays))(state[0])
+        return evaluate_runs(self, arrays, state[0])
 
     def round(self, arrays: Arrays, state, run_keys, t, evaluate_now):
         return federated_round(self, arrays, state, run_keys, t, evaluate_now)
@@ -394,8 +394,23 @@ def optimizer(config: FoltrEsConfig) -> optax.GradientTransformation:
 def evaluate(spec: Spec, arrays: Arrays, flat_params):
     """Offline nDCG@k and MRR@k of one model on the test split, averaged over queries
     with a relevant document (as ``rounds.evaluate``)."""
-    scores = spec.ranker.apply(spec.unravel(flat_params), arrays.test.features)
-    return interaction.ranking_quality(scores, arrays.test, spec.config.top_k)
+    return _evaluate_on(spec, arrays.test, flat_params)
+
+
+def _evaluate_on(spec: Spec, test, flat_params):
+    scores = spec.ranker.apply(spec.unravel(flat_params), test.features)
+    return interaction.ranking_quality(scores, test, spec.config.top_k)
+
+
+def evaluate_runs(spec: Spec, arrays: Arrays, flat_params):
+    """``evaluate`` of every run's model [R, P], the runs split over the devices
+    (``engine.slots_on_devices``)."""
+    return engine.slots_on_devices(
+        lambda test, flat: jax.vmap(lambda p: _evaluate_on(spec, test, p))(flat),
+        arrays.test,
+        flat_params,
+        spec.config.n_devices,
+    )
 
 
 class RoundMetrics(NamedTuple):
@@ -469,7 +484,7 @@ def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index, ev
     )
     flat_global = flat_global + step
     offline_ndcg, offline_mrr = engine.offline_when(
-        jax.vmap(functools.partial(evaluate, spec, arrays)), flat_global, evaluate_now
+        functools.partial(evaluate_runs, spec, arrays), flat_global, evaluate_now
     )
     ndcg, max_rr, count = online
     return (flat_global, server_state), RoundMetrics(
