@@ -15,9 +15,9 @@ stages of one round:
 - scoring: the first step's window gather from the shared scores (when used), and a
   later step's per-lane window scoring (``Scoring.score_lanes``);
 - Plackett-Luce sampling of the displayed lists (``interaction._display_in_groups``);
-- a later step's scoring and sampling together (``interaction.display_lists``: on a CPU
-  with several display groups and many lanes each group is scored and sampled at its
-  own width);
+- a later step's scoring and sampling together (``interaction.display_lists``: with
+  several display groups and many lanes each group is scored and sampled at its own
+  width);
 - clicks (``click_models.simulate_clicks`` on every lane);
 - clicks and the PDGD update (``interaction.pdgd_update_lanes``: the clicks, the
   debiasing weights, the vjp and the step);

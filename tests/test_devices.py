@@ -1,8 +1,8 @@
 """Every method's clients split over devices give the one-device results, with 4 and 2
 forced CPU devices: FOLtR-ES and FedIPS with and without client chunks, a non-IID Type 2
 cell with FedProx, FPDGD with an odd number of runs (the offline evaluation splits the
-runs over the devices: engine.slots_on_devices), the unlearning training and replay, and the README's example method (FPDGD's lanes:
-tests/test_scale.py)."""
+runs over the devices: engine.slots_on_devices), the unlearning training and replay, and
+the README's example method (FPDGD's lanes: tests/test_scale.py)."""
 
 import os
 import subprocess
