@@ -103,7 +103,7 @@ class Spec:
 
     def evaluate(self, arrays: Arrays, state):
         params = state[0][0] if self.personal_keys else state[0]
-        return offline_metrics(self, arrays, params)
+        return jax.vmap(lambda p: evaluate(self, arrays, p))(params)
 
     def round(self, arrays: Arrays, state, slot_keys, t, evaluate_now):
         """``federated_round``, storing the clients' updates of round t (0-based) at
@@ -318,7 +318,10 @@ def offline_metrics(spec: Spec, arrays: Arrays, new_global, personal=None):
     (``engine.slots_on_devices``)."""
     if personal is None or spec.personal_eval == "server":
         return engine.slots_on_devices(
-            functools.partial(_evaluate_on, spec), arrays.test, new_global, spec.config.n_devices
+            lambda test, models: jax.vmap(lambda p: _evaluate_on(spec, test, p))(models),
+            arrays.test,
+            new_global,
+            spec.config.n_devices,
         )
 
     def personalised(g, own):
