@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # The GPU figures of the benchmark suite, as one bounded script for a lent accelerator.
-# Usage: OUT=folder [SECTIONS=million,grid,profile] bash experiments/gpu_check.sh
-# Sections run in the order named. The default ones took 6.5 minutes on one H200 (2026-11-28):
+# Usage: OUT=folder [SECTIONS=million,groups,profile] bash experiments/gpu_check.sh
+# Sections run in the order named. The defaults are meant to fit 10 minutes on one H200
+# (million, grid and profile took 6.5 minutes there on 2026-11-28; groups is new, not timed):
 #   million:    10^6 linear clients in one chunk and 10^6 neural clients in chunks of 20,000,
 #               10 rounds each, evaluation every 10th round (issue 28's 20M / 5M targets)
+#   groups:     the whole round (profile_round --nostages) at 10^6 linear lanes with 4, 8,
+#               16 and 32 display groups and at 10^5 neural lanes with 4 and 16, with each
+#               chunk's first call (compile): 16 became the accelerators' default from a
+#               CPU measurement (foltr_jax.config.DISPLAY_GROUPS), to be checked here
 #   profile:    experiments/profile_round per stage (best wall, XLA's bytes, bandwidth against
-#               the H100's 3,350 GB/s) at 10^6 linear lanes and 10^5 neural lanes (a neural
-#               lane holds 8,832 parameters: 10^6 of them in one step would be 35 GB), with a
-#               jax.profiler trace of whole rounds under $OUT/trace_* (with TRACE=1)
-#   grid:       paper_budget for poisoning_figs2_4 (the full grid, 50 rounds measured)
+#               the card's peak: H200 4,800 GB/s, else the H100's 3,350) at 10^6 linear lanes
+#               and 10^5 neural lanes (a neural lane holds 8,832 parameters: 10^6 of them in
+#               one step would be 35 GB), with a jax.profiler trace of whole rounds under
+#               $OUT/trace_* (with TRACE=1)
 # Longer, on request:
+#   grid:       paper_budget for poisoning_figs2_4 (the full grid, 50 rounds measured;
+#               5 minutes a fold on the H200)
 #   suite:      the README's GPU command (10,000 and 1,000,000 clients, every variant)
 #   unchunked:  linear at 1,000,000 clients in one chunk, plain and DP
 #   eval_every: linear at 1,000,000 clients in one chunk and neural in chunks of 20,000,
@@ -17,7 +24,7 @@
 # Writes suite JSON files and a log under $OUT.
 set -uo pipefail
 OUT=${OUT:-results/gpu_check}
-SECTIONS=${SECTIONS:-million,grid,profile}
+SECTIONS=${SECTIONS:-million,groups,profile}
 TRACE=${TRACE:-0}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
@@ -36,6 +43,18 @@ million() {
     timeout 150 python3 -m experiments.benchmark $DATA --n_clients=1000000 --client_chunk="$2" \
       --local_updates=2 --rounds=10 --chunk_rounds=10 --ranker="$1" --window_scoring=vmap \
       --eval_every=10 --repeats=2 | tail -n 2 | cut -c1-400
+  done
+}
+
+groups() {
+  for case in "linear 1000000 4" "linear 1000000 8" "linear 1000000 16" "linear 1000000 32" \
+    "neural 100000 4" "neural 100000 16"; do
+    set -- $case
+    echo "== whole round: $1, $2 lanes, $3 display groups =="
+    # shellcheck disable=SC2086
+    timeout 90 python3 -m experiments.profile_round $DATA --n_clients="$2" --local_updates=2 \
+      --rounds=5 --ranker="$1" --window_scoring=vmap --display_groups="$3" --round_reps=3 \
+      --nostages | tail -n 2 | cut -c1-400
   done
 }
 
@@ -87,9 +106,9 @@ eval_every() {
   python3 -c "import jax; print('jax', jax.__version__, jax.devices())"
   for section in ${SECTIONS//,/ }; do
     case "$section" in
-      million | grid | profile | suite | unchunked | eval_every)
+      million | groups | grid | profile | suite | unchunked | eval_every)
         start=$SECONDS; "$section"; echo "-- $section: $((SECONDS - start)) s" ;;
-      *) echo "gpu_check.sh: unknown section '$section' (million, grid, profile, suite, unchunked, eval_every)" ;;
+      *) echo "gpu_check.sh: unknown section '$section' (million, groups, grid, profile, suite, unchunked, eval_every)" ;;
     esac
   done
 } 2>&1 | tee "$OUT/log.txt"

@@ -13,7 +13,8 @@ stages of one round:
   round uses them;
 - query sampling and the per-lane key split (``interaction.interaction_step``'s first lines);
 - scoring: the first step's window gather from the shared scores (when used), and a
-  later step's per-lane window scoring (``Scoring.score_lanes``);
+  later step's scoring as the round does it (``interaction.scores_by_group``: by length
+  group at many lanes, each lane's window otherwise), padded to the window;
 - Plackett-Luce sampling of the displayed lists (``interaction._display_in_groups``);
 - a later step's scoring and sampling together (``interaction.display_lists``: with
   several display groups and many lanes each group is scored and sampled at its own
@@ -62,11 +63,15 @@ flags.DEFINE_bool(
 )
 flags.DEFINE_float("peak_gbps", 3350.0, "Memory bandwidth to compare with (H100 SXM: 3,350 GB/s).")
 flags.DEFINE_string("trace_dir", "", "Also write a jax.profiler trace of whole rounds here.")
+flags.DEFINE_bool(
+    "stages", True, "Time every stage apart; --nostages times the whole round only."
+)
 flags.DEFINE_integer(
     "display_groups",
     None,
     "Groups of similar query length the lanes are scored and sampled in (default: the "
-    "library's, 4).",
+    "library's by the window scoring, foltr_jax.config.DISPLAY_GROUPS: 4 with map, 16 with "
+    "vmap).",
     lower_bound=1,
 )
 
@@ -85,13 +90,19 @@ def timed(fn, *args, reps: int) -> tuple:
     return min(walls), statistics.median(cpus)
 
 
+def initial_state(spec, arrays):
+    """(global params, server state, training keys) before round 1."""
+    init_keys, train_keys = loop.run_keys(spec.config.seed, spec.repetitions())
+    _, (params, server_state, _) = spec.init(arrays, init_keys)
+    return params, server_state, train_keys
+
+
 def stage_functions(spec, arrays):
     """(name, jitted fn, args) of every stage at one round's shapes."""
     cfg, lane_spec = spec.config, spec.lane_spec
     n_slots, n = spec.n_slots, cfg.n_clients
     data = rounds.lane_data(arrays)
-    init_keys, train_keys = loop.run_keys(cfg.seed, spec.repetitions())
-    _, (params, server_state, _) = spec.init(arrays, init_keys)
+    params, server_state, train_keys = initial_state(spec, arrays)
     settings = jax.tree_util.tree_map(lambda x: jnp.repeat(x, cfg.n_runs), arrays.settings)
     keys = engine.round_keys(train_keys, 0)
     lanes = rounds.lane_facts(spec, arrays, settings, jnp.arange(n))
@@ -120,10 +131,7 @@ def stage_functions(spec, arrays):
         )(lanes.slot, queries)
 
     def score_later(lane_params, queries):
-        def pad(width, scores, length):
-            return jnp.pad(scores, (0, spec.window - width), constant_values=-jnp.inf)
-
-        return lane_spec.scoring.score_lanes(train, lane_params, queries, pad)
+        return interaction.scores_by_group(lane_spec, train, lane_params, queries)
 
     scores = jax.jit(score_later)(lane_params, queries)
     lengths = train.query_lengths[queries]
@@ -190,6 +198,7 @@ def stage_functions(spec, arrays):
     def evaluate(params):
         return rounds.offline_metrics(spec, arrays, params)
 
+    by_group = interaction._scores_group_by_group(lane_spec, n_slots * n)
     shared = []  # the first step's shared scores, when the round uses them
     if global_scores is not None:
         shared = [
@@ -200,7 +209,12 @@ def stage_functions(spec, arrays):
         ]
     return shared + [
         ("key split + query draw", jax.jit(split_and_queries), (step_keys,)),
-        ("scoring: later step (per-lane windows)", jax.jit(score_later), (lane_params, queries)),
+        (
+            "scoring: later step"
+            + (" (by length group)" if by_group else " (per-lane windows)"),
+            jax.jit(score_later),
+            (lane_params, queries),
+        ),
         ("Plackett-Luce sampling", jax.jit(sample), (key_rank, scores, lengths)),
         ("scoring + sampling: later step", jax.jit(display_later),
          (lane_params, key_rank, queries)),
@@ -211,7 +225,7 @@ def stage_functions(spec, arrays):
          (lane_params, lane_keys, global_scores)),
         ("server (aggregation pipeline)", jax.jit(server), (models, flat_global, server_state)),
         ("offline evaluation", jax.jit(evaluate), (params,)),
-    ], (params, server_state, train_keys)
+    ]
 
 
 def run() -> program.Done:
@@ -220,7 +234,8 @@ def run() -> program.Done:
         config = dataclasses.replace(config, display_groups=FLAGS.display_groups)
     train, test, _ = common.load_datasets()
     spec, arrays = common.build(config, train, test)
-    stages, (params, server_state, train_keys) = stage_functions(spec, arrays)
+    params, server_state, train_keys = initial_state(spec, arrays)
+    stages = stage_functions(spec, arrays) if FLAGS.stages else []
     n_rounds = config.rounds
     state = (params, server_state, None)
 
@@ -231,7 +246,9 @@ def run() -> program.Done:
     def copy(state):
         return jax.tree_util.tree_map(lambda x: x.copy() if x is not None else x, state)
 
+    start = time.perf_counter()
     jax.block_until_ready(whole(copy(state)))
+    first_call = time.perf_counter() - start
     walls, cpus = [], []
     for _ in range(FLAGS.round_reps):
         fresh = copy(state)
@@ -267,7 +284,9 @@ def run() -> program.Done:
         print(line, flush=True)
     print(
         f"interactions per round {interactions}: {interactions / per_round:,.0f} interactions/s "
-        f"(best wall), {interactions / cpu_round:,.0f} per CPU-second"
+        f"(best wall), {interactions / cpu_round:,.0f} per CPU-second; the whole-round "
+        f"chunk's first call {first_call:.1f} s (compile and one run), "
+        f"{spec.lane_spec.display_groups} display groups"
     )
     return program.Done()
 

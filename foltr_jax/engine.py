@@ -108,14 +108,15 @@ def serve(
 
 
 def slots_on_devices(fn: Callable, shared, slotted, n_devices: int):
-    """``fn(shared, slotted)`` with the leading (slot) axis of ``slotted`` split over
-    ``n_devices`` devices (``shard_map`` over a one-axis mesh ``slots``).
+    """``fn(shared, slot)`` of every slot of ``slotted`` (vmapped over its leading axis),
+    with the slots split over ``n_devices`` devices (``shard_map`` over a one-axis mesh
+    ``slots``).
 
     For work where every slot's result depends only on its own slice and ``shared``
     (offline evaluation of the slots' models): the slots are padded to a multiple of
-    ``n_devices`` with copies of the last, each device runs ``fn`` on its part, and the
-    padding is dropped.  ``shared`` goes in replicated, as an argument (see
-    ``on_devices``)."""
+    ``n_devices`` with copies of the last, each device runs its part, and the padding is
+    dropped.  ``shared`` goes in replicated, as an argument (see ``on_devices``)."""
+    fn = jax.vmap(fn, in_axes=(None, 0))
     if n_devices == 1:
         return fn(shared, slotted)
     n = jax.tree_util.tree_leaves(slotted)[0].shape[0]

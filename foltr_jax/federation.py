@@ -25,7 +25,7 @@ from foltr_jax.config import (
     FederationConfig,
     RunSettings,
     Setting,
-    resolve_window_scoring,
+    resolved,
 )
 from foltr_jax.data import RankingDataset
 from foltr_jax.interaction import to_device, window_widths
@@ -60,9 +60,7 @@ def build(
     ``clients`` (ClientPlan) makes the clients differ: non-IID data and its remedies.
     """
     config.validate()
-    config = dataclasses.replace(
-        config, window_scoring=resolve_window_scoring(config.window_scoring)
-    )
+    config = resolved(config)
     if history_every < 0:
         raise ConfigError("history_every", f"must be at least 0, got {history_every}")
     client_ids = np.arange(config.n_clients) if client_ids is None else np.asarray(client_ids)

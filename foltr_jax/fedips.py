@@ -559,10 +559,7 @@ def evaluate_runs(spec: Spec, test: TestData, params):
     """``evaluate`` of every run's ranker (leaves [R, ...]), the runs split over the
     devices (``engine.slots_on_devices``)."""
     return engine.slots_on_devices(
-        lambda test, params: jax.vmap(lambda p: evaluate(spec, p, test))(params),
-        test,
-        params,
-        spec.config.n_devices,
+        lambda test, p: evaluate(spec, p, test), test, params, spec.config.n_devices
     )
 
 

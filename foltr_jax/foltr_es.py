@@ -406,10 +406,7 @@ def evaluate_runs(spec: Spec, arrays: Arrays, flat_params):
     """``evaluate`` of every run's model [R, P], the runs split over the devices
     (``engine.slots_on_devices``)."""
     return engine.slots_on_devices(
-        lambda test, flat: jax.vmap(lambda p: _evaluate_on(spec, test, p))(flat),
-        arrays.test,
-        flat_params,
-        spec.config.n_devices,
+        functools.partial(_evaluate_on, spec), arrays.test, flat_params, spec.config.n_devices
     )
 
 

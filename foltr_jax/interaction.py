@@ -335,21 +335,29 @@ def _in_length_groups(lane_spec: LaneSpec, lengths, fn, *lane_args):
 
     Lanes are sorted by query length and cut into equal groups (the last padded with
     the longest lane); each group runs at the narrowest width holding its longest
-    query (``at_narrowest_width``)."""
+    query (``at_narrowest_width``).  With 'map' scoring (a CPU) the groups are written
+    out one after another, so XLA:CPU may run them side by side; with 'vmap' (an
+    accelerator, every group's lanes batched) one ``lax.map`` step per group runs the
+    one ``lax.switch`` over the widths, so compiling costs one group's branches whatever
+    the number of groups (4 groups written out compiled in ~15 s on a CPU, 8 in ~25)."""
     n_lanes = lengths.shape[0]
     n_groups = _n_groups(lane_spec, n_lanes)
     size = -(-n_lanes // n_groups)
     order = jnp.argsort(lengths)
     order = jnp.concatenate([order, jnp.full(size * n_groups - n_lanes, order[-1])])
-    parts = []
-    for g in range(n_groups):
-        lanes = order[g * size : (g + 1) * size]
+
+    def group(lanes):
         group_args = jax.tree_util.tree_map(lambda x: x[lanes], lane_args)
-        parts.append(
-            at_narrowest_width(lane_spec.scoring.widths, lengths[lanes[-1]], fn, *group_args)
-        )
+        return at_narrowest_width(lane_spec.scoring.widths, lengths[lanes[-1]], fn, *group_args)
+
+    if lane_spec.scoring.window_scoring == "vmap":
+        parts = jax.lax.map(group, order.reshape(n_groups, size))
+        lane_order = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), parts)
+    else:
+        parts = [group(order[g * size : (g + 1) * size]) for g in range(n_groups)]
+        lane_order = jax.tree_util.tree_map(lambda *p: jnp.concatenate(p), *parts)
     inverse = jnp.argsort(order[:n_lanes])
-    return jax.tree_util.tree_map(lambda *p: jnp.concatenate(p)[inverse], *parts)
+    return jax.tree_util.tree_map(lambda x: x[inverse], lane_order)
 
 
 def _lane_sampler(lane_spec: LaneSpec, lanes_per_block=None):
@@ -397,18 +405,44 @@ def _score_and_display_in_groups(
     array (at 10,950 lanes and a 1,064 window, 47 MB a step) or scoring past the group's
     width."""
     display = _lane_sampler(lane_spec)
-    scoring = lane_spec.scoring
 
     def score_and_display(width, params, query, key, length):
-        # lanes of this group are no longer than ``width``: their ladder stops there,
-        # and batched ('vmap') scoring reads ``width`` rows, not the whole window
-        narrow = dataclasses.replace(
-            scoring, window=width, widths=tuple(w for w in scoring.widths if w <= width)
+        scores = narrowed(lane_spec.scoring, width).score_lanes(
+            train, params, query, _padded_to(width)
         )
-        return display(key, narrow.score_lanes(train, params, query, _padded_to(width)), length)
+        return display(key, scores, length)
 
     return _in_length_groups(
         lane_spec, lengths, score_and_display, lane_params, queries, keys, lengths
+    )
+
+
+def narrowed(scoring: Scoring, width: int) -> Scoring:
+    """``scoring`` for lanes whose queries are no longer than ``width`` (a display
+    group's): the ladder stops at ``width``, and batched ('vmap') scoring reads ``width``
+    rows, not the whole window."""
+    return dataclasses.replace(
+        scoring, window=width, widths=tuple(w for w in scoring.widths if w <= width)
+    )
+
+
+def scores_by_group(lane_spec: LaneSpec, train: DeviceData, lane_params, queries):
+    """float [lanes, window]: every lane's scores as ``display_lists`` computes them when
+    it goes group by group (``_scores_group_by_group``: each display group scored at its
+    width), padded with -inf to the window; ``Scoring.score_lanes``' scores otherwise.
+    For profiling a step's scoring apart from its sampling (``experiments.profile_round``)."""
+    scoring, pad = lane_spec.scoring, _padded_to(lane_spec.scoring.window)
+    lengths = train.query_lengths[queries]
+    if not _scores_group_by_group(lane_spec, lengths.shape[0]):
+        return scoring.score_lanes(train, lane_params, queries, pad)
+    return _in_length_groups(
+        lane_spec,
+        lengths,
+        lambda width, params, query: narrowed(scoring, width).score_lanes(
+            train, params, query, pad
+        ),
+        lane_params,
+        queries,
     )
 
 

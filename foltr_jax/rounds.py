@@ -20,7 +20,7 @@ import numpy as np
 
 from foltr_jax import click_models, engine, pipeline
 from foltr_jax.client_plan import ClientArrays
-from foltr_jax.config import FederationConfig, RunSettings
+from foltr_jax.config import FederationConfig, RunSettings, resolved
 from foltr_jax.interaction import (
     DeviceData,
     Lanes,
@@ -59,8 +59,9 @@ class Spec:
 
     @functools.cached_property
     def lane_spec(self) -> LaneSpec:
-        """The lane layer's static description (``interaction.LaneSpec``), built once."""
-        cfg = self.config
+        """The lane layer's static description (``interaction.LaneSpec``), built once, with
+        what the config leaves to the backend resolved (``config.resolved``)."""
+        cfg = resolved(self.config)
         return LaneSpec(
             Scoring(self.ranker, self.window, self.widths, cfg.top_k, cfg.window_scoring),
             cfg.learning_rate,
@@ -318,10 +319,7 @@ def offline_metrics(spec: Spec, arrays: Arrays, new_global, personal=None):
     (``engine.slots_on_devices``)."""
     if personal is None or spec.personal_eval == "server":
         return engine.slots_on_devices(
-            lambda test, models: jax.vmap(lambda p: _evaluate_on(spec, test, p))(models),
-            arrays.test,
-            new_global,
-            spec.config.n_devices,
+            functools.partial(_evaluate_on, spec), arrays.test, new_global, spec.config.n_devices
         )
 
     def personalised(g, own):

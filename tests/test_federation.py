@@ -235,6 +235,26 @@ def test_window_scoring_auto_follows_the_backend_and_explicit_values_stay():
         federation.FederationConfig(window_scoring="gpu").validate()
 
 
+def test_display_groups_zero_follows_the_window_scoring_and_explicit_values_stay():
+    from foltr_jax.config import DISPLAY_GROUPS, resolve_display_groups
+
+    assert resolve_display_groups(0, "map") == DISPLAY_GROUPS["map"] == 4
+    assert resolve_display_groups(0, "vmap") == DISPLAY_GROUPS["vmap"] == 16
+    assert resolve_display_groups(3, "vmap") == 3
+    train, test = data.synthetic_train_test(
+        1, n_train_queries=10, n_test_queries=5, n_features=4, mean_docs_per_query=12
+    )
+    assert federation.FederationConfig().display_groups == 0
+    for scoring, groups in (("auto", 4), ("vmap", 16)):
+        config = federation.FederationConfig(n_clients=2, rounds=1, window_scoring=scoring)
+        spec, _ = federation.build(config, train, test)
+        assert spec.config.display_groups == spec.lane_spec.display_groups == groups
+    explicit = federation.FederationConfig(n_clients=2, rounds=1, display_groups=2)
+    assert federation.build(explicit, train, test)[0].lane_spec.display_groups == 2
+    with pytest.raises(federation.ConfigError, match="display_groups"):
+        federation.FederationConfig(display_groups=-1).validate()
+
+
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_server_optimiser_on_fpdgd(tiny, optimizer):

@@ -97,6 +97,29 @@ def test_the_accelerator_samples_every_lane_at_once():
     assert f",{interaction.LANES_PER_SAMPLING_BLOCK},2]" not in jaxpr
 
 
+@pytest.mark.parametrize("display_groups", [3, 16])
+def test_the_accelerator_loops_over_groups_with_the_written_out_groups_lists(display_groups):
+    """With 'vmap' scoring the display groups run as steps of one lax.map over one
+    lax.switch (compiling one group's branches, whatever the number of groups); with
+    'map' every group is written out with its own switch.  Same lists, bit for bit."""
+    window, n = 120, 1000
+    keys, scores, lengths = lanes(n, window, seed=11)
+
+    def sample(window_scoring):
+        spec = lane_spec(window, display_groups, window_scoring)
+        fn = functools.partial(interaction._display_in_groups, spec, lanes_per_block=0)
+        jaxpr = str(jax.make_jaxpr(fn)(keys, scores, lengths))
+        return jaxpr.count(" cond["), jaxpr.count(" scan["), jax.jit(fn)(keys, scores, lengths)
+
+    written_switches, written_loops, written = sample("map")
+    looped_switches, looped_loops, looped = sample("vmap")
+    assert (written_switches, looped_switches) == (display_groups, 1)
+    assert looped_loops == written_loops + 1
+    for got, want in zip(looped, written):
+        assert got.shape == want.shape and got.shape[0] == n
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 def test_lane_blocks_pad_and_drop_the_padding():
     def fn(x, y):
         return {"sum": x + y[:, 0], "y": y * 2}

@@ -14,7 +14,7 @@ import dataclasses
 from absl import flags
 
 from experiments.lib.cli import UserError
-from foltr_jax.config import ConfigError, resolve_window_scoring, setting_help
+from foltr_jax.config import ConfigError, resolved, setting_help
 
 FLAGS = flags.FLAGS
 
@@ -44,18 +44,15 @@ class ConfigFlags:
         return self.rename.get(field, field)
 
     def values(self) -> dict:
-        """Field -> the flag's value; window_scoring 'auto' resolved for this backend (the
-        results record what ran)."""
-        values = {name: getattr(FLAGS, self.flag(name)) for name in self.names}
-        if "window_scoring" in values:
-            values["window_scoring"] = resolve_window_scoring(values["window_scoring"])
-        return values
+        """Field -> the flag's value."""
+        return {name: getattr(FLAGS, self.flag(name)) for name in self.names}
 
     def build(self, validate: bool = True, **fixed):
-        """The config from the flags (``fixed`` overrides fields), validated; a bad value
-        is a UserError naming its flag."""
+        """The config from the flags (``fixed`` overrides fields), validated, with what it
+        leaves to the backend resolved (``config.resolved``: the results record what ran);
+        a bad value is a UserError naming its flag."""
         try:
-            config = self.config_class(**{**self.values(), **fixed})
+            config = resolved(self.config_class(**{**self.values(), **fixed}))
             return config.validate() if validate else config
         except ConfigError as error:
             raise user_error(error, self.rename) from None

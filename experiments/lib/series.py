@@ -22,7 +22,7 @@ from experiments.lib.results import RESULTS_FORMAT
 
 RESULTS_NAME = "results.json"
 PANEL_ORDER = ("perfect", "navigational", "informational")
-EXECUTION_FIELDS = {"chunk_rounds", "window_scoring", "eval_every"}  # not what a run learns
+EXECUTION_FIELDS = {"chunk_rounds", "window_scoring", "display_groups", "eval_every"}  # not learnt
 
 
 class ReportError(Exception):
