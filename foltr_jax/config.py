@@ -380,7 +380,8 @@ def resolve_window_scoring(value: str) -> str:
 # lanes on the MSLR excerpt: 4 groups cost about what they save, more only compile longer.
 # 'vmap' (an accelerator) scores and samples a group's lanes at the group's width: 16 groups
 # cut the mean width from 392 rows (4 groups) to 197 on the synthetic lengths, and the
-# batched round at 10^5 linear lanes on a CPU from 5.8 to 2.6 s (docs/performance.md).
+# batched round at 20,000 linear lanes on a CPU from 819 to 502 ms (docs/performance.md;
+# not yet measured on a GPU).
 DISPLAY_GROUPS = {"map": 4, "vmap": 16}
 
 
