@@ -187,15 +187,26 @@ def train_lambdarank(
     Returns (params, curve) where curve is (NDCG@5 [steps], NDCG@10 [steps]) on ``test`` after
     every step, or None without ``test``.
     """
-    params = rankers.LinearRanker(dataset.n_features).init(None)
     if steps == 0:
-        return params, None
-    method = FullBatch(LambdaRankConfig(steps, steps), dataset.n_features, test is not None)
-    consts = _Consts(rank_batches(dataset), test, jnp.float32(learning_rate))
-    result = engine.run(method, consts, progress)
+        return rankers.LinearRanker(dataset.n_features).init(None), None
+    result = lambdarank_run(dataset, learning_rate, steps, test, progress)
     if test is None:
         return result.final_params, None
     return result.final_params, (result.offline_ndcg5[0], result.offline_ndcg10[0])
+
+
+def lambdarank_run(
+    dataset: RankingDataset,
+    learning_rate: float,
+    steps: int,
+    test: TestData | None = None,
+    progress=None,
+) -> engine.RunResult:
+    """``train_lambdarank``'s ``engine.run`` of ``FullBatch`` (``steps`` ≥ 1), whole: the
+    final params, the curves on ``test`` and the compile and run seconds apart."""
+    method = FullBatch(LambdaRankConfig(steps, steps), dataset.n_features, test is not None)
+    consts = _Consts(rank_batches(dataset), test, jnp.float32(learning_rate))
+    return engine.run(method, consts, progress)
 
 
 def logging_queries(n_queries: int, fraction: float, seed: int) -> np.ndarray:

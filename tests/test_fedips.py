@@ -387,6 +387,8 @@ def test_binary_lambdarank_baseline(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["method"] == "lambdarank"
     assert np.asarray(results["cells"][0]["curves"]["offline_ndcg5"]).shape == (1, 5)
+    # compiling is timed apart from the steps (engine.run's seconds)
+    assert results["compile_seconds"] > 0 and results["seconds"] > 0
 
 
 def test_binary_takes_the_ranker(tmp_path):
