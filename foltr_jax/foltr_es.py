@@ -49,7 +49,7 @@ from foltr_jax.config import (
     Setting,
     check_fields,
     check_schedule,
-    resolve_window_scoring,
+    resolved,
     setting,
 )
 from foltr_jax.data import RankingDataset
@@ -234,9 +234,7 @@ class Arrays(NamedTuple):
 def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     """Validates ``config`` and puts the data on the device: returns (Spec, Arrays)."""
     config.validate()
-    config = dataclasses.replace(
-        config, window_scoring=resolve_window_scoring(config.window_scoring)
-    )
+    config = resolved(config)
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
     n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))

@@ -30,7 +30,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from foltr_jax import attacks, engine, federation, interaction, loop, pipeline
-from foltr_jax.config import resolved
 from foltr_jax.rounds import (
     Arrays,
     Spec,
@@ -386,9 +385,7 @@ def replay(
     every = config.store_every
     if history is None or history.shape[1] != history_length(cfg.rounds, every):
         raise ValueError("history must come from train(config, ..., 'malicious')")
-    replay_config = dataclasses.replace(
-        resolved(cfg), local_updates=max(config.unlearn_local_updates)
-    )
+    replay_config = dataclasses.replace(cfg, local_updates=max(config.unlearn_local_updates))
     rounds = [history_length(cfg.rounds, dt) for _, _, dt in cells]
     method = Replay(
         config=dataclasses.replace(replay_config, rounds=max(rounds), eval_every=1),
