@@ -109,11 +109,12 @@ class Results:
             raise MissingResults(f"{run}: no online performance")
         return np.asarray(s.online_performance) / discount_sum(s.online_ndcg.shape[1])
 
-    def online_curve(self, run: str, panel=None, **fields) -> np.ndarray:
-        """[runs, rounds] nDCG@10 of the lists shown, every round."""
-        values = self.series(run, panel, **fields).online_ndcg
+    def online_curve(self, run: str, panel=None, metric: str = "ndcg", **fields) -> np.ndarray:
+        """[runs, rounds] every round: nDCG@10 of the lists shown (``metric`` 'ndcg'), or
+        the MaxRR of their clicks ('max_rr': the thesis's "mean batch MaxRR")."""
+        values = getattr(self.series(run, panel, **fields), f"online_{metric}")
         if values is None:
-            raise MissingResults(f"{run}: no online nDCG curve")
+            raise MissingResults(f"{run}: no online {metric} curve")
         return np.asarray(values)
 
     def curve(self, run: str, panel=None, **fields) -> np.ndarray:
@@ -223,6 +224,28 @@ def equivalent(
     kind = "paired TOST" if paired else "Welch TOST"
     text = f"{kind}, margin ±{margin:g}: 90 % CI [{low:+.{digits}f}, {high:+.{digits}f}], p = {p:.2g}"
     return Verdict(ours, text, holds, (float(np.mean(a)), float(np.mean(b))))
+
+
+def not_above(
+    a, b, name_a: str, name_b: str, *, margin: float, paired: bool, digits: int = 3,
+    what: str = "",
+) -> Verdict:  # fmt: skip
+    """a not meaningfully above b ("no learning"): a one-sided t-test at ALPHA that
+    mean(a) − mean(b) < margin, i.e. the upper end of the (1 − 2α) interval below the margin.
+    A decrease passes; too few runs or too much spread fail."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    gap = float(np.mean(a) - np.mean(b))
+    se, df = _standard_error(a, b, paired)
+    if se == 0:
+        p, high = (0.0 if gap < margin else 1.0), gap
+    else:
+        p = float(scipy_stats.t.cdf((gap - margin) / se, df))  # H0: gap ≥ margin
+        high = gap + scipy_stats.t.ppf(1 - ALPHA, df) * se
+    ours = f"{what}{name_a} {ms(a, digits)} vs {name_b} {ms(b, digits)} (Δ = {gap:+.{digits}f})"
+    kind = "paired" if paired else "Welch"
+    text = (f"{kind} one-sided t-test that Δ < {margin:g}: upper 95 % bound {high:+.{digits}f}, "
+            f"p = {p:.2g}")  # fmt: skip
+    return Verdict(ours, text, bool(p < ALPHA), (float(np.mean(a)), float(np.mean(b))))
 
 
 def ordered(
