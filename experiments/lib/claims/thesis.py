@@ -1,5 +1,5 @@
 """Claims of the thesis's reproduction of FOLtR-ES (chapter 3, §3.1.3): S. Wang, "Effective
-and Secure Federated Online Learning to Rank", PhD thesis, The University of Queensland, 2023;
+and Secure Federated Online Learning to Rank", PhD thesis, The University of Queensland, 2024;
 the study first appeared as S. Wang, S. Zhuang, G. Zuccon, "Federated Online Learning to Rank
 with Evolution Strategies: A Reproducibility Study", ECIR 2021.
 
@@ -19,7 +19,7 @@ import numpy as np
 from experiments.lib.claims.core import CLICKS, Cell, Claim, above, not_above, ordered
 from experiments.lib.recipes import Run
 
-PAPER = "Thesis (Wang, UQ 2023), ch. 3"
+PAPER = "Thesis (Wang, UQ 2024), ch. 3"
 ROUNDS = 50  # T with 2,000 clients
 CLIENTS, B = 2000, 4
 BUDGET = CLIENTS * B * ROUNDS  # RQ1.1.2's fixed interaction budget
