@@ -94,7 +94,8 @@ def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: i
                 extra.append(f"--eval_every={eval_every}")
             argv = [sys.executable, "-m", f"experiments.{run.binary}"]
             argv += [] if run.own_data else list(data)
-            argv += [*run.flags, *extra, f"--output_dir={folder}"]
+            # the run's own flags last: a diagnosis run may set its own --n_runs
+            argv += [*extra, *run.flags, f"--output_dir={folder}"]
             out.append((folder, argv))
     return out
 

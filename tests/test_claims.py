@@ -241,3 +241,25 @@ def test_reduced_claims_hold_on_the_mslr_excerpt(tmp_path):
     again = run("claims", *args, cache_dir=tmp_path / "cache", timeout=600)
     assert again.returncode == 0 and "runs done" not in again.stderr
     assert json.loads((out / "claims.json").read_text())["claims"] == found["claims"]
+
+
+def test_a_diagnosis_rechecks_the_cells_with_its_runs_in_place():
+    """recheck reads the diagnosis's runs where the claim's cells read the claim's own, and
+    reports the cells that changed and those that still fail."""
+
+    class Fixed:
+        def __init__(self, values):
+            self.values = values
+
+        def final(self, run, panel=None, **fields):
+            return np.asarray(self.values[run])
+
+    def check(r):
+        return core.above(r.final("a"), r.final("b"), "a", "b", paired=False)
+
+    cells = (core.Cell("few runs", check),)
+    results = Fixed({"a": [0.5, 0.1], "a_more": HIGH, "b": LOW})
+    text = core.recheck(lambda: cells, {"a": "a_more"})(results)
+    assert text.startswith("1 of 1 cells hold (before: 0)") and "few runs: holds" in text
+    text = core.recheck(lambda: cells, {"a": "b"})(results)
+    assert text.startswith("0 of 1 cells hold") and "few runs: does not hold" in text

@@ -170,7 +170,10 @@ def power(effect: float, a, b, paired: bool, alpha: float = ALPHA) -> float:
         return 1.0 if effect != 0 else 0.0
     critical = scipy_stats.t.ppf(1 - alpha / 2, df)
     shift = abs(effect) / se
-    return float(scipy_stats.nct.sf(critical, df, shift) + scipy_stats.nct.cdf(-critical, df, shift))
+    exact = scipy_stats.nct.sf(critical, df, shift) + scipy_stats.nct.cdf(-critical, df, shift)
+    if not np.isfinite(exact):  # SciPy's noncentral t fails far in the tail: power is ~1
+        exact = scipy_stats.norm.sf(critical - shift) + scipy_stats.norm.cdf(-critical - shift)
+    return float(min(exact, 1.0))
 
 
 def _test(a, b, paired: bool):
@@ -314,6 +317,43 @@ class Claim:
     statistic: str = ""  # the test, margin or effect size, in words
     reduced: bool = False  # in the reduced set (the slow tier's claims test)
     diagnosis: Diagnosis | None = None
+
+
+class Renamed:
+    """Results read with some runs replaced by others (a diagnosis's runs: the same setting
+    with one thing changed), through the same readers."""
+
+    READERS = ("final", "initial", "online", "per_round", "online_curve", "curve",
+               "after_interactions")  # fmt: skip
+
+    def __init__(self, results, names: dict):
+        self.results, self.names = results, names
+
+    def __getattr__(self, attribute):
+        if attribute not in self.READERS:
+            raise AttributeError(attribute)
+        reader = getattr(self.results, attribute)
+        return lambda run, *args, **kwargs: reader(self.names.get(run, run), *args, **kwargs)
+
+
+def recheck(cells: Callable[[], Sequence[Cell]], names: dict) -> Callable[[Results], str]:
+    """A diagnosis's explanation: the claim's cells checked again with ``names``' runs in place
+    of the claim's (run -> diagnosis run), and what changed, cell by cell."""
+
+    def explain(results) -> str:
+        counted = [c for c in cells() if not c.exception]
+        before = {c.label: c.check(results) for c in counted}
+        after = {c.label: c.check(Renamed(results, names)) for c in counted}
+        held = sum(bool(v.holds) for v in after.values())
+        parts = [f"{held} of {len(counted)} cells hold (before: "
+                 f"{sum(bool(v.holds) for v in before.values())})"]  # fmt: skip
+        for label, verdict in after.items():
+            if bool(verdict.holds) != bool(before[label].holds) or not verdict.holds:
+                state = "holds" if verdict.holds else "does not hold"
+                parts.append(f"{label}: {state}, {verdict.ours} ({verdict.test})")
+        return "; ".join(parts)
+
+    return explain
 
 
 def check_cell(cell: Cell, results: Results) -> dict:
