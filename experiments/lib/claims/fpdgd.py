@@ -73,7 +73,9 @@ RUNS = (
 )  # fmt: skip
 MORE_RUNS = 20  # the diagnosis of a claim that lacks the runs to show what it claims
 RUNS += tuple(Run(f"{run.name}_runs{MORE_RUNS}", run.binary, run.flags + (f"--n_runs={MORE_RUNS}",))
-              for run in RUNS if run.name in ("fpdgd_c1000", "pdgd_same_updates"))  # fmt: skip
+              for run in RUNS
+              if run.name in ("fpdgd_c10", "fpdgd_c100", "fpdgd_c1000", "fpdgd_b4", "fpdgd_b8",
+                              "pdgd_same_updates"))  # fmt: skip
 
 
 def _more_runs(key: str, *runs: str) -> Diagnosis:
@@ -86,7 +88,8 @@ def _more_runs(key: str, *runs: str) -> Diagnosis:
 
 # Figure 6 reads these runs at fixed interaction counts: evaluated every round whatever
 # --eval_every (with 1,000 clients a round's training costs far more than its evaluation).
-EVERY_ROUND = ("fpdgd_c1000", "fpdgd_b4", "fpdgd_b8")
+EVERY_ROUND = tuple(f"{name}{more}" for name in ("fpdgd_c1000", "fpdgd_b4", "fpdgd_b8")
+                    for more in ("", f"_runs{MORE_RUNS}"))  # fmt: skip
 
 # Table 2, MSLR-10k: online performance (eq. 17, T = 200), FPDGD and FOLtR-ES per (click, ε)
 TABLE2 = {
@@ -292,6 +295,7 @@ CLAIMS = [
         "ε = 4.5, Δ = 5 (paired: one grid)",
         "|C| = 10: paired t-test, w/o DP above; |C| = 100, 1,000: paired TOST, margin ±0.01",
         reduced=True,
+        diagnosis=_more_runs("fpdgd_fig4", "fpdgd_c10", "fpdgd_c100", "fpdgd_c1000"),
     ),
     Claim(
         "fpdgd_fig5",
@@ -305,6 +309,7 @@ CLAIMS = [
         "mean offline nDCG@10 over the curve (initial model included), |C| = 1,000, ε = 4.5, "
         f"Δ = 5, B ∈ {{2, 4, 8}}, T = {ROUNDS}",
         "means ordered 8 > 4 > 2 and B = 8 above B = 2 (Welch t-test, p < 0.05)",
+        diagnosis=_more_runs("fpdgd_fig5", "fpdgd_c1000", "fpdgd_b4", "fpdgd_b8"),
     ),
     Claim(
         "fpdgd_fig6",
@@ -322,6 +327,7 @@ CLAIMS = [
         "the budget, and offline nDCG@10 at the budget's end",
         "online: Welch t-test, B = 2 above; end: Welch TOST, margin ±0.01",
         reduced=True,
+        diagnosis=_more_runs("fpdgd_fig6", "fpdgd_c1000", "fpdgd_b8"),
     ),
 ]
 
