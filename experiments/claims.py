@@ -43,7 +43,7 @@ common.need_report_extra("claims")  # the t-tests: scipy
 from experiments.lib.claims import CLAIMS, EVERY_ROUND, PAPERS, RUNS  # noqa: E402
 from experiments.lib.claims import pages  # noqa: E402
 from experiments.lib.claims.core import Claim, MissingResults, Results  # noqa: E402
-from experiments.lib.claims.table import evaluate, markdown  # noqa: E402
+from experiments.lib.claims.table import document, evaluate  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -187,12 +187,9 @@ def run() -> program.Done:
         rows = evaluate(claims, Results(results_dir), diagnoses)
     seconds = time.perf_counter() - start
     data = data_description(data_root)
-    detail = (f"{FLAGS.n_runs} runs per setting and fold, offline metrics every "
-              f"{FLAGS.eval_every} round(s); this invocation: {seconds:.0f} s wall with "
-              f"--jobs={FLAGS.jobs}.")  # fmt: skip
-    text = markdown(rows, "The papers' claims", data, detail)
     payload = {"data": data, "seconds": seconds, "n_runs": FLAGS.n_runs,
                "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs, "claims": rows}  # fmt: skip
+    text = document(payload)
     common.write_text_atomic(results_dir / "claims.json", json.dumps(payload, indent=1) + "\n")
     common.write_text_atomic(results_dir / "claims.md", text)
     if FLAGS.write_docs:

@@ -263,3 +263,43 @@ def test_a_diagnosis_rechecks_the_cells_with_its_runs_in_place():
     assert text.startswith("1 of 1 cells hold (before: 0)") and "few runs: holds" in text
     text = core.recheck(lambda: cells, {"a": "b"})(results)
     assert text.startswith("0 of 1 cells hold") and "few runs: does not hold" in text
+
+
+# ---------------------------------------------------------------------- the documentation's claims
+
+
+def test_the_recorded_table_is_the_catalogues():
+    """docs/claims.json (a full run, recorded with --write_docs) has every claim of the catalogue
+    with the same words, setting and cells: a claim changed since needs the table run again."""
+    from experiments.lib.claims import pages
+
+    record = pages.read_record()
+    rows = {r["claim"]: r for r in record["claims"]}
+    assert list(rows) == [c.key for c in catalogue.CLAIMS]
+    for claim in catalogue.CLAIMS:
+        row = rows[claim.key]
+        assert (row["words"], row["where"], row["setting"]) == (claim.words, claim.where, claim.setting)
+        assert [c["cell"] for c in row["cells"]] == [c.label for c in claim.cells], claim.key
+        assert [c["exception"] for c in row["cells"]] == [c.exception for c in claim.cells]
+        assert row["holds"] == core.claim_holds(row["cells"])
+        if row["holds"] is False:
+            assert row.get("diagnosis"), f"{claim.key} does not hold and has no diagnosis"
+    assert record["data"].startswith("MSLR-WEB10K excerpt") and record["n_runs"] >= 5
+
+
+def test_the_pages_claims_are_generated_from_the_recorded_table():
+    """The paper pages', reproduce.md's and README's claims blocks, and docs/claims.md, are
+    what --write_docs makes of docs/claims.json: one source."""
+    from experiments.lib.claims import pages
+
+    record = pages.read_record()
+    modules = {p.__name__.rsplit(".", 1)[-1]: [c.key for c in p.CLAIMS] for p in catalogue.PAPERS}
+    shown = []
+    for path, block in pages.blocks(record, modules).items():
+        text = (REPO_ROOT / path).read_text()
+        assert pages.current(text, path) == block, f"{path}: run experiments.claims --write_docs"
+        shown += re.findall(r"\[`([a-z0-9_]+)`\]", block) if path.startswith("docs/papers") else []
+    assert sorted(shown) == sorted(c.key for c in catalogue.CLAIMS)  # each on its paper's page
+    assert (REPO_ROOT / "docs" / "claims.md").read_text() == table.document(record)
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert f"{sum(r['holds'] is True for r in record['claims'])} of the claims table's" in readme

@@ -85,3 +85,11 @@ def markdown(rows: list[dict], heading: str, data: str, detail: str = "") -> str
         if r["holds"] is False:
             lines += ["", "**Diagnosis.** " + r.get("diagnosis", "none recorded: no diagnosis run is defined for this claim.")]
     return "\n".join(lines) + "\n"
+
+
+def document(payload: dict) -> str:
+    """claims.md of a run's claims.json payload."""
+    detail = (f"{payload['n_runs']} runs per setting and fold, offline metrics every "
+              f"{payload['eval_every']} round(s); this invocation: {payload['seconds'] / 60:.0f} "
+              f"min wall with --jobs={payload['jobs']}.")  # fmt: skip
+    return markdown(payload["claims"], "The papers' claims", payload["data"], detail)
