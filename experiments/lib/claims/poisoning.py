@@ -19,7 +19,7 @@ Euclidean wording is run as a diagnosis where a Krum claim fails.
 
 from __future__ import annotations
 
-import math
+import dataclasses
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -63,9 +63,18 @@ def _pct(m: int) -> str:
 
 
 GRID = _f(grid="paper", rounds=ROUNDS, chunk_rounds=100, n_clients=10, local_updates=5)
+ALL = _f(click_models=",".join(CLICKS))
+SEED1 = "poisoning_seed1"  # diagnosis: 5 more runs (another seed): 10 runs pooled
+EUCLIDEAN = "poisoning_euclidean"  # diagnosis: Krum with the paper's Euclidean distances
+T1000 = "poisoning_t1000"  # diagnosis: T = 1,000 rounds, m = 3
 RUNS = (
-    Run(RUN, "poisoning",
-        GRID + _f(malicious_counts=",".join(map(str, COUNTS)), click_models=",".join(CLICKS))),
+    Run(RUN, "poisoning", GRID + ALL + _f(malicious_counts=",".join(map(str, COUNTS)))),
+    Run(SEED1, "poisoning", GRID + ALL + _f(malicious_counts=",".join(map(str, COUNTS)), seed=1)),
+    Run(EUCLIDEAN, "poisoning",
+        GRID + ALL + _f(malicious_counts="1,2,3") + ("--nokrum_squared_distances",)),
+    Run(T1000, "poisoning",
+        _f(grid="paper", rounds=1000, chunk_rounds=250, n_clients=10, local_updates=5,
+           malicious_counts=3) + ALL),
 )  # fmt: skip
 
 SETTING = (
@@ -100,9 +109,53 @@ def drop(r, click: str, rule: str, attack: str, m: int, run: str = RUN) -> np.nd
     return no_attack(r, click, rule, m, run) - final(r, click, rule, attack, m, run)
 
 
-def pooled(*runs_of):
-    """Runs of several grids (e.g. another seed) side by side: [runs] arrays concatenated."""
-    return np.concatenate([np.asarray(x) for x in runs_of])
+class Substitute:
+    """Results read with some runs replaced: ``runs`` maps a run name to the runs read in its
+    place, pooled side by side (e.g. {"poisoning": ("poisoning", "poisoning_seed1")}: 10 runs
+    where the claim has 5; {"poisoning": ("poisoning_euclidean",)}: the same cells with one
+    setting changed).  A diagnosis re-checks a claim's cells through it."""
+
+    def __init__(self, results, runs: dict):
+        self.results, self.runs = results, runs
+
+    def _names(self, run):
+        return self.runs.get(run, (run,))
+
+    def final(self, run, panel=None, **fields):
+        return np.concatenate([self.results.final(n, panel, **fields) for n in self._names(run)])
+
+    def series(self, run, panel=None, **fields):
+        return self.results.series(self._names(run)[0], panel, **fields)
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def recheck(claim_cells, results, runs: dict, what: str) -> str:
+    """The claim's counted cells checked on its own runs and through ``runs`` (a
+    :class:`Substitute`): how many hold each way, and the cells that still fail, with numbers."""
+    from experiments.lib.claims.core import check_cell
+
+    counted = [c for c in claim_cells if not c.exception]
+    before = [check_cell(c, results) for c in counted]
+    after = [check_cell(c, Substitute(results, runs)) for c in counted]
+    checked = [a for a in after if a["holds"] is not None]
+    held_before = sum(b["holds"] is True for b in before)
+    held_after = sum(a["holds"] is True for a in checked)
+    fixed = [a["cell"] for b, a in zip(before, after) if b["holds"] is False and a["holds"]]
+    still = [a for a in checked if a["holds"] is False]
+    text = (f"{what}: {held_after} of {len(checked)} cells hold (the claim's own runs: "
+            f"{held_before} of {len(before)})")  # fmt: skip
+    if len(checked) < len(after):
+        text += f"; {len(after) - len(checked)} cell(s) not in the diagnosis runs"
+    if fixed:
+        text += f". Now holding: {', '.join(fixed)}"
+    if still:
+        text += ". Still failing: " + "; ".join(
+            f"{a['cell']}: {_short(a['ours'])} ({_short(a['test'], 120)})" for a in still
+        )
+    return text + "."
 
 
 # --------------------------------------------------------------------------- checks
@@ -181,17 +234,20 @@ def _most_affected_cell(m: int) -> Cell:
     return Cell(f"{_pct(m)} (FedAvg, data poisoning)", check)
 
 
-def _mean_drop(r, click: str, rule: str, attack: str) -> np.ndarray:
-    """[runs] the attack's drop averaged over m ∈ {1, 2, 3, 4}."""
-    return np.mean([drop(r, click, rule, attack, m) for m in COUNTS], axis=0)
+def _mean_drop(r, click: str, rule: str, attack: str, counts=COUNTS) -> np.ndarray:
+    """[runs] the attack's drop averaged over m ∈ counts."""
+    return np.mean([drop(r, click, rule, attack, m) for m in counts], axis=0)
 
 
-def _perfect_hardest_cell(rule: str, attack: str, label: str, exception: str = "") -> Cell:
+def _perfect_hardest_cell(rule: str, attack: str, label: str, exception: str = "",
+                          counts=COUNTS) -> Cell:  # fmt: skip
+    over = "mean over m = 1–4" if counts == COUNTS else f"m = {', '.join(map(str, counts))}"
+
     def check(r):
-        d = {c: _mean_drop(r, c, rule, attack) for c in CLICKS}
+        d = {c: _mean_drop(r, c, rule, attack, counts) for c in CLICKS}
         return both(
             above(d["navigational"], d["perfect"], "navigational", "perfect", paired=True,
-                  effect=EFFECT, what="drop from no attack, mean over m = 1–4: "),
+                  effect=EFFECT, what=f"drop from no attack, {over}: "),
             above(d["informational"], d["perfect"], "informational", "perfect", paired=True,
                   effect=EFFECT),
         )  # fmt: skip
@@ -199,15 +255,17 @@ def _perfect_hardest_cell(rule: str, attack: str, label: str, exception: str = "
     return Cell(label, check, exception=exception)
 
 
+COUNTED_ATTACKS = (
+    ("fedavg", "data_poisoning", "data poisoning vs FedAvg"),
+    ("fedavg", "lie", "LIE vs FedAvg"),
+    *((rule, f"{FANG[rule]}_partial", f"Fang (partial) vs {NAMES[rule]}") for rule in DEFENCES),
+)
 FANG_FULL_EXCEPTION = (
     "except in specific instances when employing Fang's attack under the full knowledge "
     "assumption"
 )
 PERFECT_HARDEST_CELLS = (
-    _perfect_hardest_cell("fedavg", "data_poisoning", "data poisoning vs FedAvg"),
-    _perfect_hardest_cell("fedavg", "lie", "LIE vs FedAvg"),
-    *(_perfect_hardest_cell(rule, f"{FANG[rule]}_partial", f"Fang (partial) vs {NAMES[rule]}")
-      for rule in DEFENCES),
+    *(_perfect_hardest_cell(rule, attack, label) for rule, attack, label in COUNTED_ATTACKS),
     *(_perfect_hardest_cell(rule, f"{FANG[rule]}_full", f"Fang (full) vs {NAMES[rule]}",
                             FANG_FULL_EXCEPTION)
       for rule in DEFENCES),
@@ -331,13 +389,13 @@ def _partial_equal_cell(rule: str, click: str, m: int) -> Cell:
     return Cell(f"{NAMES[rule]}, {click}, {_pct(m)}", check)
 
 
-def _cost_cell(rule: str, click: str, m: int) -> Cell:
+def _cost_cell(rule: str, click: str, m: int, label: str = "") -> Cell:
     def check(r):
         return above(honest(r, click), final(r, click, rule, "none", m), "FedAvg",
                      NAMES[rule], paired=True, effect=EFFECT,
                      what=f"no attack, {NAMES[rule]} assuming m = {m}: ")  # fmt: skip
 
-    return Cell(f"{NAMES[rule]}, {click}, m = {m}", check)
+    return Cell(label or f"{NAMES[rule]}, {click}, m = {m}", check)
 
 
 CLAIMS = [
@@ -503,9 +561,10 @@ CLAIMS = [
         "Median leads to a decrease in performance compared to the FedAvg baseline when no "
         "attacks are present",
         (RUN,),
-        tuple(_cost_cell(rule, c, m) for rule in ("krum", "median") for c in CLICKS for m in COUNTS),
-        SETTING + "; no attack, FedAvg against Krum and Median assuming m ∈ {1, 2, 3, 4} "
-        "attackers",
+        tuple(_cost_cell("krum", c, m) for c in CLICKS for m in COUNTS)
+        + tuple(_cost_cell("median", c, 1, label=f"Median, {c}") for c in CLICKS),
+        SETTING + "; no attack, FedAvg against Krum assuming m ∈ {1, 2, 3, 4} attackers and "
+        "Median (which does not depend on m)",
         f"FedAvg above the rule (paired t-test, p < 0.05; power at Δ = {EFFECT})",
     ),
     Claim(
@@ -524,3 +583,60 @@ CLAIMS = [
         f"FedAvg above the rule (paired t-test, p < 0.05; power at Δ = {EFFECT})",
     ),
 ]
+
+
+# ------------------------------------------------------------------------------ diagnoses
+# Each failing claim's diagnosis re-checks its cells with ONE setting changed: 5 more runs
+# (another seed, 10 runs pooled), Krum's Euclidean distances (the paper's wording), or T = 1,000
+# rounds (m = 3: the runs cost 3.3 times as much per round).
+
+MORE_RUNS = (
+    "more runs: 5 more (--seed=1, the same grid), pooled with the claim's 5",
+    {RUN: (RUN, SEED1)},
+    "with 10 runs",
+)
+EUCLIDEAN_DISTANCES = (
+    "Krum's distances: Euclidean (--nokrum_squared_distances, the paper's §5.1 wording) "
+    "instead of squared, m ∈ {1, 2, 3}",
+    {RUN: (EUCLIDEAN,)},
+    "with Euclidean distances",
+)
+MORE_ROUNDS = (
+    "more rounds: T = 1,000 instead of 300, m = 3 (30 %)",
+    {RUN: (T1000,)},
+    "at T = 1,000",
+)
+DIAGNOSES = {
+    "poisoning_attackers": MORE_RUNS,
+    "poisoning_20pct": MORE_RUNS,
+    "poisoning_informational_most": MORE_RUNS,
+    "poisoning_lie": MORE_RUNS,
+    "poisoning_krum": EUCLIDEAN_DISTANCES,
+    "poisoning_krum_10pct": MORE_RUNS,
+    "poisoning_krum_vs_trimmed": MORE_RUNS,
+    "poisoning_fang_krum_vs_trimmed": MORE_RUNS,
+    "poisoning_fang_vs_data": MORE_RUNS,
+    "poisoning_fang_knowledge": MORE_RUNS,
+    "poisoning_fang_partial_as_full": MORE_ROUNDS,
+    "poisoning_no_attack": MORE_RUNS,
+    "poisoning_defence_cost": MORE_RUNS,
+}
+# perfect_hardest averages over m = 1–4; T = 1,000 ran m = 3 only: its cells at m = 3
+PERFECT_HARDEST_AT_3 = tuple(
+    _perfect_hardest_cell(rule, attack, label, counts=(3,)) for rule, attack, label in COUNTED_ATTACKS
+)
+
+
+def _diagnosis(claim: Claim) -> Diagnosis:
+    if claim.key == "poisoning_perfect_hardest":
+        change, runs, what = MORE_ROUNDS
+        cells = PERFECT_HARDEST_AT_3
+        what = "at m = 3, T = 1,000 (against m = 3 at T = 300)"
+    else:
+        change, runs, what = DIAGNOSES[claim.key]
+        cells = claim.cells
+    names = tuple(dict.fromkeys(n for group in runs.values() for n in group if n != RUN))
+    return Diagnosis(change, names, lambda r: recheck(cells, r, runs, what))
+
+
+CLAIMS = [dataclasses.replace(c, diagnosis=_diagnosis(c)) for c in CLAIMS]
