@@ -22,21 +22,19 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from experiments.lib.claims.core import (
-    ALPHA,
     CLICKS,
     Cell,
     Claim,
     Diagnosis,
     MissingResults,
     Verdict,
-    _standard_error,
     above,
     both,
     equivalent,
     ms,
+    not_above,
     ordered,
 )
 from experiments.lib.recipes import Run
@@ -161,28 +159,6 @@ def recheck(claim_cells, results, runs: dict, what: str) -> str:
 # --------------------------------------------------------------------------- checks
 
 
-def at_most(a, b, name_a: str, name_b: str, *, margin: float, paired: bool,
-            what: str = "") -> Verdict:  # fmt: skip
-    """a not above b by ``margin`` or more: the one-sided t-test of mean(a) − mean(b) ≥ margin
-    rejected at ALPHA (the 95 % upper confidence bound of the difference below the margin).
-    With too few runs or too much spread the bound is wide and the check fails."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    gap = float(np.mean(a) - np.mean(b))
-    se, df = _standard_error(a, b, paired)
-    if se == 0:
-        p, upper = (0.0 if gap < margin else 1.0), gap
-    else:
-        p = float(scipy_stats.t.cdf((gap - margin) / se, df))
-        upper = gap + scipy_stats.t.ppf(1 - ALPHA, df) * se
-    kind = "paired" if paired else "Welch"
-    return Verdict(
-        f"{what}{name_a} {ms(a)} vs {name_b} {ms(b)} (Δ = {gap:+.3f})",
-        f"{kind} one-sided t-test of Δ ≥ +{margin:g}: 95 % upper bound {upper:+.3f}, p = {p:.2g}",
-        bool(p < ALPHA),
-        (float(np.mean(a)), float(np.mean(b))),
-    )
-
-
 def _attackers_cell(click: str) -> Cell:
     def check(r):
         samples = [honest(r, click)] + [final(r, click, "fedavg", "data_poisoning", m) for m in COUNTS]
@@ -302,7 +278,7 @@ KRUM_10_MARGIN = 0.01
 
 def _krum_ten_cell(click: str) -> Cell:
     def check(r):
-        return at_most(final(r, click, "krum", "data_poisoning", 1),
+        return not_above(final(r, click, "krum", "data_poisoning", 1),
                        final(r, click, "fedavg", "data_poisoning", 1), "Krum", "FedAvg",
                        margin=KRUM_10_MARGIN, paired=True, what="data poisoning, 10 %: ")  # fmt: skip
 

@@ -233,7 +233,6 @@ CLAIMS = [
         SETTING,
         "9H-0M above 9H-1M (paired t-test, p < 0.05; power at Δ = 0.05); 10H-0M and 9H-0M: "
         f"paired TOST, margin ±{SAME_MARGIN} nDCG@10",
-        reduced=True,
     ),
     Claim(
         "unlearning_fig3",
@@ -250,7 +249,6 @@ CLAIMS = [
         "U(9H-1M) above 9H-1M (paired t-test; power at Δ = 0.05), and above the midpoint of "
         "9H-1M and 9H-0M, i.e. more than half the gap recovered (paired t-test; power at "
         "Δ = 0.02)",
-        reduced=True,
     ),
     Claim(
         "unlearning_more_local_updates",
@@ -292,6 +290,7 @@ CLAIMS = [
         f"has one value per replayed round) × n′ against the rounds 9H-0M ran × n = {LOCAL}",
         "exact: the counted reduction equals (n/n′)·Δt, and the rounds' Δt, in every click "
         "model",
+        reduced=True,
     ),
 ]
 
