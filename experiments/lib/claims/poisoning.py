@@ -125,6 +125,10 @@ class Substitute:
     def series(self, run, panel=None, **fields):
         return self.results.series(self._names(run)[0], panel, **fields)
 
+    def __getattr__(self, attribute):  # any other reader: the first run in place
+        reader = getattr(self.results, attribute)
+        return lambda run, *args, **kwargs: reader(self._names(run)[0], *args, **kwargs)
+
 
 def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"

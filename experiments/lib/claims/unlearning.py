@@ -187,6 +187,17 @@ def _delta_cell(click: str, steps: int) -> Cell:
                 + f" (gain per halving {effect:.4f})")  # fmt: skip
 
 
+def offline_rounds(r, run: str, panel=None, **fields) -> np.ndarray:
+    """The 1-based round of each column of a run's offline curve: what the run recorded it
+    did.  Through the reader ``offline_rounds`` where core.Results has one (asked for: checks
+    read through Results' readers), else the Series'."""
+    reader = getattr(r, "offline_rounds", None)
+    if reader is not None:
+        return np.asarray(reader(run, panel, **fields))
+    s = r.series(run, panel, **fields)
+    return curve_rounds(s, s.offline_ndcg)
+
+
 def _saving_cell(steps: int, delta: int) -> Cell:
     expected = LOCAL / steps * delta
 
@@ -196,10 +207,9 @@ def _saving_cell(steps: int, delta: int) -> Cell:
         retraining's rounds (9H-0M's last evaluated round) × n; and the rounds (messages)."""
         measured, rounds = [], []
         for click in CLICKS:
-            u = r.series(RUN, click, method="U(9H-1M)", **{"n′": steps, "Δt": delta})
-            retrained = r.series(RUN, click, method="9H-0M")
-            replay_rounds = int(curve_rounds(u, u.offline_ndcg)[-1])
-            retrain_rounds = int(curve_rounds(retrained, retrained.offline_ndcg)[-1])
+            u = offline_rounds(r, RUN, click, method="U(9H-1M)", **{"n′": steps, "Δt": delta})
+            replay_rounds = int(u[-1])
+            retrain_rounds = int(offline_rounds(r, RUN, click, method="9H-0M")[-1])
             measured.append(LOCAL * retrain_rounds / (steps * replay_rounds))
             rounds.append(retrain_rounds / replay_rounds)
         ok = all(abs(m - expected) < 1e-9 for m in measured) and all(
