@@ -20,6 +20,7 @@ Euclidean wording is run as a diagnosis where a Krum claim fails.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
@@ -154,10 +155,23 @@ def recheck(claim_cells, results, runs: dict, what: str) -> str:
     if fixed:
         text += f". Now holding: {', '.join(fixed)}"
     if still:
+        powers = [min(map(float, re.findall(r"power (\d\.\d+)", a["test"])), default=None)
+                  for a in still]  # fmt: skip
+        known = [x for x in powers if x is not None]
+        if known:
+            strong = sum(x >= 0.8 for x in known)
+            text += (f". Of the {len(still)} still failing, {strong} had power ≥ 0.8 at the "
+                     "claim's Δ (a difference of that size would have shown)")  # fmt: skip
+        shown = still[:SHOWN]
         text += ". Still failing: " + "; ".join(
-            f"{a['cell']}: {_short(a['ours'])} ({_short(a['test'], 120)})" for a in still
+            f"{a['cell']}: {_short(a['ours'])} ({_short(a['test'], 120)})" for a in shown
         )
+        if len(still) > len(shown):
+            text += f"; and {len(still) - len(shown)} more"
     return text + "."
+
+
+SHOWN = 8  # failing cells a diagnosis lists
 
 
 # --------------------------------------------------------------------------- checks
