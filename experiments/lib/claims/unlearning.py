@@ -7,8 +7,8 @@ three click models; 10H-0M, 9H-1M and 9H-0M (retrained from scratch) trained, th
 unlearnt by replaying the updates stored every Δt rounds with n′ local steps each
 (n′ ∈ {1, 2, 3, 4} × Δt ∈ {5, 10, 20}, Table 3); final offline nDCG@10.  Ours: the same
 (``python -m experiments.unlearning``, the whole Table 3 grid and every click model in one
-run) with T = 1,000 (scaled in rounds only: the replay has ⌈T/Δt⌉ = 200, 100 and 50 rounds where
-the paper's has 2,000, 1,000 and 500).  T = 1,000 rather than the 300 of the poisoning claims:
+run) with T = 1,000 (scaled in rounds only: the replay has ⌈T/Δt⌉ = 200, 100 and 50 rounds
+where the paper's has 2,000, 1,000 and 500).  T = 1,000 rather than the 300 of the poisoning claims:
 at T = 300 the replay has 60, 30 and 15 rounds, and on the MSLR excerpt (5 runs) U(9H-1M)
 ended where retraining is after as many rounds, far below 9H-0M's final value (perfect clicks,
 n′ = 3, Δt = 10: 0.304 against 0.362, 11 % of the gap recovered; 9H-0M's curve was still
@@ -144,7 +144,8 @@ def _fig3_cell(click: str) -> Cell:
 
     paper = (TABLE3[click][3][1], TABLE3_RETRAINED[click])
     return Cell(click, check, paper=paper,
-                paper_text=f"Table 3 (n′ = 3, Δt = 10): U(9H-1M) {paper[0]} vs 9H-0M {paper[1]}")  # fmt: skip
+                paper_text=f"Table 3 (n′ = 3, Δt = 10): U(9H-1M) {paper[0]} vs 9H-0M "
+                f"{paper[1]}")  # fmt: skip
 
 
 def _steps_cell(click: str, delta: int) -> Cell:
@@ -159,7 +160,8 @@ def _steps_cell(click: str, delta: int) -> Cell:
         means = tuple(float(np.mean(s)) for s in samples)
         ours = ", ".join(f"n′ = {n} {ms(s)}" for n, s in zip(STEPS, samples))
         return Verdict(f"{ours}; slope per local step {ms(per_run, 4)}",
-                       "slope of final nDCG@10 on n′, per run: " + test.test.replace("slope above", "slope > 0"),
+                       "slope of final nDCG@10 on n′, per run: "
+                       + test.test.replace("slope above", "slope > 0"),
                        test.holds, means)  # fmt: skip
 
     return Cell(f"{click}, Δt = {delta}", check, paper=paper,
@@ -179,7 +181,8 @@ def _delta_cell(click: str, steps: int) -> Cell:
         means = tuple(float(np.mean(s)) for s in samples)
         ours = ", ".join(f"Δt = {d} {ms(s)}" for d, s in zip(DELTAS, samples))
         return Verdict(f"{ours}; gain per halving of Δt {ms(gain, 4)}",
-                       "slope of final nDCG@10 on −log2 Δt, per run: " + test.test.replace("gain above", "gain > 0"),
+                       "slope of final nDCG@10 on −log2 Δt, per run: "
+                       + test.test.replace("gain above", "gain > 0"),
                        test.holds, means)  # fmt: skip
 
     return Cell(f"{click}, n′ = {steps}", check, paper=paper,
@@ -218,14 +221,16 @@ def _saving_cell(steps: int, delta: int) -> Cell:
         return Verdict(
             f"local updates per client: retraining {LOCAL}·{retrain_rounds} vs unlearning "
             f"{steps}·{replay_rounds}: × {measured[0]:g} fewer; rounds × {rounds[0]:g} fewer "
-            f"(the same in all {len(CLICKS)} click models: {'yes' if len(set(measured)) == 1 else 'no'})",
+            f"(the same in all {len(CLICKS)} click models: "
+            f"{'yes' if len(set(measured)) == 1 else 'no'})",
             f"equal to (n/n′)·Δt = {expected:g} and Δt = {delta}: {'yes' if ok else 'no'}",
             ok,
             (measured[0], rounds[0]),
         )
 
     return Cell(f"n′ = {steps}, Δt = {delta}", check, paper=(expected, float(delta)),
-                paper_text=f"(n/n′)·Δt = {expected:g} fewer local updates, Δt = {delta} fewer rounds")  # fmt: skip
+                paper_text=f"(n/n′)·Δt = {expected:g} fewer local updates, Δt = {delta} fewer "
+                "rounds")  # fmt: skip
 
 
 CLAIMS = [
