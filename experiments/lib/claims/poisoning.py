@@ -635,6 +635,14 @@ PERFECT_HARDEST_AT_3 = tuple(
 
 
 def _diagnosis(claim: Claim) -> Diagnosis:
+    if claim.key == "poisoning_krum":  # two diagnoses, each changing one setting alone
+        (change, runs, what), (change2, runs2, what2) = EUCLIDEAN_DISTANCES, MORE_ROUNDS
+        return Diagnosis(
+            f"(a) {change}; (b) {change2}",
+            (EUCLIDEAN, T1000),
+            lambda r: f"(a) {recheck(claim.cells, r, runs, what)} "
+            f"(b) {recheck(claim.cells, r, runs2, what2)}",
+        )
     if claim.key == "poisoning_perfect_hardest":
         change, runs, what = MORE_ROUNDS
         cells = PERFECT_HARDEST_AT_3
