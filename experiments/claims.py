@@ -40,7 +40,8 @@ from experiments import common
 from experiments.lib import program, runs
 
 common.need_report_extra("claims")  # the t-tests: scipy
-from experiments.lib.claims import CLAIMS, EVERY_ROUND, RUNS  # noqa: E402
+from experiments.lib.claims import CLAIMS, EVERY_ROUND, PAPERS, RUNS  # noqa: E402
+from experiments.lib.claims import pages  # noqa: E402
 from experiments.lib.claims.core import Claim, MissingResults, Results  # noqa: E402
 from experiments.lib.claims.table import evaluate, markdown  # noqa: E402
 
@@ -58,6 +59,13 @@ flags.DEFINE_bool("list", False, "List the claims, their cells and runs, and exi
 flags.DEFINE_integer("n_runs", 5, "Repetitions per run and fold (at least 2: the t-tests).")
 flags.DEFINE_integer("eval_every", 1, "Offline metrics every K rounds (and the last).")
 flags.DEFINE_integer("jobs", 1, "Runs at a time (one process each).")
+flags.DEFINE_bool(
+    "write_docs",
+    False,
+    "After the run, record its table as the documentation's (docs/claims.md, docs/claims.json) "
+    "and regenerate the claims blocks of the paper pages, reproduce.md and README.md; for the "
+    "full claims on the MSLR excerpt.",
+)
 flags.DEFINE_bool(
     "diagnose", True, "Run the diagnosis of every claim that does not hold (its own runs)."
 )
@@ -86,7 +94,8 @@ def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: i
                 extra.append(f"--eval_every={eval_every}")
             argv = [sys.executable, "-m", f"experiments.{run.binary}"]
             argv += [] if run.own_data else list(data)
-            argv += [*run.flags, *extra, f"--output_dir={folder}"]
+            # the run's own flags last: a diagnosis run may set its own --n_runs
+            argv += [*extra, *run.flags, f"--output_dir={folder}"]
             out.append((folder, argv))
     return out
 
@@ -116,6 +125,17 @@ def diagnose(claims, rows, results_dir, folds, jobs) -> tuple[dict, list]:
     return out, failed
 
 
+def write_docs(payload: dict, text: str) -> None:
+    """Records the table as the documentation's and regenerates the pages' claims blocks."""
+    common.write_text_atomic(pages.TABLE, text)
+    common.write_text_atomic(pages.RECORD, json.dumps(payload, indent=1) + "\n")
+    modules = {p.__name__.rsplit(".", 1)[-1]: [c.key for c in p.CLAIMS] for p in PAPERS}
+    for path, block in pages.blocks(payload, modules).items():
+        target = pages.REPO / path
+        common.write_text_atomic(target, pages.replace(target.read_text(), block, path))
+        print(f"[claims] rewrote the claims block of {path}", file=sys.stderr)
+
+
 def data_description(data_root: str) -> str:
     if not data_root:
         return "synthetic"
@@ -140,6 +160,8 @@ def resolve_data_root(data_root: str) -> str:
 
 def run() -> program.Done:
     claims = selected([n for n in FLAGS.claims if n], FLAGS.reduced)
+    if FLAGS.write_docs and (FLAGS.claims or FLAGS.reduced):
+        raise common.UserError("--write_docs: records the full claims only (no --claims, --reduced)")
     if FLAGS.list:
         for c in claims:
             cells = "; ".join(cell.label for cell in c.cells)
@@ -173,6 +195,8 @@ def run() -> program.Done:
                "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs, "claims": rows}  # fmt: skip
     common.write_text_atomic(results_dir / "claims.json", json.dumps(payload, indent=1) + "\n")
     common.write_text_atomic(results_dir / "claims.md", text)
+    if FLAGS.write_docs:
+        write_docs(payload, text)
     print(text)
     print(f"[claims] table: {results_dir / 'claims.md'}", file=sys.stderr)
     return program.Done(status=1 if failed else 0)

@@ -1,79 +1,219 @@
-"""experiments.claims: the claims table's machinery, and (slow) a reduced check on the MSLR
-excerpt that fails when one of its claims stops holding."""
+"""experiments.claims and experiments/lib/claims: the claims' catalogue, the statistics of
+their checks, every cell's check failing on a constructed counter-example, the table, and
+(slow) the reduced set on the MSLR excerpt, which fails when one of its claims stops holding."""
 
+import itertools
 import json
 import re
 
 import numpy as np
 import pytest
 from binaries import load, run
-from sample_data import SAMPLE_DIR, needs_sample
+from sample_data import REPO_ROOT, SAMPLE_DIR, needs_sample
+from scipy import stats
+
+from experiments.lib import claims as catalogue
+from experiments.lib.claims import core, table
 
 
 def test_every_claim_quotes_its_paper_and_names_known_runs():
-    claims = load("claims")
-
-    papers = {claims.FPDGD, claims.POISONING, claims.UNLEARNING, claims.THESIS, claims.FEDIPS}
-    keys = [c.key for c in claims.CLAIMS]
-    assert len(keys) == len(set(keys))
-    for claim in claims.CLAIMS:
-        assert claim.paper in papers and claim.where and claim.words and claim.setting
-        assert claim.runs and all(name in claims.RUNS for name in claim.runs), claim.key
-    assert {c.key for c in claims.CLAIMS if c.reduced} <= set(keys)
+    keys = [c.key for c in catalogue.CLAIMS]
+    assert len(keys) == len(set(keys)) and len(keys) >= 33
+    for claim in catalogue.CLAIMS:
+        assert claim.paper and claim.where and claim.words and claim.setting, claim.key
+        assert claim.statistic, claim.key
+        assert claim.cells and claim.runs, claim.key
+        assert all(name in catalogue.RUNS for name in claim.runs), claim.key
+        labels = [cell.label for cell in claim.cells]
+        assert len(labels) == len(set(labels)), (claim.key, labels)
+        assert not all(cell.exception for cell in claim.cells), claim.key
+    assert {c.key for c in catalogue.CLAIMS if c.reduced} <= set(keys)
 
 
 def test_claims_quote_the_papers_words():
     """The quoted words are the papers' own, between '[...]' cuts and '[...]' insertions
     (where the paper's text has a formula or a footnote), whitespace aside."""
-    claims = load("claims")
-    from sample_data import REPO_ROOT
-
     folder = REPO_ROOT.parent / "shared" / "papers"
     if not folder.is_dir():
-        pytest.skip("the papers are not at ../shared/papers")
+        pytest.skip("the papers' texts are not beside the repository")
     text = " ".join(" ".join(p.read_text().split()) for p in folder.glob("*.txt"))
-    for claim in claims.CLAIMS:
+    for claim in catalogue.CLAIMS:
         for piece in re.split(r"\[[^\]]*\]", claim.words):
             piece = piece.strip()
             assert not piece or piece in text, (claim.key, piece)
 
 
-def test_shared_runs_run_once_per_fold_and_type1_once(tmp_path):
+def test_shared_runs_run_once_per_fold_and_own_data_runs_once(tmp_path):
     claims = load("claims")
-
     folds = [("Fold1", ("--fold_dir=/d/Fold1",)), ("Fold2", ("--fold_dir=/d/Fold2",))]
-    chosen = [c for c in claims.CLAIMS if c.key in ("fpdgd_table2", "fpdgd_fig4", "noniid_type1")]
-    commands = claims.commands(chosen, tmp_path, folds, n_runs=3, eval_every=5)
+    names = claims.run_names(catalogue.CLAIMS)
+    commands = claims.commands(names, tmp_path, folds, n_runs=3, eval_every=5)
     folders = [out.relative_to(tmp_path).as_posix() for out, _ in commands]
     assert len(folders) == len(set(folders))
-    for fold in ("Fold1", "Fold2"):
-        assert f"{fold}/fpdgd_c1000" in folders and f"{fold}/fpdgd_c10" in folders
-    assert folders.count("synthetic/noniid_type1") == 1
+    for name in names:
+        own = catalogue.RUNS[name].own_data
+        expected = ["synthetic"] if own else ["Fold1", "Fold2"]
+        assert [f.split("/")[0] for f in folders if f.split("/")[1] == name] == expected
     for out, argv in commands:
-        every_round = out.name in claims.EVERY_ROUND  # Figures 5-6 read their early rounds
+        every_round = out.name in catalogue.EVERY_ROUND
         assert "--n_runs=3" in argv and ("--eval_every=5" in argv) != every_round
         assert argv[-1] == f"--output_dir={out}"
         assert ("--fold_dir" in " ".join(argv)) == (out.parent.name != "synthetic")
 
 
-def test_verdicts_need_significance_or_closeness():
-    claims = load("claims")
+# ------------------------------------------------------------------------------ statistics
 
-    high, low = np.array([0.5, 0.52, 0.51, 0.53]), np.array([0.3, 0.31, 0.29, 0.3])
-    assert claims.significantly_above(high, low, "a", "b").holds
-    assert not claims.significantly_above(low, high, "a", "b").holds
-    assert not claims.significantly_above(high, high + 1e-3 * np.arange(4), "a", "b").holds
-    assert claims.close(high, high + 0.005, "a", "b", tolerance=0.01).holds
-    assert not claims.close(high, low, "a", "b", tolerance=0.01).holds
-    parts = [("x", claims.Verdict("1", "t", True)), ("y", claims.Verdict("2", "t", False))]
-    both = claims.all_hold(parts)
-    assert not both.holds and "y: t (fails)" in both.test
+HIGH = np.array([0.5, 0.52, 0.51, 0.53, 0.50])
+LOW = np.array([0.3, 0.31, 0.29, 0.30, 0.32])
+
+
+def test_above_needs_the_direction_and_significance():
+    assert core.above(HIGH, LOW, "a", "b", paired=False).holds
+    assert core.above(HIGH, LOW, "a", "b", paired=True).holds
+    assert not core.above(LOW, HIGH, "a", "b", paired=False).holds
+    assert not core.above(HIGH, HIGH - 1e-3 * np.arange(5), "a", "b", paired=False).holds
+    verdict = core.above(HIGH, LOW, "a", "b", paired=False, effect=0.2)
+    assert "power" in verdict.test and verdict.values == (HIGH.mean(), LOW.mean())
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_equivalence_is_the_90_percent_interval_inside_the_margin(paired):
+    """TOST at α = 0.05 holds exactly when SciPy's 90 % confidence interval of the difference
+    lies inside ±margin (an independent computation of the same interval)."""
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        a = rng.normal(0.3, rng.uniform(0.001, 0.02), 5)
+        b = a + rng.normal(rng.uniform(-0.02, 0.02), 0.005, 5)
+        margin = rng.uniform(0.002, 0.03)
+        if paired:
+            ci = stats.ttest_rel(a, b).confidence_interval(confidence_level=0.9)
+        else:
+            ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.9)
+        expected = -margin < ci.low and ci.high < margin
+        got = core.equivalent(a, b, "a", "b", margin=margin, paired=paired).holds
+        assert got == expected, (trial, ci, margin)
+
+
+def test_no_difference_needs_the_runs_to_show_it():
+    """An under-powered comparison (few runs, large spread) cannot pass as 'no difference':
+    the old rule (|Δ| small or p ≥ 0.05) passed it; TOST does not."""
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(0.3, 0.05, 3), rng.normal(0.3, 0.05, 3)
+    assert core.above(a, b, "a", "b", paired=False).holds is False  # not significant either
+    assert not core.equivalent(a, b, "a", "b", margin=0.01, paired=False).holds
+    tight = np.array([0.300, 0.301, 0.299, 0.300, 0.300])
+    assert core.equivalent(tight, tight + 0.001, "a", "b", margin=0.01, paired=False).holds
+
+
+def test_not_above_passes_a_decrease_and_fails_a_gain_or_noise():
+    first = np.array([0.30, 0.31, 0.30, 0.32, 0.31])
+    assert core.not_above(first - 0.05, first, "last", "first", margin=0.01, paired=True).holds
+    assert not core.not_above(first + 0.05, first, "l", "f", margin=0.01, paired=True).holds
+    noisy = first + np.array([0.2, -0.2, 0.1, -0.1, 0.0])
+    assert not core.not_above(noisy, first, "l", "f", margin=0.01, paired=True).holds
+
+
+def test_power_matches_a_simulation():
+    """The noncentral-t power of the two-tailed paired test against 20,000 simulated
+    experiments with the same effect, spread and runs."""
+    rng = np.random.default_rng(2)
+    n, sd, effect = 5, 0.02, 0.025
+    d = rng.normal(0, sd, n)
+    d = (d - d.mean()) / d.std(ddof=1) * sd  # the observed spread is exactly sd
+    computed = core.power(effect, d, np.zeros(n), paired=True)
+    draws = rng.normal(effect, sd, (20000, n))
+    p = stats.ttest_1samp(draws, 0.0, axis=1).pvalue
+    assert abs(computed - np.mean(p < 0.05)) < 0.015
+
+
+def test_ordered_needs_every_step_and_the_ends_apart():
+    samples = [HIGH, (HIGH + LOW) / 2, LOW]
+    assert core.ordered(samples, ["a", "b", "c"], paired=False).holds
+    assert not core.ordered([HIGH, LOW, (HIGH + LOW) / 2], ["a", "b", "c"], paired=False).holds
+
+
+# --------------------------------------------------------------- counter-examples for every cell
+
+
+class CounterExample:
+    """Results with no effect anywhere and spread everywhere: every lookup gives 3 runs whose
+    values are a permutation of (0.25, 0.5, 0.75) around the same mean, exactly (so no mean is
+    above another and paired differences have spread), and every curve rises by 0.01 a round
+    (learning, where a claim says there is none).  Every cell's check must fail on it."""
+
+    PERMUTATIONS = list(itertools.permutations([0.25, 0.5, 0.75]))
+
+    def __init__(self):
+        self.calls = 0
+
+    def _runs(self) -> np.ndarray:
+        self.calls += 1
+        return np.array(self.PERMUTATIONS[self.calls % len(self.PERMUTATIONS)])
+
+    def final(self, run, panel=None, **fields):
+        return self._runs()
+
+    initial = online = per_round = final
+
+    def after_interactions(self, run, interactions, panel=None, **fields):
+        return self._runs()
+
+    def online_curve(self, run, panel=None, metric="ndcg", **fields):
+        return self._runs()[:, None] + 0.01 * (np.arange(2000) - 999.5)
+
+    def curve(self, run, panel=None, **fields):
+        return self._runs()[:, None] + 0.01 * (np.arange(61) - 30)
+
+    def series(self, *args, **kwargs):
+        raise AssertionError("checks read results through core.Results' readers only")
+
+
+@pytest.mark.parametrize("claim", catalogue.CLAIMS, ids=lambda c: c.key)
+def test_every_cell_fails_on_a_counter_example(claim):
+    for cell in claim.cells:
+        verdict = cell.check(CounterExample())
+        assert verdict.holds is False, (claim.key, cell.label, verdict)
+
+
+# ----------------------------------------------------------------------------------- the table
+
+
+def test_a_claim_without_results_is_not_run_and_the_table_says_so(tmp_path):
+    rows = table.evaluate(catalogue.CLAIMS[:1], core.Results(tmp_path))
+    assert rows[0]["holds"] is None
+    assert rows[0]["cells"][0]["ours"].startswith("missing results")
+    text = table.markdown(rows, "Claims", "nothing")
+    assert "not run" in text and "0 of 1 claims hold" in text
+
+
+def test_a_claim_holds_when_every_counted_cell_does_and_exceptions_do_not_count(tmp_path):
+    holds, fails = core.Verdict("x", "t", np.bool_(True)), core.Verdict("y", "t", False)
+    claim = core.Claim(
+        "made_up", "Paper", "§1", "words", ("r",),
+        (core.Cell("a", lambda r: holds, paper=(0.5,), paper_text="0.50"),
+         core.Cell("b", lambda r: fails, exception="the paper's words")),
+        "setting", "test",
+    )  # fmt: skip
+    (row,) = table.evaluate([claim], core.Results(tmp_path))
+    assert row["holds"] is True and row["cells_held"] == 1 and row["cells_counted"] == 1
+    assert json.loads(json.dumps(row))["holds"] is True  # np.bool_ written as JSON
+    failing = core.Claim("f", "P", "§", "w", ("r",), (core.Cell("a", lambda r: fails),), "s")
+    (row,) = table.evaluate([failing], core.Results(tmp_path), {"f": "more runs: no change"})
+    assert row["holds"] is False
+    assert "**Diagnosis.** more runs: no change" in table.markdown([row], "C", "d")
+
+
+def test_the_papers_number_is_set_beside_ours_with_the_ratio(tmp_path):
+    verdict = core.Verdict("x", "t", True, (0.30, 0.20))
+    cell = core.Cell("perfect", lambda r: verdict, paper=(0.287, 0.215), paper_text="54.64")
+    row = core.check_cell(cell, core.Results(tmp_path))
+    assert row["our_values"] == [0.3, 0.2] and row["ratio"] == [1.045, 0.93]
 
 
 def test_list_and_bad_requests(tmp_path):
     listed = run("claims", "--list", timeout=120)
     assert listed.returncode == 0, listed.stderr
-    assert "fpdgd_table2" in listed.stdout and "unlearning_fig3" in listed.stdout
+    assert "fpdgd_table2" in listed.stdout and "cells: perfect, ε = 1.2" in listed.stdout
     for args, message in [
         (("--claims=nope",), "--claims: unknown claim(s) ['nope']"),
         (("--n_runs=1",), "--n_runs: must be at least 2"),
@@ -84,40 +224,42 @@ def test_list_and_bad_requests(tmp_path):
         assert message in result.stderr
 
 
-def test_a_claim_without_results_is_not_run_and_the_table_says_so(tmp_path):
-    claims = load("claims")
-
-    rows = claims.evaluate([claims.CLAIMS[0]], tmp_path)
-    assert rows[0]["holds"] is None and rows[0]["ours"].startswith("missing results")
-    text = claims.markdown(rows, "nothing")
-    assert "not run" in text and "0 of 1 claims hold" in text
-
-
-def test_the_table_is_plain_json_whatever_a_check_returns(tmp_path, monkeypatch):
-    """A check may compute its verdict with NumPy (np.bool_): claims.json still writes."""
-    claims = load("claims")
-
-    claim = claims.dataclasses.replace(
-        claims.CLAIMS[0], check=lambda r: claims.Verdict("x", "t", np.mean([1.0]) > 0)
-    )
-    (row,) = claims.evaluate([claim], tmp_path)
-    assert row["holds"] is True and json.loads(json.dumps(row))["holds"] is True
-
-
 @needs_sample
 @pytest.mark.slow
 def test_reduced_claims_hold_on_the_mslr_excerpt(tmp_path):
-    """The reduced claims check (experiments.claims --reduced) on the MSLR excerpt: every
-    claim in it must hold; a second invocation runs nothing again."""
+    """The reduced claims (experiments.claims --reduced) on the MSLR excerpt: every claim in
+    it must hold; a second invocation runs nothing again."""
     out = tmp_path / "claims"
-    args = (f"--data_root={SAMPLE_DIR}", "--reduced", f"--results_dir={out}")
+    args = (f"--data_root={SAMPLE_DIR}", "--reduced", f"--results_dir={out}", "--jobs=2")
     first = run("claims", *args, cache_dir=tmp_path / "cache", timeout=3600)
     assert first.returncode == 0, first.stderr
-    table = json.loads((out / "claims.json").read_text())
-    assert table["data"].startswith("MSLR-WEB10K excerpt")
-    rows = table["claims"]
-    failing = [(r["claim"], r["ours"], r["test"]) for r in rows if r["holds"] is not True]
+    found = json.loads((out / "claims.json").read_text())
+    assert found["data"].startswith("MSLR-WEB10K excerpt")
+    failing = [(r["claim"], [c for c in r["cells"] if not c["holds"]])
+               for r in found["claims"] if r["holds"] is not True]  # fmt: skip
     assert not failing, failing
     again = run("claims", *args, cache_dir=tmp_path / "cache", timeout=600)
     assert again.returncode == 0 and "runs done" not in again.stderr
-    assert json.loads((out / "claims.json").read_text())["claims"] == table["claims"]
+    assert json.loads((out / "claims.json").read_text())["claims"] == found["claims"]
+
+
+def test_a_diagnosis_rechecks_the_cells_with_its_runs_in_place():
+    """recheck reads the diagnosis's runs where the claim's cells read the claim's own, and
+    reports the cells that changed and those that still fail."""
+
+    class Fixed:
+        def __init__(self, values):
+            self.values = values
+
+        def final(self, run, panel=None, **fields):
+            return np.asarray(self.values[run])
+
+    def check(r):
+        return core.above(r.final("a"), r.final("b"), "a", "b", paired=False)
+
+    cells = (core.Cell("few runs", check),)
+    results = Fixed({"a": [0.5, 0.1], "a_more": HIGH, "b": LOW})
+    text = core.recheck(lambda: cells, {"a": "a_more"})(results)
+    assert text.startswith("1 of 1 cells hold (before: 0)") and "few runs: holds" in text
+    text = core.recheck(lambda: cells, {"a": "b"})(results)
+    assert text.startswith("0 of 1 cells hold") and "few runs: does not hold" in text

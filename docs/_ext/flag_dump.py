@@ -1,5 +1,5 @@
 """Print, as JSON, every flag each named binary defines (``python flag_dump.py fpdgd ...``),
-or the recipes and claims (``python flag_dump.py --catalogue``).
+or the recipes (``python flag_dump.py --catalogue``).
 
 Run by ``flagdoc`` in a process of its own (the binaries define their flags in absl's
 global FLAGS when imported, and several of them share flag names).  For each binary the
@@ -62,10 +62,8 @@ def dump(binaries: list) -> dict:
 
 
 def catalogue() -> dict:
-    """The batch recipes (experiments/lib/recipes.py, full size) and the claims table's entries
-    (experiments/claims.py), for the papers' pages."""
+    """The batch recipes (experiments/lib/recipes.py, full size), for the papers' pages."""
     _forget_experiments()
-    claims = importlib.import_module("experiments.claims")
     recipes = importlib.import_module("experiments.lib.recipes")
     return {
         "recipes": [
@@ -79,14 +77,6 @@ def catalogue() -> dict:
                 ],
             }
             for r in recipes.recipes(quick=False).values()
-        ],
-        "claims": [
-            {
-                "key": c.key, "paper": c.paper, "where": c.where, "words": c.words,
-                "paper_numbers": c.paper_numbers, "runs": list(c.runs), "setting": c.setting,
-                "reduced": c.reduced,
-            }
-            for c in claims.CLAIMS
         ],
     }
 

@@ -75,7 +75,7 @@ _CATALOGUE = {}
 
 
 def catalogue() -> dict:
-    """experiments/lib/recipes.py's recipes and experiments/claims.py's claims, as JSON."""
+    """experiments/lib/recipes.py's recipes, as JSON."""
     if not _CATALOGUE:
         _CATALOGUE.update(json.loads(_dump("--catalogue")))
     return _CATALOGUE
@@ -201,38 +201,6 @@ class PaperRecipes(SphinxDirective):
         return out
 
 
-class PaperClaims(SphinxDirective):
-    """``paper-claims PAPER``: the entries of ``experiments/claims.py`` whose paper starts
-    with PAPER: the quoted claim, where it is, the paper's numbers and our setting."""
-
-    required_arguments = 1
-    final_argument_whitespace = True
-
-    def run(self):
-        self.env.note_dependency(str(ROOT / "experiments" / "claims.py"))
-        found = [c for c in catalogue()["claims"] if c["paper"].startswith(self.arguments[0])]
-        if not found:
-            raise self.error(f"no claim of a paper named {self.arguments[0]!r}")
-        items = nodes.definition_list()
-        for claim in found:
-            term = nodes.term()
-            term += nodes.literal(text=claim["key"])
-            term += nodes.Text(f"  ({claim['paper']}, {claim['where']})")
-            body = nodes.definition()
-            body += nodes.paragraph(text=f"\u201c{claim['words']}\u201d")
-            if claim["paper_numbers"]:
-                body += nodes.paragraph(text=f"The paper's numbers: {claim['paper_numbers']}.")
-            setting = f"Measured here: {claim['setting']}; runs: {', '.join(claim['runs'])}."
-            if claim["reduced"]:
-                setting += " In the reduced set (the slow test tier's claims check)."
-            body += nodes.paragraph(text=setting)
-            item = nodes.definition_list_item()
-            item += term
-            item += body
-            items += item
-        return [items]
-
-
 def _dedent_doc(doc: str) -> str:
     lines = doc.strip("\n").splitlines()
     rest = [line for line in lines[1:] if line.strip()]
@@ -244,5 +212,4 @@ def setup(app):
     app.connect("builder-inited", write_generated_pages)
     app.add_directive("binary-flags", BinaryFlags)
     app.add_directive("paper-recipes", PaperRecipes)
-    app.add_directive("paper-claims", PaperClaims)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

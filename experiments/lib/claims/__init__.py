@@ -4,9 +4,9 @@ read (by name), ``EVERY_ROUND`` the runs evaluated every round whatever --eval_e
 
 from __future__ import annotations
 
-from experiments.lib.claims import fedips, fpdgd, noniid
+from experiments.lib.claims import fedips, fpdgd, noniid, thesis
 
-PAPERS = (fpdgd, noniid, fedips)
+PAPERS = (fpdgd, thesis, noniid, fedips)
 CLAIMS = [claim for paper in PAPERS for claim in paper.CLAIMS]
 RUNS = {run.name: run for paper in PAPERS for run in paper.RUNS}
 EVERY_ROUND = tuple(name for paper in PAPERS for name in getattr(paper, "EVERY_ROUND", ()))

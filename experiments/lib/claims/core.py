@@ -109,11 +109,12 @@ class Results:
             raise MissingResults(f"{run}: no online performance")
         return np.asarray(s.online_performance) / discount_sum(s.online_ndcg.shape[1])
 
-    def online_curve(self, run: str, panel=None, **fields) -> np.ndarray:
-        """[runs, rounds] nDCG@10 of the lists shown, every round."""
-        values = self.series(run, panel, **fields).online_ndcg
+    def online_curve(self, run: str, panel=None, metric: str = "ndcg", **fields) -> np.ndarray:
+        """[runs, rounds] every round: nDCG@10 of the lists shown (``metric`` 'ndcg'), or
+        the MaxRR of their clicks ('max_rr': the thesis's "mean batch MaxRR")."""
+        values = getattr(self.series(run, panel, **fields), f"online_{metric}")
         if values is None:
-            raise MissingResults(f"{run}: no online nDCG curve")
+            raise MissingResults(f"{run}: no online {metric} curve")
         return np.asarray(values)
 
     def curve(self, run: str, panel=None, **fields) -> np.ndarray:
@@ -169,7 +170,10 @@ def power(effect: float, a, b, paired: bool, alpha: float = ALPHA) -> float:
         return 1.0 if effect != 0 else 0.0
     critical = scipy_stats.t.ppf(1 - alpha / 2, df)
     shift = abs(effect) / se
-    return float(scipy_stats.nct.sf(critical, df, shift) + scipy_stats.nct.cdf(-critical, df, shift))
+    exact = scipy_stats.nct.sf(critical, df, shift) + scipy_stats.nct.cdf(-critical, df, shift)
+    if not np.isfinite(exact):  # SciPy's noncentral t fails far in the tail: power is ~1
+        exact = scipy_stats.norm.sf(critical - shift) + scipy_stats.norm.cdf(-critical - shift)
+    return float(min(exact, 1.0))
 
 
 def _test(a, b, paired: bool):
@@ -223,6 +227,28 @@ def equivalent(
     kind = "paired TOST" if paired else "Welch TOST"
     text = f"{kind}, margin ±{margin:g}: 90 % CI [{low:+.{digits}f}, {high:+.{digits}f}], p = {p:.2g}"
     return Verdict(ours, text, holds, (float(np.mean(a)), float(np.mean(b))))
+
+
+def not_above(
+    a, b, name_a: str, name_b: str, *, margin: float, paired: bool, digits: int = 3,
+    what: str = "",
+) -> Verdict:  # fmt: skip
+    """a not meaningfully above b ("no learning"): a one-sided t-test at ALPHA that
+    mean(a) − mean(b) < margin, i.e. the upper end of the (1 − 2α) interval below the margin.
+    A decrease passes; too few runs or too much spread fail."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    gap = float(np.mean(a) - np.mean(b))
+    se, df = _standard_error(a, b, paired)
+    if se == 0:
+        p, high = (0.0 if gap < margin else 1.0), gap
+    else:
+        p = float(scipy_stats.t.cdf((gap - margin) / se, df))  # H0: gap ≥ margin
+        high = gap + scipy_stats.t.ppf(1 - ALPHA, df) * se
+    ours = f"{what}{name_a} {ms(a, digits)} vs {name_b} {ms(b, digits)} (Δ = {gap:+.{digits}f})"
+    kind = "paired" if paired else "Welch"
+    text = (f"{kind} one-sided t-test that Δ < {margin:g}: upper 95 % bound {high:+.{digits}f}, "
+            f"p = {p:.2g}")  # fmt: skip
+    return Verdict(ours, text, bool(p < ALPHA), (float(np.mean(a)), float(np.mean(b))))
 
 
 def ordered(
@@ -291,6 +317,43 @@ class Claim:
     statistic: str = ""  # the test, margin or effect size, in words
     reduced: bool = False  # in the reduced set (the slow tier's claims test)
     diagnosis: Diagnosis | None = None
+
+
+class Renamed:
+    """Results read with some runs replaced by others (a diagnosis's runs: the same setting
+    with one thing changed), through the same readers."""
+
+    READERS = ("final", "initial", "online", "per_round", "online_curve", "curve",
+               "after_interactions")  # fmt: skip
+
+    def __init__(self, results, names: dict):
+        self.results, self.names = results, names
+
+    def __getattr__(self, attribute):
+        if attribute not in self.READERS:
+            raise AttributeError(attribute)
+        reader = getattr(self.results, attribute)
+        return lambda run, *args, **kwargs: reader(self.names.get(run, run), *args, **kwargs)
+
+
+def recheck(cells: Callable[[], Sequence[Cell]], names: dict) -> Callable[[Results], str]:
+    """A diagnosis's explanation: the claim's cells checked again with ``names``' runs in place
+    of the claim's (run -> diagnosis run), and what changed, cell by cell."""
+
+    def explain(results) -> str:
+        counted = [c for c in cells() if not c.exception]
+        before = {c.label: c.check(results) for c in counted}
+        after = {c.label: c.check(Renamed(results, names)) for c in counted}
+        held = sum(bool(v.holds) for v in after.values())
+        parts = [f"{held} of {len(counted)} cells hold (before: "
+                 f"{sum(bool(v.holds) for v in before.values())})"]  # fmt: skip
+        for label, verdict in after.items():
+            if bool(verdict.holds) != bool(before[label].holds) or not verdict.holds:
+                state = "holds" if verdict.holds else "does not hold"
+                parts.append(f"{label}: {state}, {verdict.ours} ({verdict.test})")
+        return "; ".join(parts)
+
+    return explain
 
 
 def check_cell(cell: Cell, results: Results) -> dict:

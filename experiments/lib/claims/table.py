@@ -59,7 +59,7 @@ def markdown(rows: list[dict], heading: str, data: str, detail: str = "") -> str
     ]
     for r in rows:
         lines.append(
-            f"| [{r['claim']}](#{r['claim'].replace('_', '-')}) | {markdown_cell(r['paper'] + ', ' + r['where'])} "
+            f"| [{r['claim']}](#{r['claim'].lower()}) | {markdown_cell(r['paper'] + ', ' + r['where'])} "
             f"| {r['cells_held']} / {r['cells_counted']} | {VERDICT_WORDS[r['holds']]} |"
         )
     for r in rows:
