@@ -18,7 +18,7 @@ from __future__ import annotations
 from experiments.lib.claims.core import Cell, Claim, Diagnosis, above, equivalent, ms, ordered
 from experiments.lib.recipes import Run
 
-PAPER = "FedIPS paper"
+PAPER = "FedIPS paper (Li & Ouyang, Apple, 2021)"
 ROUNDS = 50  # T (the paper: 500)
 LONG_ROUNDS = 200  # diagnosis: m = 5 "outperforms FedAvg only after about 100 rounds"
 USERS = 2000  # |U| (the paper's)
