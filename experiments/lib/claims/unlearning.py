@@ -36,7 +36,6 @@ from experiments.lib.claims.core import (
 )
 from experiments.lib.claims.poisoning import recheck
 from experiments.lib.recipes import Run
-from experiments.lib.series import curve_rounds
 
 PAPER = "Unlearning paper (Wang, Liu and Zuccon, ECIR 2024)"
 ROUNDS = 1000  # T (the paper: 10,000)
@@ -196,10 +195,8 @@ def _saving_cell(steps: int, delta: int) -> Cell:
         retraining's rounds (9H-0M's last evaluated round) × n; and the rounds (messages)."""
         measured, rounds = [], []
         for click in CLICKS:
-            u = r.series(RUN, click, method="U(9H-1M)", **{"n′": steps, "Δt": delta})
-            retrained = r.series(RUN, click, method="9H-0M")
-            replay_rounds = int(curve_rounds(u, u.offline_ndcg)[-1])
-            retrain_rounds = int(curve_rounds(retrained, retrained.offline_ndcg)[-1])
+            replay_rounds = r.rounds(RUN, click, method="U(9H-1M)", **{"n′": steps, "Δt": delta})
+            retrain_rounds = r.rounds(RUN, click, method="9H-0M")
             measured.append(LOCAL * retrain_rounds / (steps * replay_rounds))
             rounds.append(retrain_rounds / replay_rounds)
         ok = all(abs(m - expected) < 1e-9 for m in measured) and all(
