@@ -20,9 +20,8 @@ class Rounds:
     def __init__(self, replayed, trained):
         self.replayed, self.trained = replayed, trained
 
-    def offline_rounds(self, run, panel=None, method=None, **fields):
-        last = self.trained if method == "9H-0M" else self.replayed(fields["Δt"])
-        return np.arange(1, last + 1)
+    def rounds(self, run, panel=None, method=None, **fields):
+        return self.trained if method == "9H-0M" else self.replayed(fields["Δt"])
 
 
 def test_the_saving_is_counted_from_the_rounds_the_runs_recorded():

@@ -4,9 +4,9 @@ read (by name), ``EVERY_ROUND`` the runs evaluated every round whatever --eval_e
 
 from __future__ import annotations
 
-from experiments.lib.claims import fpdgd, poisoning, thesis, unlearning
+from experiments.lib.claims import fedips, fpdgd, noniid, poisoning, thesis, unlearning
 
-PAPERS = (fpdgd, thesis, poisoning, unlearning)
+PAPERS = (fpdgd, thesis, noniid, poisoning, unlearning, fedips)
 CLAIMS = [claim for paper in PAPERS for claim in paper.CLAIMS]
 RUNS = {run.name: run for paper in PAPERS for run in paper.RUNS}
 EVERY_ROUND = tuple(name for paper in PAPERS for name in getattr(paper, "EVERY_ROUND", ()))

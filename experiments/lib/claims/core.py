@@ -66,7 +66,7 @@ class Results:
     """The runs' results pooled over folds, read by run name, click model and fields.
 
     Checks read runs through these methods only (``final``, ``online``, ``per_round``,
-    ``curve``, ``initial``, ``after_interactions``, ``online_curve``), so that a test can
+    ``curve``, ``initial``, ``after_interactions``, ``online_curve``, ``rounds``), so that a test can
     feed them constructed values (``tests/test_claims_checks.py``).
     """
 
@@ -123,6 +123,13 @@ class Results:
         if s.offline_ndcg is None or s.initial_offline_ndcg is None:
             raise MissingResults(f"{run}: no offline curve")
         return np.column_stack([s.initial_offline_ndcg, s.offline_ndcg])
+
+    def rounds(self, run: str, panel=None, **fields) -> int:
+        """The run's last evaluated global update: the rounds it ran."""
+        s = self.series(run, panel, **fields)
+        if s.offline_ndcg is None:
+            raise MissingResults(f"{run}: no offline curve")
+        return int(report.curve_rounds(s, s.offline_ndcg)[-1])
 
     def after_interactions(self, run: str, interactions: int, panel=None, **fields):
         """[runs] offline nDCG@10 once ``interactions`` (|C|·B per round) are spent: after the
@@ -324,7 +331,7 @@ class Renamed:
     with one thing changed), through the same readers."""
 
     READERS = ("final", "initial", "online", "per_round", "online_curve", "curve",
-               "after_interactions")  # fmt: skip
+               "after_interactions", "rounds")  # fmt: skip
 
     def __init__(self, results, names: dict):
         self.results, self.names = results, names

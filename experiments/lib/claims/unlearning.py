@@ -36,7 +36,6 @@ from experiments.lib.claims.core import (
 )
 from experiments.lib.claims.poisoning import recheck
 from experiments.lib.recipes import Run
-from experiments.lib.series import curve_rounds
 
 PAPER = "Unlearning paper (Wang, Liu and Zuccon, ECIR 2024)"
 ROUNDS = 1000  # T (the paper: 10,000)
@@ -190,17 +189,6 @@ def _delta_cell(click: str, steps: int) -> Cell:
                 + f" (gain per halving {effect:.4f})")  # fmt: skip
 
 
-def offline_rounds(r, run: str, panel=None, **fields) -> np.ndarray:
-    """The 1-based round of each column of a run's offline curve: what the run recorded it
-    did.  Through the reader ``offline_rounds`` where core.Results has one (asked for: checks
-    read through Results' readers), else the Series'."""
-    reader = getattr(r, "offline_rounds", None)
-    if reader is not None:
-        return np.asarray(reader(run, panel, **fields))
-    s = r.series(run, panel, **fields)
-    return curve_rounds(s, s.offline_ndcg)
-
-
 def _saving_cell(steps: int, delta: int) -> Cell:
     expected = LOCAL / steps * delta
 
@@ -210,9 +198,8 @@ def _saving_cell(steps: int, delta: int) -> Cell:
         retraining's rounds (9H-0M's last evaluated round) × n; and the rounds (messages)."""
         measured, rounds = [], []
         for click in CLICKS:
-            u = offline_rounds(r, RUN, click, method="U(9H-1M)", **{"n′": steps, "Δt": delta})
-            replay_rounds = int(u[-1])
-            retrain_rounds = int(offline_rounds(r, RUN, click, method="9H-0M")[-1])
+            replay_rounds = r.rounds(RUN, click, method="U(9H-1M)", **{"n′": steps, "Δt": delta})
+            retrain_rounds = r.rounds(RUN, click, method="9H-0M")
             measured.append(LOCAL * retrain_rounds / (steps * replay_rounds))
             rounds.append(retrain_rounds / replay_rounds)
         ok = all(abs(m - expected) < 1e-9 for m in measured) and all(
