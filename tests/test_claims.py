@@ -264,9 +264,10 @@ def test_a_diagnosis_rechecks_the_cells_with_its_runs_in_place():
     cells = (core.Cell("few runs", check),)
     results = Fixed({"a": [0.5, 0.1], "a_more": HIGH, "b": LOW})
     text = core.recheck(lambda: cells, {"a": "a_more"})(results)
-    assert text.startswith("1 of 1 cells hold (before: 0)") and "few runs: holds" in text
+    assert text.startswith("1 of 1 cells hold (the claim's own runs: 0 of 1)")
+    assert "Now holding: few runs" in text
     text = core.recheck(lambda: cells, {"a": "b"})(results)
-    assert text.startswith("0 of 1 cells hold") and "few runs: does not hold" in text
+    assert text.startswith("0 of 1 cells hold") and "Still failing: few runs: a 0.304" in text
 
 
 # ---------------------------------------------------------------------- the documentation's claims

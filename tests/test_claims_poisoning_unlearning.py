@@ -3,6 +3,7 @@ diagnosis runs, the unlearning saving counted from the runs' rounds)."""
 
 import numpy as np
 
+from experiments.lib.claims import core
 from experiments.lib.claims import poisoning, unlearning
 
 
@@ -46,8 +47,8 @@ def test_a_diagnosis_pools_runs_and_reports_the_change():
     cells = (poisoning.Cell("few runs", check),)
     more = [0.51, 0.52, 0.50, 0.49]
     results = Fixed({"a": [0.50, 0.20], "a2": more, "b": [0.30] * 3 + [0.31] * 3})
-    pooled = poisoning.Substitute(results, {"a": ("a", "a2")})
+    pooled = core.Renamed(results, {"a": ("a", "a2")})
     assert len(pooled.final("a")) == 6 and len(pooled.final("b")) == 6
-    text = poisoning.recheck(cells, results, {"a": ("a2",)}, "with more runs")
+    text = core.recheck(cells, {"a": ("a2",)}, "with more runs")(results)
     assert text.startswith("with more runs: 1 of 1 cells hold (the claim's own runs: 0 of 1)")
     assert "Now holding: few runs" in text

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -327,8 +328,10 @@ class Claim:
 
 
 class Renamed:
-    """Results read with some runs replaced by others (a diagnosis's runs: the same setting
-    with one thing changed), through the same readers."""
+    """Results read with some runs replaced (a diagnosis's runs: the same setting with one
+    thing changed), through the same readers.  ``names`` maps a run to the run read in its
+    place, or to several runs pooled side by side (e.g. the claim's run and the same run with
+    another seed: twice the runs)."""
 
     READERS = ("final", "initial", "online", "per_round", "online_curve", "curve",
                "after_interactions", "rounds")  # fmt: skip
@@ -340,27 +343,69 @@ class Renamed:
         if attribute not in self.READERS:
             raise AttributeError(attribute)
         reader = getattr(self.results, attribute)
-        return lambda run, *args, **kwargs: reader(self.names.get(run, run), *args, **kwargs)
+
+        def read(run, *args, **kwargs):
+            names = self.names.get(run, run)
+            if isinstance(names, str):
+                return reader(names, *args, **kwargs)
+            parts = [reader(name, *args, **kwargs) for name in names]
+            if attribute == "rounds":
+                return parts[0]
+            if parts[0].ndim == 2:  # curves: as many columns as the shortest
+                width = min(part.shape[1] for part in parts)
+                parts = [part[:, :width] for part in parts]
+            return np.concatenate(parts)
+
+        return read
 
 
-def recheck(cells: Callable[[], Sequence[Cell]], names: dict) -> Callable[[Results], str]:
-    """A diagnosis's explanation: the claim's cells checked again with ``names``' runs in place
-    of the claim's (run -> diagnosis run), and what changed, cell by cell."""
+SHOWN = 8  # failing cells a diagnosis lists
 
-    def explain(results) -> str:
-        counted = [c for c in cells() if not c.exception]
-        before = {c.label: c.check(results) for c in counted}
-        after = {c.label: c.check(Renamed(results, names)) for c in counted}
-        held = sum(bool(v.holds) for v in after.values())
-        parts = [f"{held} of {len(counted)} cells hold (before: "
-                 f"{sum(bool(v.holds) for v in before.values())})"]  # fmt: skip
-        for label, verdict in after.items():
-            if bool(verdict.holds) != bool(before[label].holds) or not verdict.holds:
-                state = "holds" if verdict.holds else "does not hold"
-                parts.append(f"{label}: {state}, {verdict.ours} ({verdict.test})")
-        return "; ".join(parts)
 
-    return explain
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def recheck_text(cells: Sequence[Cell], results, names: dict, what: str = "") -> str:
+    """The claim's counted cells checked on its own runs and with ``names``' runs in their
+    place (:class:`Renamed`): how many hold each way, the cells that now hold, and those that
+    still fail with their numbers and whether their tests had the power to see the claim's
+    difference."""
+    counted = [c for c in cells if not c.exception]
+    before = [check_cell(c, results) for c in counted]
+    after = [check_cell(c, Renamed(results, names)) for c in counted]
+    checked = [a for a in after if a["holds"] is not None]
+    held_before = sum(b["holds"] is True for b in before)
+    held_after = sum(a["holds"] is True for a in checked)
+    fixed = [a["cell"] for b, a in zip(before, after) if b["holds"] is False and a["holds"]]
+    still = [a for a in checked if a["holds"] is False]
+    text = (f"{what + ': ' if what else ''}{held_after} of {len(checked)} cells hold (the "
+            f"claim's own runs: {held_before} of {len(before)})")  # fmt: skip
+    if len(checked) < len(after):
+        text += f"; {len(after) - len(checked)} cell(s) not in the diagnosis runs"
+    if fixed:
+        text += f". Now holding: {', '.join(fixed)}"
+    if still:
+        powers = [min(map(float, re.findall(r"power (\d\.\d+)", a["test"])), default=None)
+                  for a in still]  # fmt: skip
+        known = [x for x in powers if x is not None]
+        if known:
+            strong = sum(x >= POWER_WANTED for x in known)
+            text += (f". Of the {len(still)} still failing, {strong} had power ≥ {POWER_WANTED} "
+                     "at the claim's Δ (a difference of that size would have shown)")  # fmt: skip
+        shown = still[:SHOWN]
+        text += ". Still failing: " + "; ".join(
+            f"{a['cell']}: {_short(a['ours'])} ({_short(a['test'], 120)})" for a in shown
+        )
+        if len(still) > len(shown):
+            text += f"; and {len(still) - len(shown)} more"
+    return text + "."
+
+
+def recheck(cells, names: dict, what: str = "") -> Callable[[Results], str]:
+    """A diagnosis's explanation (:func:`recheck_text`); ``cells``: the claim's cells, or a
+    function giving them (a claim defined after its diagnosis)."""
+    return lambda results: recheck_text(cells() if callable(cells) else cells, results, names, what)
 
 
 def check_cell(cell: Cell, results: Results) -> dict:

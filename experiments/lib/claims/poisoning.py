@@ -20,7 +20,6 @@ Euclidean wording is run as a diagnosis where a Krum claim fails.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 
@@ -35,6 +34,8 @@ from experiments.lib.claims.core import (
     equivalent,
     not_above,
     ordered,
+    recheck,
+    recheck_text,
 )
 from experiments.lib.recipes import Run
 
@@ -104,72 +105,6 @@ def no_attack(r, click: str, rule: str, m: int, run: str = RUN) -> np.ndarray:
 def drop(r, click: str, rule: str, attack: str, m: int, run: str = RUN) -> np.ndarray:
     """[runs] the attack's effect (§6: the gap to no attack under the same rule)."""
     return no_attack(r, click, rule, m, run) - final(r, click, rule, attack, m, run)
-
-
-class Substitute:
-    """Results read with some runs replaced: ``runs`` maps a run name to the runs read in its
-    place, pooled side by side (e.g. {"poisoning": ("poisoning", "poisoning_seed1")}: 10 runs
-    where the claim has 5; {"poisoning": ("poisoning_euclidean",)}: the same cells with one
-    setting changed).  A diagnosis re-checks a claim's cells through it."""
-
-    def __init__(self, results, runs: dict):
-        self.results, self.runs = results, runs
-
-    def _names(self, run):
-        return self.runs.get(run, (run,))
-
-    def final(self, run, panel=None, **fields):
-        return np.concatenate([self.results.final(n, panel, **fields) for n in self._names(run)])
-
-    def series(self, run, panel=None, **fields):
-        return self.results.series(self._names(run)[0], panel, **fields)
-
-    def __getattr__(self, attribute):  # any other reader: the first run in place
-        reader = getattr(self.results, attribute)
-        return lambda run, *args, **kwargs: reader(self._names(run)[0], *args, **kwargs)
-
-
-def _short(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def recheck(claim_cells, results, runs: dict, what: str) -> str:
-    """The claim's counted cells checked on its own runs and through ``runs`` (a
-    :class:`Substitute`): how many hold each way, and the cells that still fail, with numbers."""
-    from experiments.lib.claims.core import check_cell
-
-    counted = [c for c in claim_cells if not c.exception]
-    before = [check_cell(c, results) for c in counted]
-    after = [check_cell(c, Substitute(results, runs)) for c in counted]
-    checked = [a for a in after if a["holds"] is not None]
-    held_before = sum(b["holds"] is True for b in before)
-    held_after = sum(a["holds"] is True for a in checked)
-    fixed = [a["cell"] for b, a in zip(before, after) if b["holds"] is False and a["holds"]]
-    still = [a for a in checked if a["holds"] is False]
-    text = (f"{what}: {held_after} of {len(checked)} cells hold (the claim's own runs: "
-            f"{held_before} of {len(before)})")  # fmt: skip
-    if len(checked) < len(after):
-        text += f"; {len(after) - len(checked)} cell(s) not in the diagnosis runs"
-    if fixed:
-        text += f". Now holding: {', '.join(fixed)}"
-    if still:
-        powers = [min(map(float, re.findall(r"power (\d\.\d+)", a["test"])), default=None)
-                  for a in still]  # fmt: skip
-        known = [x for x in powers if x is not None]
-        if known:
-            strong = sum(x >= 0.8 for x in known)
-            text += (f". Of the {len(still)} still failing, {strong} had power ≥ 0.8 at the "
-                     "claim's Δ (a difference of that size would have shown)")  # fmt: skip
-        shown = still[:SHOWN]
-        text += ". Still failing: " + "; ".join(
-            f"{a['cell']}: {_short(a['ours'])} ({_short(a['test'], 120)})" for a in shown
-        )
-        if len(still) > len(shown):
-            text += f"; and {len(still) - len(shown)} more"
-    return text + "."
-
-
-SHOWN = 8  # failing cells a diagnosis lists
 
 
 # --------------------------------------------------------------------------- checks
@@ -640,8 +575,8 @@ def _diagnosis(claim: Claim) -> Diagnosis:
         return Diagnosis(
             f"(a) {change}; (b) {change2}",
             (EUCLIDEAN, T1000),
-            lambda r: f"(a) {recheck(claim.cells, r, runs, what)} "
-            f"(b) {recheck(claim.cells, r, runs2, what2)}",
+            lambda r: f"(a) {recheck_text(claim.cells, r, runs, what)} "
+            f"(b) {recheck_text(claim.cells, r, runs2, what2)}",
         )
     if claim.key == "poisoning_perfect_hardest":
         change, runs, what = MORE_ROUNDS
@@ -651,7 +586,7 @@ def _diagnosis(claim: Claim) -> Diagnosis:
         change, runs, what = DIAGNOSES[claim.key]
         cells = claim.cells
     names = tuple(dict.fromkeys(n for group in runs.values() for n in group if n != RUN))
-    return Diagnosis(change, names, lambda r: recheck(cells, r, runs, what))
+    return Diagnosis(change, names, recheck(cells, runs, what))
 
 
 CLAIMS = [dataclasses.replace(c, diagnosis=_diagnosis(c)) for c in CLAIMS]

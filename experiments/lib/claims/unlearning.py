@@ -33,8 +33,8 @@ from experiments.lib.claims.core import (
     both,
     equivalent,
     ms,
+    recheck,
 )
-from experiments.lib.claims.poisoning import recheck
 from experiments.lib.recipes import Run
 
 PAPER = "Unlearning paper (Wang, Liu and Zuccon, ECIR 2024)"
@@ -322,7 +322,7 @@ DIAGNOSES = {
 def _diagnosis(claim: Claim) -> Diagnosis:
     change, runs, what = DIAGNOSES[claim.key]
     names = tuple(dict.fromkeys(n for group in runs.values() for n in group if n != RUN))
-    return Diagnosis(change, names, lambda r: recheck(claim.cells, r, runs, what))
+    return Diagnosis(change, names, recheck(claim.cells, runs, what))
 
 
 CLAIMS = [dataclasses.replace(c, diagnosis=_diagnosis(c)) for c in CLAIMS]
