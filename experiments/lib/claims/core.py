@@ -267,8 +267,9 @@ def ordered(
     means = [float(np.mean(s)) for s in samples]
     in_order = all(x > y for x, y in zip(means, means[1:]))
     ends = above(samples[0], samples[-1], names[0], names[-1], paired=paired, effect=effect)
-    ours = what + " > ".join(f"{n} {ms(s, digits)}" for n, s in zip(names, samples))
-    test = f"means in order: {'yes' if in_order else 'no'}; ends: {ends.test}"
+    ours = what + ", ".join(f"{n} {ms(s, digits)}" for n, s in zip(names, samples))
+    test = (f"means in the order {' > '.join(names)}: {'yes' if in_order else 'no'}; "
+            f"ends: {ends.test}")  # fmt: skip
     return Verdict(ours, test, bool(in_order and ends.holds), tuple(means))
 
 
