@@ -51,6 +51,12 @@ PAPER_B_VALUES = (2, 5, 10)  # Type 2 (#R = 1) local updates (Figure 4.5, Table 
 # ours: B = 5 only; B = 2 and 10 are 12 more runs (24 compiled programs, about half the
 # chapter's compile time on two cores): (2, 5, 10) restores them
 B_VALUES = (5,)
+# The remedies (FedProx at every μ, FedPer, data sharing; Figures 4.4 and 4.7, whose text names
+# no click model) and Type 4 (Figure 4.9: three CCM instantiations) under perfect clicks only:
+# each click model is 2 to 6 more compiled programs a run, about 2 minutes each on this
+# shared two-core machine (CLICKS restores them)
+REMEDY_CLICKS = ("perfect",)
+TYPE4_CLICKS = ("perfect",)
 MARGIN = 0.02  # nDCG@10: a difference within it is "not significant" / "minimal" / "no gain"
 
 
@@ -99,14 +105,14 @@ def t4(kind: str, click: str) -> str:
 
 RUNS = (
     # Type 1 (synthetic intents), IID and non-IID, FedProx (every μ) and FedPer (neural)
-    *(Run(t1(r, c), "noniid", _f(type=1, ranker=r, click_model=c) + _remedies(r, False) + COMMON,
-          own_data=True)
+    *(Run(t1(r, c), "noniid", _f(type=1, ranker=r, click_model=c)
+          + (_remedies(r, False) if c in REMEDY_CLICKS else ()) + COMMON, own_data=True)
       for r in RANKERS for c in CLICKS),
     # Type 2, #R = 1, |C| = 5: B ∈ {2, 5, 10}; B = 5 with data sharing, FedProx and FedPer
     *(Run(t2(r, c, b), "noniid",
           _f(type=2, grades_per_client=1, n_clients=5, local_updates=b, ranker=r, click_model=c)
           + (_remedies(r, True) if b == 5 else ()) + COMMON)
-      for r in RANKERS for c in CLICKS for b in B_VALUES),
+      for r in RANKERS for c in REMEDY_CLICKS for b in B_VALUES),
     # Type 2, |C| = 10: #R = 1 (each label on two clients) and #R = 2
     *(Run(t2c10(r, c), "noniid",
           _f(type=2, grades_per_client=1, n_clients=10, local_updates=5, ranker=r, click_model=c)
@@ -121,36 +127,67 @@ RUNS = (
       for clicks in ("ccm", "pbm")),
     # Type 4: alone (IID: B = 5 each), and mixed with Types 1 and 2 (their non-IID cells with
     # B = 5 each, from the runs above, are the baselines: --noiid)
-    *(Run(t4("alone", c), "noniid", _f(type=4, click_model=c) + COMMON) for c in CLICKS),
+    *(Run(t4("alone", c), "noniid", _f(type=4, click_model=c) + COMMON) for c in TYPE4_CLICKS),
     *(Run(t4("mix1", c), "noniid", ("--noiid",) + _f(type=4, mix=1, click_model=c) + COMMON,
           own_data=True)
-      for c in CLICKS),
+      for c in TYPE4_CLICKS),
     *(Run(t4("mix2", c), "noniid", ("--noiid",) + _f(type=4, mix=2, click_model=c) + COMMON)
-      for c in CLICKS),
+      for c in TYPE4_CLICKS),
 )  # fmt: skip
 
-# Diagnosis runs: the same cells with another seed (5 more independent runs), or more rounds.
-DIAGNOSIS_SEED = 1
+# Diagnosis runs: a claim's runs with one setting changed (more rounds, more runs); the
+# driver runs them only when the claim does not hold, and ``recheck`` reads the claim's cells
+# again with them in place of the table's runs.
 LONG_ROUNDS = 4 * ROUNDS
-
-
-def _seed2(name: str) -> str:
-    return f"{name}_seed{DIAGNOSIS_SEED}"
+MORE_RUNS = 20
 
 
 def _by_name(name: str) -> Run:
     return next(run for run in RUNS if run.name == name)
 
 
-def _reseeded(name: str) -> Run:
-    run = _by_name(name)
-    return Run(_seed2(name), run.binary, run.flags + _f(seed=DIAGNOSIS_SEED), run.own_data)
+def longer(name: str) -> str:
+    return f"{name}_t{LONG_ROUNDS}"
 
 
-def _longer(name: str) -> Run:
+def more(name: str) -> str:
+    return f"{name}_runs{MORE_RUNS}"
+
+
+def _variant(name: str, new: str, **flags) -> Run:
+    """Run ``name`` again as ``new`` with ``flags`` replacing its own (the rest the same)."""
     run = _by_name(name)
-    flags = tuple(f for f in run.flags if not f.startswith("--rounds="))
-    return Run(f"{name}_t{LONG_ROUNDS}", run.binary, flags + _f(rounds=LONG_ROUNDS), run.own_data)
+    kept = tuple(f for f in run.flags if f.split("=")[0].lstrip("-") not in flags)
+    return Run(new, run.binary, kept + _f(**flags), run.own_data)
+
+
+def _diagnosis(key: str, change: str, names: dict) -> Diagnosis:
+    """The claim's cells again with ``names``' runs (claim run -> diagnosis run) in place."""
+    return Diagnosis(change, tuple(names.values()),
+                     recheck(lambda: BY_KEY[key].cells, names))  # fmt: skip
+
+
+# noniid_type2: the #R = 2 cells whose gap exceeded the margin at T = ROUNDS, at 4 × the rounds
+# (does the non-IID ranker close the gap with more training, as with T = 10,000?)
+TYPE2_LONGER = (("linear", "informational"), *(("neural", c) for c in CLICKS))
+# noniid_type3: CCM with 20 runs (its 90 % interval straddled the margin with 5)
+TYPE3_MORE = ("nn_t3_ccm",)
+# noniid_fedprox: the linear ranker's FedProx cells with 20 runs (FPDGD's #R = 1 non-IID
+# offline nDCG@10 varies by ±0.06 over 5 runs: the gain's interval was wider than the margin);
+# the same flags but the IID and data-sharing cells, which the claim does not read
+FEDPROX_MORE = (t2("linear", "perfect"),)
+
+
+def _fedprox_only(name: str) -> Run:
+    run = _variant(name, more(name), n_runs=MORE_RUNS, remedies="fedprox")
+    return Run(run.name, run.binary, run.flags + ("--noiid",), run.own_data)
+
+
+RUNS += (
+    *(_fedprox_only(name) for name in FEDPROX_MORE),
+    *(_variant(t2r2(r, c), longer(t2r2(r, c)), rounds=LONG_ROUNDS) for r, c in TYPE2_LONGER),
+    *(_variant(name, more(name), n_runs=MORE_RUNS) for name in TYPE3_MORE),
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------- checks
@@ -325,7 +362,7 @@ def _type4_cell(kind: str, click: str) -> Cell:
     return Cell(f"{label}, {click}", check)
 
 
-T2_R1_RUNS = tuple(t2(r, c, b) for r in RANKERS for c in CLICKS for b in B_VALUES)
+T2_R1_RUNS = tuple(t2(r, c, b) for r in RANKERS for c in REMEDY_CLICKS for b in B_VALUES)
 T1_RUNS = tuple(t1(r, c) for r in RANKERS for c in CLICKS)
 
 CLAIMS = [
@@ -366,8 +403,10 @@ CLAIMS = [
         "overcome the gap in effectiveness between IID and non-IID setups, but they even only "
         "provide limited improvements, if any, compared to FPDGD with FedAvg",
         T1_RUNS,
-        tuple(cell for r in RANKERS for c in CLICKS for cell in _remedy_cells(t1, r, c, True)),
-        f"final offline nDCG@10, as noniid_type1 (synthetic intents, T = {ROUNDS}); FedProx "
+        tuple(cell for r in RANKERS for c in REMEDY_CLICKS
+              for cell in _remedy_cells(t1, r, c, True)),
+        f"final offline nDCG@10, as noniid_type1 (synthetic intents, T = {ROUNDS}), perfect "
+        "clicks only (time: see REMEDY_CLICKS); FedProx "
         "μ ∈ {0.001, 0.01, 0.1, 1, 10} (linear and neural), FedPer (neural: w2 personal, the "
         "server model evaluated, as the public FedPer code)",
         f"gain over FedAvg: paired one-sided test (TOST's upper test) that remedy − FedAvg < "
@@ -383,9 +422,9 @@ CLAIMS = [
         "updating times [(B); here B = 5 only]",
         T2_R1_RUNS,
         tuple(_type2_cell(r, c, t2(r, c, b), f"{r}, {c}, B = {b}")
-              for r in RANKERS for c in CLICKS for b in B_VALUES),  # fmt: skip
-        f"final offline nDCG@10, #R = 1, |C| = 5, B = 5, T = {ROUNDS} (thesis 10,000); the "
-        "thesis's B = 2 and 10 not run (12 more runs: time on two cores)",
+              for r in RANKERS for c in REMEDY_CLICKS for b in B_VALUES),  # fmt: skip
+        f"final offline nDCG@10, #R = 1, |C| = 5, B = 5, perfect clicks, T = {ROUNDS} (thesis "
+        "10,000); the thesis's B = 2 and 10 and the other click models not run (12 more runs: time on two cores)",
         "paired t-test, IID above non-IID, p < 0.05; power at Δ = 0.05",
     ),
     Claim(
@@ -404,6 +443,12 @@ CLAIMS = [
         "two clients) and #R = 2, as §4.4.1's fair comparison",
         f"#R = 1: paired t-test, IID above (power at Δ = 0.05); #R = 2: paired TOST, margin "
         f"±{MARGIN} nDCG@10",
+        diagnosis=_diagnosis(
+            "noniid_type2",
+            f"#R = 2 with T = {LONG_ROUNDS} instead of {ROUNDS} for the cells outside the margin "
+            "(" + "; ".join(f"{r}, {c}" for r, c in TYPE2_LONGER) + ")",
+            {t2r2(r, c): longer(t2r2(r, c)) for r, c in TYPE2_LONGER},
+        ),
     ),
     Claim(
         "noniid_type2_online",
@@ -411,8 +456,10 @@ CLAIMS = [
         "§4.4.2, Table 4.3",
         "For the online results, all non-IID settings appear to over-fit the maximum value",
         T2_R1_RUNS,
-        tuple(_type2_online_cell(r, c, b) for r in RANKERS for c in CLICKS for b in B_VALUES),
-        f"online nDCG@10 per round, #R = 1, |C| = 5, B = 5 (Table 4.3's B = 2, 10 not run), "
+        tuple(_type2_online_cell(r, c, b)
+              for r in RANKERS for c in REMEDY_CLICKS for b in B_VALUES),
+        f"online nDCG@10 per round, #R = 1, |C| = 5, B = 5, perfect clicks (Table 4.3's B = "
+        "2, 10 and other click models not run), "
         f"T = {ROUNDS}: a client "
         "holding one grade shows lists whose nDCG is that of any ordering of equal labels",
         "paired t-test, non-IID above IID, p < 0.05; power at Table 4.3's gap per round",
@@ -423,9 +470,10 @@ CLAIMS = [
         "§4.4.3, Figure 4.7",
         "the global performance can be significantly enhanced with data-sharing for both linear "
         "and neural rankers",
-        tuple(t2(r, c) for r in RANKERS for c in CLICKS),
-        tuple(_sharing_cell(r, c) for r in RANKERS for c in CLICKS),
-        f"final offline nDCG@10, #R = 1, |C| = 5, B = 5, T = {ROUNDS}; 10 % of the training "
+        tuple(t2(r, c) for r in RANKERS for c in REMEDY_CLICKS),
+        tuple(_sharing_cell(r, c) for r in RANKERS for c in REMEDY_CLICKS),
+        f"final offline nDCG@10, #R = 1, |C| = 5, B = 5, T = {ROUNDS}, perfect clicks only "
+        "(the text names none; time); 10 % of the training "
         "queries shared, a warm-up model trained on them by centralised PDGD (1,000 updates)",
         "paired t-test, p < 0.05; power at Δ = 0.05",
     ),
@@ -435,11 +483,18 @@ CLAIMS = [
         "§4.4.3, Figure 4.7",
         "neither FedProx nor FedPer provides statistically significant gains over the basic "
         "FPDGD on Type 2 non-IID data (with #R = 1)",
-        tuple(t2(r, c) for r in RANKERS for c in CLICKS),
-        tuple(cell for r in RANKERS for c in CLICKS for cell in _remedy_cells(t2, r, c, False)),
-        f"final offline nDCG@10, #R = 1, |C| = 5, B = 5, T = {ROUNDS}; FedProx μ ∈ {{0.001, "
-        "0.01, 0.1, 1, 10}} (§4.3.3's range), FedPer (neural)",
+        tuple(t2(r, c) for r in RANKERS for c in REMEDY_CLICKS),
+        tuple(cell for r in RANKERS for c in REMEDY_CLICKS
+              for cell in _remedy_cells(t2, r, c, False)),
+        f"final offline nDCG@10, #R = 1, |C| = 5, B = 5, T = {ROUNDS}, perfect clicks only "
+        "(the text names none; time); FedProx μ ∈ {0.001, "
+        "0.01, 0.1, 1, 10} (§4.3.3's range), FedPer (neural)",
         f"paired one-sided test (TOST's upper test) that remedy − FedAvg < +{MARGIN} nDCG@10",
+        diagnosis=_diagnosis(
+            "noniid_fedprox",
+            f"{MORE_RUNS} runs instead of 5 of the linear ranker's FedProx cells",
+            {name: more(name) for name in FEDPROX_MORE},
+        ),
     ),
     Claim(
         "noniid_type3",
@@ -452,6 +507,8 @@ CLAIMS = [
         "navigational / informational CCM) or 5 (PBM, η ∈ {0, 0.5, 1, 1.5, 2}); IID: each "
         "client's click model drawn at random every time",
         f"paired TOST, margin ±{MARGIN} nDCG@10",
+        diagnosis=_diagnosis("noniid_type3", f"CCM with {MORE_RUNS} runs instead of 5",
+                             {name: more(name) for name in TYPE3_MORE}),
     ),
     Claim(
         "noniid_type4",
@@ -460,10 +517,12 @@ CLAIMS = [
         "Empirical results on MSLR-WEB10K and intent-change show that if data is distributed in "
         "a non-IID manner across clients according to Type 4, the effectiveness of FPDGD is not "
         "impacted",
-        tuple(t4(k, c) for k in ("alone", "mix1", "mix2") for c in CLICKS)
-        + tuple(t1("linear", c) for c in CLICKS) + tuple(t2("linear", c) for c in CLICKS),
-        tuple(_type4_cell(k, c) for k in ("alone", "mix1", "mix2") for c in CLICKS),
-        f"final offline nDCG@10, linear, T = {ROUNDS}; alone: 5 clients doing 1/3/5/7/9 "
+        tuple(t4(k, c) for k in ("alone", "mix1", "mix2") for c in TYPE4_CLICKS)
+        + tuple(t1("linear", c) for c in TYPE4_CLICKS)
+        + tuple(t2("linear", c) for c in TYPE4_CLICKS),
+        tuple(_type4_cell(k, c) for k in ("alone", "mix1", "mix2") for c in TYPE4_CLICKS),
+        f"final offline nDCG@10, linear, perfect clicks only (the thesis: three CCM; time), "
+        f"T = {ROUNDS}; alone: 5 clients doing 1/3/5/7/9 "
         "interactions a round vs 5 each (IID); mixed with Type 1 (4 clients doing 1/3/7/9, "
         "synthetic intents) or Type 2 #R = 1 (5 clients doing 1/3/5/7/9) vs the same non-IID "
         "data with 5 each (the runs of noniid_type1 / noniid_type2_r1): the quantity skew is "
@@ -471,3 +530,5 @@ CLAIMS = [
         f"paired TOST, margin ±{MARGIN} nDCG@10",
     ),
 ]
+
+BY_KEY = {claim.key: claim for claim in CLAIMS}
