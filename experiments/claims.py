@@ -67,6 +67,11 @@ flags.DEFINE_bool(
     "full claims on the MSLR excerpt.",
 )
 flags.DEFINE_bool(
+    "run", True,
+    "Run the missing runs (--norun: only read what --results_dir holds and write the table; "
+    "a claim without its results is 'not run').",
+)
+flags.DEFINE_bool(
     "diagnose", True, "Run the diagnosis of every claim that does not hold (its own runs)."
 )
 
@@ -113,7 +118,7 @@ def diagnose(claims, rows, results_dir, folds, jobs) -> tuple[dict, list]:
     names = [name for c in chosen for name in c.diagnosis.runs]
     todo = commands(names, results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
     print(f"[claims] diagnosing {len(chosen)} claim(s): {len(todo)} run(s)", file=sys.stderr)
-    failed = runs.run_missing(todo, jobs, "claims")
+    failed = runs.run_missing(todo, jobs, "claims") if FLAGS.run else []
     results = Results(results_dir)
     out = {}
     for claim in chosen:
@@ -179,7 +184,7 @@ def run() -> program.Done:
     start = time.perf_counter()
     todo = commands(run_names(claims), results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
     print(f"[claims] {len(claims)} claim(s), {len(todo)} run(s)", file=sys.stderr)
-    failed = runs.run_missing(todo, FLAGS.jobs, "claims")
+    failed = runs.run_missing(todo, FLAGS.jobs, "claims") if FLAGS.run else []
     rows = evaluate(claims, Results(results_dir))
     if FLAGS.diagnose:
         diagnoses, more_failed = diagnose(claims, rows, results_dir, folds, FLAGS.jobs)
@@ -187,7 +192,7 @@ def run() -> program.Done:
         rows = evaluate(claims, Results(results_dir), diagnoses)
     seconds = time.perf_counter() - start
     data = data_description(data_root)
-    payload = {"data": data, "seconds": seconds, "n_runs": FLAGS.n_runs,
+    payload = {"data": data, "seconds": seconds, "ran": FLAGS.run, "n_runs": FLAGS.n_runs,
                "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs, "claims": rows}  # fmt: skip
     text = document(payload)
     common.write_text_atomic(results_dir / "claims.json", json.dumps(payload, indent=1) + "\n")
