@@ -15,7 +15,7 @@ import json
 import pathlib
 import re
 
-from experiments.lib.claims.table import VERDICT_WORDS, _timing
+from experiments.lib.claims.table import VERDICT_WORDS, timing
 from experiments.lib.paper_figures.summary import markdown_cell
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -67,7 +67,7 @@ def summary_block(record: dict, link: str) -> str:
     held = sum(r["holds"] is True for r in rows)
     lines = [
         f"On {record['data']} ({record['n_runs']} runs a setting unless a claim says more; "
-        f"{_timing(record)}), **{held} of {len(rows)} claims hold** "
+        f"{timing(record)}), **{held} of {len(rows)} claims hold** "
         f"([the table, cell by cell]({link})):",
         "",
         "| claim | paper, where | cells held | verdict |",

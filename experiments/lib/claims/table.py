@@ -91,11 +91,11 @@ def document(payload: dict) -> str:
     """claims.md of a run's claims.json payload."""
     detail = (f"{payload['n_runs']} runs per setting and fold (unless a claim's setting says "
               f"more), offline metrics every {payload['eval_every']} round(s); "
-              + _timing(payload) + ".")  # fmt: skip
+              + timing(payload) + ".")  # fmt: skip
     return markdown(payload["claims"], "The papers' claims", payload["data"], detail)
 
 
-def _timing(payload: dict) -> str:
+def timing(payload: dict) -> str:
     if not payload.get("ran", True):
         return "the table read from runs made earlier (--norun)"
     return f"this invocation: {payload['seconds'] / 60:.0f} min wall with --jobs={payload['jobs']}"
