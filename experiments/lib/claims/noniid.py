@@ -184,7 +184,13 @@ def _fedprox_only(name: str) -> Run:
     return Run(run.name, run.binary, run.flags + ("--noiid",), run.own_data)
 
 
+# noniid_type4: the Type 2 mix with 20 runs (its interval was ±0.11 with 5: Type 2's #R = 1
+# non-IID offline nDCG@10 varies by ±0.06); its baseline is FEDPROX_MORE's linear run's
+# non-IID cell (the same flags, 20 runs)
+TYPE4_MORE = (t4("mix2", "perfect"),)
+
 RUNS += (
+    *(_variant(name, more(name), n_runs=MORE_RUNS) for name in TYPE4_MORE),
     *(_fedprox_only(name) for name in FEDPROX_MORE),
     *(_variant(t2r2(r, c), longer(t2r2(r, c)), rounds=LONG_ROUNDS) for r, c in TYPE2_LONGER),
     *(_variant(name, more(name), n_runs=MORE_RUNS) for name in TYPE3_MORE),
@@ -529,6 +535,12 @@ CLAIMS = [
         "data with 5 each (the runs of noniid_type1 / noniid_type2_r1): the quantity skew is "
         "what is compared",
         f"paired TOST, margin ±{MARGIN} nDCG@10",
+        diagnosis=_diagnosis(
+            "noniid_type4",
+            f"the Type 2 mix and its Type 2 baseline with {MORE_RUNS} runs instead of 5",
+            {**{name: more(name) for name in TYPE4_MORE},
+             t2("linear", "perfect"): more(t2("linear", "perfect"))},
+        ),
     ),
 ]
 
