@@ -43,7 +43,9 @@ def run_fpdgd(
     from foltr_jax import federation
 
     spec, arrays = federation.build(config, train, test, settings, clients=clients)
-    return federation.run(spec, arrays, progress, checkpoint=checkpoint)
+    result = federation.run(spec, arrays, progress, checkpoint=checkpoint)
+    result.cells = tuple(settings) if settings else (config.setting(),)
+    return result
 
 
 def run_foltr_es(

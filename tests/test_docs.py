@@ -37,8 +37,25 @@ def test_the_pages_mark_their_examples_runnable():
         assert len(markers) == len(_FENCE.findall(text)), page
 
 
+@pytest.fixture(scope="module")
+def after_the_first_command(tmp_path_factory):
+    """A folder where the README's first command has run (smaller: 20 clients, 10 rounds,
+    40 training queries), for the examples that read its ``results/fpdgd/results.json``."""
+    import binaries
+
+    folder = tmp_path_factory.mktemp("repository")
+    done = binaries.call(
+        "fpdgd", "--n_clients=20", "--rounds=10", "--synthetic_queries=40",
+        f"--output_dir={folder / 'results' / 'fpdgd'}",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return folder
+
+
 @pytest.mark.parametrize("code", runnable_blocks())
-def test_docs_example_runs(code):
+def test_docs_example_runs(code, request, monkeypatch):
+    if "results/fpdgd/" in code:
+        monkeypatch.chdir(request.getfixturevalue("after_the_first_command"))
     exec(compile(code, "<docs example>", "exec"), {"__name__": "__docs_example__"})
 
 
