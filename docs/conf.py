@@ -44,6 +44,8 @@ myst_heading_anchors = 3
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+# Types join the parameters a docstring describes; no bare list of every dataclass field.
+autodoc_typehints_description_target = "documented_params"
 autodoc_default_options = {"undoc-members": False}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = True

@@ -1,4 +1,4 @@
-"""The round every method shares (issue 13; DESIGN.md "Architecture we want").
+"""The round every method shares, and the run that drives it.
 
 A method supplies its clients' side of a round as a pure function over the stacked
 client axis, ``train(start, size) -> Sent``: what the clients at positions
@@ -260,7 +260,7 @@ def select_evaluated(curves: dict, names, rounds: int, every: int):
 
 
 class Method(Protocol):
-    """What a method supplies to ``run`` (DESIGN.md "Architecture we want").
+    """What a method supplies to ``run``.
 
     A method's *spec* is a frozen, hashable dataclass (one compilation per value) with a
     ``config`` holding ``seed``, ``n_runs``, ``rounds``, ``chunk_rounds`` and

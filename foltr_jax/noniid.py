@@ -13,7 +13,7 @@ training set and each client samples from its own query list.
   shown list averaged over the intents.  Intents: read from files, or made by
   :func:`synthetic_multi_intent` / :func:`topical_intents` (intents splitting shared
   topical candidates, like the intent-change collection) or :func:`feature_group_intents`
-  (each intent its own signal, a disjoint feature group; issue 27 tried it: on the MSLR
+  (each intent its own signal, a disjoint feature group; tried on the MSLR
   excerpt it narrows the IID gap rather than widening it).
 * Type 2, label distribution (§4.4.1): k-combinations of the grades assigned to
   clients, each grade's query-document pairs split equally among its clients.

@@ -277,3 +277,29 @@ def test_runs_per_cell_come_from_the_slots_repetitions():
     assert engine._runs_per_cell(np.tile(np.arange(3), 4)) == 3
     assert engine._runs_per_cell(np.zeros(1, np.int64)) == 1
     assert engine._runs_per_cell(np.array([0, 1, 0])) == 3  # not cell-major: one cell
+
+
+def _docstring_example(function) -> str:
+    import textwrap
+
+    block = function.__doc__.split("Example::\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if line.strip() and not line.startswith("        "):
+            break
+        lines.append(line)
+    return textwrap.dedent("\n".join(lines))
+
+
+@pytest.mark.slow  # four small compilations
+@pytest.mark.parametrize(
+    "name", ["run_fpdgd", "run_foltr_es", "run_fedips", "run_unlearning"]
+)
+def test_the_run_functions_examples_run(name, public_data):
+    """The example in each ``run_*`` docstring (the API reference shows it) runs as written,
+    given a small ``train, test``."""
+    code = _docstring_example(getattr(foltr_jax, name))
+    assert f"foltr_jax.{name}(" in code
+    train, test = public_data
+    exec(compile(code, f"<{name} example>", "exec"),
+         {"foltr_jax": foltr_jax, "train": train, "test": test})
