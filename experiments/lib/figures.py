@@ -17,6 +17,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 # The readers and tables are re-exported: callers use them as figures.<name>.
 from experiments.lib.series import (  # noqa: F401
@@ -106,6 +107,7 @@ def plot_curves(title: str, members: list[Series], curve: str = "offline_ndcg") 
                 ax.fill_between(x[keep], mean - sd, mean + sd, color=colour, alpha=0.2, lw=0)
         ax.set_title(panel)
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(CURVES[curve].format(offline=members[0].offline))
     handles = [Line2D([], [], **_style(i)) for i in range(len(labels))]
