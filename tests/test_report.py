@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 
 import binaries
 import numpy as np
@@ -867,6 +868,10 @@ def test_a_recipe_page_is_drawn(tmp_path):
     assert figure["columns"] == CLICK_COLUMNS
     line = figure["panels"][0]["lines"][0]
     assert line["n_runs"] == 4 and line["folds"] == 2  # folds pooled, as the papers average
+    # The page says how small its runs are, and a recipe of figures only has no tables file.
+    assert page["scale"].endswith("(--quick: smaller than the paper's runs)"), page["scale"]
+    assert re.match(r"\d+ rounds, 4 runs \(", page["scale"]), page["scale"]  # 2 folds of 2
+    assert not (tmp_path / "report" / "paper_tables.md").exists()
 
 
 def test_curves_of_an_eval_every_run(tmp_path):
