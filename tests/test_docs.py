@@ -172,6 +172,7 @@ def test_pages_read_offline_in_a_browser(built_site, name):
     found = browser.check(html / f"{name}.html")
     assert found["raw_tex"] == [] and found["math_errors"] == [], found
     assert found["cut"] == [], found["cut"]
+    assert found["broken_images"] == [], found["broken_images"]
     assert found["page_width"] <= found["window_width"], found
     assert found["external"] == [], found["external"]
     assert found["copy_buttons"] == found["code_blocks"], found
@@ -179,6 +180,8 @@ def test_pages_read_offline_in_a_browser(built_site, name):
     if name == "concepts":
         assert found["math"] >= 5, found
         assert found["outline"] >= 5, found
+    if name in ("concepts", "getting-started", "papers/fpdgd"):
+        assert found["images"] >= 1, found  # the data flow, the first run's curve, Figure 4
 
 
 def test_flag_pages_list_what_the_binary_defines():
