@@ -7,7 +7,8 @@ r"""Figures and tables from a folder of results.json files.
 With --recipe (a batch recipe, see `python -m experiments.batch --list`; --results_dir
 defaults to results/batch/<recipe>), the report also draws the paper's figures and tables
 panel for panel (experiments/lib/paper_figures/): paper_<figure>.png/.pdf, page.png/.pdf
-(every figure and table of the recipe on one page), paper_tables.md and paper.json.
+(every figure and table of the recipe on one page), paper_tables.md (for a recipe with tables)
+and paper.json.
 
 Finds every results.json under --results_dir (every binary's, results format 2) and writes
 to --output_dir (default <results_dir>/report): curves_<group>.png/.pdf (offline nDCG@10 per
