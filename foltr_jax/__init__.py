@@ -71,7 +71,7 @@ def run_fpdgd(
 
     spec, arrays = federation.build(config, train, test, settings, clients=clients)
     result = federation.run(spec, arrays, progress, checkpoint=checkpoint)
-    result.cells = tuple(settings) if settings else (config.setting(),)
+    result.cells = list(settings) if settings else [config.setting()]
     return result
 
 

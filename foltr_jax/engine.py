@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import jax
@@ -333,7 +333,7 @@ class RunResult:
     offline_rounds: np.ndarray
     offline: tuple = ()
     extras: dict = dataclasses.field(default_factory=dict)
-    cells: tuple = ()
+    cells: Sequence = ()  # a list for run_fpdgd and the replay
     n_runs: int = 0
 
     def __getattr__(self, name: str):
@@ -492,7 +492,7 @@ def run(method: Method, arrays, progress=None, checkpoint: str | None = None) ->
         offline_rounds=offline_rounds,
         offline=tuple(method.offline),
         extras=extras,
-        cells=tuple(extras.get("cells", ())),
+        cells=extras.get("cells", ()),
         n_runs=_runs_per_cell(method.repetitions()),
     )
 

@@ -211,7 +211,7 @@ def test_every_method_runs_through_the_public_names(public_data):
     assert sorted(protocol.trained) == ["honest", "malicious", "retrained"]
     assert protocol.trained["malicious"].history.shape[:3] == (2, 2, 4)
     assert protocol.replayed.offline_ndcg.shape == (2, 2)
-    assert protocol.replayed.cells == (("perfect", 1, 2),)
+    assert protocol.replayed.cells == [("perfect", 1, 2)]
     assert protocol.replayed.by_cell("offline_ndcg").shape == (1, 2, 2)
     assert np.all(np.isfinite(protocol.replayed.final_offline_ndcg()))
 
