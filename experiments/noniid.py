@@ -190,6 +190,7 @@ def _load_intents() -> tuple[noniid.MultiIntentDataset, dict]:
             )
         except (data.LetorFormatError, data.DatasetError) as error:
             raise common.UserError(str(error)) from None
+        common.note_data_files(FLAGS.train_path, *FLAGS.intent_files, flag="intent_files")
         return mi, {"train_path": FLAGS.train_path, "intent_files": list(FLAGS.intent_files)}
     mi = noniid.synthetic_multi_intent(
         FLAGS.synthetic_seed,
