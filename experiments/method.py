@@ -9,7 +9,9 @@ A method is registered with ``foltr_jax.engine.register_method(name, config clas
 summary)`` (the built-in fpdgd, foltr_es and fedips are; a ``--plugin`` adds its own).
 The method's config class gives the flags, one per field, as for every binary
 (``experiments.config_flags``): ``--method`` and ``--plugin`` are read from the command
-line first, so ``--help`` lists the chosen method's settings.  Writes
+line first, as absl reads them (one dash or two, ``=V`` or a separate value, in the
+``--flagfile`` files too), so ``--help`` lists the chosen method's settings; a run in which
+absl then reads them otherwise is refused in one line, never run as another method.  Writes
 <output_dir>/results.json with the method's curves (the results format of every binary).
 """
 
@@ -30,16 +32,23 @@ PROGRAM = "method"
 
 
 def early_values(argv: list, name: str) -> list:
-    """The values of ``--name=V`` and ``--name V`` in ``argv`` before a lone ``--``: read
-    before absl parses the flags, since they decide which flags exist."""
-    values, args = [], argv[1:]
+    """The values of ``--name``, read before absl parses the flags (they decide which flags
+    exist) the way absl reads them: ``--name=V``, ``-name=V``, ``--name V`` and ``-name V``,
+    in ``argv`` and in the flag files it names (``--flagfile``), up to a lone ``--``.  A flag
+    file that cannot be read is a UserError naming it."""
+    try:
+        args = flags.FLAGS.read_flags_from_files(list(argv), force_gnu=False)[1:]
+    except flags.Error as error:
+        raise cli.UserError(f"--flagfile: {str(error).replace('ERROR:: ', '')}") from None
+    values = []
     for i, arg in enumerate(args):
         if arg == "--":
             break
-        if arg.startswith(f"--{name}="):
-            values.append(arg.split("=", 1)[1])
-        elif arg == f"--{name}" and i + 1 < len(args):
-            values.append(args[i + 1])
+        for dashes in ("--", "-"):
+            if arg.startswith(f"{dashes}{name}="):
+                values.append(arg.split("=", 1)[1])
+            elif arg == f"{dashes}{name}" and i + 1 < len(args):
+                values.append(args[i + 1])
     return values
 
 
@@ -47,16 +56,18 @@ def _chosen_method() -> tuple:
     """(name, entry) of --method (default fpdgd), the plugins on the command line imported
     first; a bad plugin or an unknown name ends in one line."""
     try:
-        plugins.load(early_values(sys.argv, "plugin"))
+        EARLY_PLUGINS[:] = early_values(sys.argv, "plugin")
+        plugins.load(EARLY_PLUGINS)
+        name = (early_values(sys.argv, "method") or ["fpdgd"])[-1]
     except cli.UserError as error:
         cli.fail(PROGRAM, str(error))
-    name = (early_values(sys.argv, "method") or ["fpdgd"])[-1]
     if name not in engine.METHODS:
         cli.fail(PROGRAM, f"--method: unknown method {name!r}; one of {engine.METHODS.names()}"
                  " (a --plugin registers more)")  # fmt: skip
     return name, engine.METHODS.get(name)
 
 
+EARLY_PLUGINS: list = []  # the --plugin values imported to choose the method
 METHOD, ENTRY = _chosen_method()
 common.define_data_flags()
 common.define_checkpoint_flag()
@@ -150,7 +161,24 @@ def method_results(config, result, train, test, source, log) -> dict:
     )
 
 
+def check_read_as_chosen() -> None:
+    """UserError when absl read --method or --plugin otherwise than they were read to
+    choose the method's flags (a spelling absl reads and ``early_values`` does not): the
+    run would be another method's, under the name of the one asked for."""
+    if FLAGS.method != METHOD:
+        raise cli.UserError(
+            f"--method: absl read {FLAGS.method!r} but the flags were chosen for {METHOD!r}; "
+            "write it --method=NAME on the command line or in a --flagfile"
+        )
+    if list(FLAGS.plugin) != EARLY_PLUGINS:
+        raise cli.UserError(
+            f"--plugin: absl read {list(FLAGS.plugin)} but {EARLY_PLUGINS} were imported to choose "
+            "the method; write each --plugin=FILE on the command line or in a --flagfile"
+        )
+
+
 def run() -> program.Done:
+    check_read_as_chosen()
     builtin = hasattr(ENTRY.config, "validate")
     config = CONFIG_FLAGS.build(validate=builtin)
     if not builtin:

@@ -222,24 +222,29 @@ def _chunk_to_dense(chunk: _Chunk, path: str, n_features: int | None) -> np.ndar
 
 
 def _iter_byte_blocks(fh) -> Iterator[bytes]:
-    """Blocks of whole lines (each ends with a newline except maybe the last)."""
-    leftover = b""
+    """Blocks of whole lines (each ends with a newline except maybe the last).  The part
+    of a line that a read leaves over is kept as a list of pieces, joined once its newline
+    comes: a line of any length costs time in proportion to its length."""
+    pending: list[bytes] = []  # the start of a line whose newline has not come yet
     while True:
         buf = fh.read(_READ_BLOCK_BYTES)
         if not buf:
             break
-        buf = leftover + buf
         cut = buf.rfind(b"\n") + 1
-        leftover = buf[cut:]
-        if cut:
-            yield buf[:cut]
-    if leftover:
-        yield leftover
+        if not cut:
+            pending.append(buf)
+            continue
+        yield b"".join([*pending, buf[:cut]]) if pending else buf[:cut]
+        pending = [buf[cut:]] if cut < len(buf) else []
+    if pending:
+        yield b"".join(pending)
 
 
 def _decode(block: bytes) -> str:
-    # Blocks end at a newline, so no multi-byte character is split.
-    return block.decode("utf-8", errors="replace")
+    """A block as text: UTF-8, and every byte that is not UTF-8 kept as its own character
+    (``surrogateescape``), so that two query ids are the same only when their bytes are.
+    Blocks end at a newline, so no multi-byte character is split."""
+    return block.decode("utf-8", errors="surrogateescape")
 
 
 def _iter_blocks(fh) -> Iterator[str]:
@@ -380,7 +385,7 @@ def _open_byte_blocks(raw, path: str, hasher) -> Iterator[bytes]:
 
 
 def _open_blocks(raw, path: str, hasher) -> Iterator[str]:
-    """:func:`_open_byte_blocks`, decoded (UTF-8, undecodable bytes replaced)."""
+    """:func:`_open_byte_blocks`, decoded (UTF-8, undecodable bytes kept apart: ``_decode``)."""
     return map(_decode, _open_byte_blocks(raw, path, hasher))
 
 
@@ -623,8 +628,9 @@ def check_file(path) -> pathlib.Path:
 
 
 def open_text(path):
-    """A text stream of a data file (gzip read as it is); DatasetError naming the file
-    when it is missing, a folder, unreadable, otherwise compressed or binary."""
+    """A text stream of a data file (gzip read as it is; bytes that are not UTF-8 kept
+    apart as the LETOR reader keeps them, ``_decode``); DatasetError naming the file when
+    it is missing, a folder, unreadable, otherwise compressed or binary."""
     path = check_file(path)
     try:
         with open(path, "rb") as raw:
@@ -633,4 +639,4 @@ def open_text(path):
         raise read_error(path, error) from None
     _check_text(str(path), head)
     opener = gzip.open if head.startswith(_GZIP_MAGIC) else open
-    return opener(path, "rt", encoding="utf-8", errors="replace")
+    return opener(path, "rt", encoding="utf-8", errors="surrogateescape")

@@ -84,3 +84,34 @@ def test_a_built_in_method_by_name_gives_its_own_binarys_results(tmp_path):
     assert set(b_curves) <= set(a_curves)
     for name, values in b_curves.items():
         assert a_curves[name] == values, name
+
+
+def _help(*args):
+    done = binaries.run("method", *args, "--help")  # absl prints the help and exits 1
+    return " ".join(done.stdout.split()), done
+
+
+def test_the_method_is_read_as_absl_reads_it_one_dash_or_from_a_flag_file(tmp_path):
+    """``-method=foltr_es`` and a --flagfile holding ``--method=foltr_es`` choose FOLtR-ES's
+    flags (its --sigma), as absl then reads them; a flag file that cannot be read is one
+    line naming it."""
+    flagfile = tmp_path / "flags.txt"
+    flagfile.write_text("--method=foltr_es\n--rounds=3\n")
+    for args in (("-method=foltr_es",), ("-method", "foltr_es"), (f"--flagfile={flagfile}",)):
+        text, _ = _help(*args)
+        assert "--sigma: Standard deviation" in text, args
+    text, _ = _help()
+    assert "--sigma" not in text  # the default, fpdgd, has no sigma
+    done = binaries.run("method", f"--flagfile={tmp_path / 'missing.txt'}")
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and line.startswith("method: error: --flagfile: Unable to open")
+
+
+@pytest.mark.slow  # a run of the method binary
+def test_a_method_named_with_one_dash_runs_that_method(tmp_path):
+    settings = ("--synthetic_queries=40", "--n_clients=8", "--rounds=3", "--nocheckpoint")
+    out = tmp_path / "out"
+    done = binaries.run("method", "-method=foltr_es", *settings, f"--output_dir={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["method"] == "foltr_es" and "sigma" in results["config"]

@@ -20,7 +20,7 @@ import jax
 from absl import flags
 
 from experiments.distributed import is_writer, refuse_distributed, start_distributed
-from experiments.lib import plugins
+from experiments.lib import plugins, provenance
 from experiments.lib.cli import UserError, fail, quiet_logs
 
 FLAGS = flags.FLAGS
@@ -69,6 +69,7 @@ def main(
         many = distributed() if callable(distributed) else distributed
         if many is False:
             refuse_distributed(program, what or f"experiments.{program}")
+        provenance.start(program)
         try:
             plugins.load(FLAGS.plugin if "plugin" in FLAGS else [])
             if many:
