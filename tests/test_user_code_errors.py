@@ -111,3 +111,23 @@ def test_tools_refuse_what_they_cannot_honour_before_compiling(tmp_path, module,
     assert done.returncode == 2, done.stderr[-2000:]
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"{module}: error: {message}"), line
+
+
+def test_a_plugin_that_exits_while_imported_is_one_line(tmp_path):
+    plugin = tmp_path / "leaves.py"
+    plugin.write_text("import sys\nsys.exit(0)\n")
+    out = tmp_path / "out"
+    done = binaries.call("fpdgd", f"--plugin={plugin}", f"--output_dir={out}")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line == f"fpdgd: error: --plugin: {plugin}: called sys.exit(0) while imported", line
+
+
+@pytest.mark.parametrize("name", ["gamma", "gamma_sd", "local_lr"])
+def test_fedips_settings_must_be_finite_in_float32(name):
+    from foltr_jax import fedips
+    from foltr_jax.config import ConfigError
+
+    with pytest.raises(ConfigError, match="finite in float32, got 1e"):
+        fedips.FedIpsConfig(**{name: 1e39}).validate()
+    fedips.FedIpsConfig(**{name: 3.4028235e38}).validate()  # float32's largest: fine
