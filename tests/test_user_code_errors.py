@@ -131,3 +131,26 @@ def test_fedips_settings_must_be_finite_in_float32(name):
     with pytest.raises(ConfigError, match="finite in float32, got 1e"):
         fedips.FedIpsConfig(**{name: 1e39}).validate()
     fedips.FedIpsConfig(**{name: 3.4028235e38}).validate()  # float32's largest: fine
+
+
+def test_a_recipe_s_report_refuses_results_that_are_not_its_runs(tmp_path):
+    import json
+
+    folder = tmp_path / "poisoning"
+    (folder / "fedavg").mkdir(parents=True)
+    (folder / "fedavg" / "results.json").write_text(json.dumps(_results([0.1, 0.2, 0.3])))
+    done = binaries.call("report", "--recipe=poisoning_figs2_4", f"--results_dir={folder}")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"report: error: --recipe: poisoning_figs2_4: {folder} does not hold")
+    assert "no results of its run(s) grid" in line and "not its runs': fedavg/results.json" in line
+    assert not (folder / "report").exists()  # nothing drawn
+
+    report = binaries.load("report")
+    from experiments.lib import recipes
+
+    recipe = recipes.recipes(quick=True)["fpdgd_fig5"]
+    for run in recipe.runs:  # the batch's layout: <fold>/<run>/results.json
+        (tmp_path / "fig5" / "Fold1" / run.name).mkdir(parents=True)
+        (tmp_path / "fig5" / "Fold1" / run.name / "results.json").write_text("{}")
+    report.check_recipe_runs(tmp_path / "fig5", recipe)  # the recipe's runs: accepted
