@@ -2,6 +2,7 @@
 registered in a --plugin (the "Add a method" example's federated DBGD) is a name there."""
 
 import json
+import sys
 
 import binaries
 import numpy as np
@@ -151,6 +152,14 @@ engine.register_method("broken", BrokenConfig, run, "returns what it is told")
 '''
 
 
+@pytest.fixture(scope="module")
+def broken_method(tmp_path_factory):
+    """One plugin file for the module: its method is registered once in this process."""
+    path = tmp_path_factory.mktemp("broken") / "broken_method.py"
+    path.write_text(BROKEN_METHOD)
+    return path
+
+
 @pytest.mark.parametrize(
     "returns, message",
     [
@@ -161,14 +170,18 @@ engine.register_method("broken", BrokenConfig, run, "returns what it is told")
         ("no_initial", "its run returned initial 'offline_ndcg' as NoneType"),
     ],
 )
-def test_a_method_returning_the_wrong_shape_or_type_is_one_line(tmp_path, returns, message):
-    plugin = tmp_path / "broken_method.py"
-    plugin.write_text(BROKEN_METHOD)
+def test_a_method_returning_the_wrong_shape_or_type_is_one_line(
+    broken_method, tmp_path, returns, message, monkeypatch
+):
     out = tmp_path / "out"
-    done = binaries.run(
-        "method", f"--plugin={plugin}", "--method=broken", f"--returns={returns}",
-        "--synthetic_queries=10", f"--output_dir={out}",
-    )  # fmt: skip
+    args = (f"--plugin={broken_method}", "--method=broken", f"--returns={returns}",
+            "--synthetic_queries=10", f"--output_dir={out}")  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["method", *args])  # the binary chooses its method at import
+    binaries._loaded["module"] = None
+    try:
+        done = binaries.call("method", *args)
+    finally:
+        binaries._loaded["module"] = None  # the next test imports the binary afresh
     (line,) = done.stderr.strip().splitlines()[-1:]
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert line.startswith(f"method: error: --method: broken: {message}"), line
