@@ -4,7 +4,9 @@
 
 Pages are MyST Markdown; the API reference is autodoc (napoleon reads the docstrings'
 sections) and the binaries' flags are read from the code at build time (``_ext/flagdoc.py``).
-Math is rendered by MathJax in the browser: the build needs no network.
+Math is rendered by MathJax served from the built site (``_ext/offline_math.py``): neither
+the build nor the reading needs a network.  The theme is Furo (page outline on the right,
+code and wide tables scroll sideways), with a copy button on every code block.
 """
 
 import pathlib
@@ -19,13 +21,15 @@ import foltr_jax  # noqa: E402
 
 project = "foltr_jax"
 author = "the foltr_jax authors"
+copyright = "2026, the foltr_jax authors"
 release = version = foltr_jax.__version__
 
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
-    "sphinx.ext.mathjax",
+    "offline_math",
+    "sphinx_copybutton",
     "sphinx.ext.viewcode",
     "flagdoc",
 ]
@@ -44,9 +48,13 @@ autodoc_default_options = {"undoc-members": False}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = True
 
-html_theme = "alabaster"
+html_theme = "furo"
 html_title = "foltr_jax"
-html_theme_options = {"description": "Federated Online Learning to Rank, simulated in JAX"}
+html_theme_options = {"navigation_with_keys": True}
+# Copy the command, not the prompt or the output lines of a console session.
+copybutton_exclude = ".linenos, .gp, .go"
+html_static_path = ["_static"]
+html_css_files = ["layout.css"]
 napoleon_use_ivar = True  # a dataclass's "Attributes:" section is not a second description
 
 # Type hints name classes by their short names (Spec, Arrays), which several method
@@ -56,6 +64,16 @@ suppress_warnings = ["ref.python"]
 # The docstrings write set sizes as |C|, |U|; reStructuredText reads |name| as a
 # substitution.  Outside literal blocks the bars are escaped before parsing.
 _BARS = re.compile(r"(?<![\\`|])\|(?=[^\s|`])([^|`\n]*?[^\s|`\\])\|(?![|`_])")
+
+
+# "nDCG@10" reads to docutils as an e-mail address; the pages have none, so a mailto:
+# link is put back as the text it was.
+def _no_mailto(app, doctree):
+    from docutils import nodes
+
+    for node in list(doctree.findall(nodes.reference)):
+        if node.get("refuri", "").startswith("mailto:"):
+            node.replace_self(nodes.Text(node.astext()))
 
 
 def _escape_bars(app, what, name, obj, options, lines):
@@ -74,3 +92,4 @@ def _escape_bars(app, what, name, obj, options, lines):
 
 def setup(app):
     app.connect("autodoc-process-docstring", _escape_bars)
+    app.connect("doctree-read", _no_mailto)

@@ -3,7 +3,8 @@ runnable (a ``% runnable`` MyST comment on the line before the fence) is execute
 this process, and must finish without an exception (the blocks assert what they show).
 Its pages point at files that exist, and the reference pages stay generated from the code.
 
-The build itself (``python -m sphinx -W``, about 20 s) runs in .ci/run, not here.
+The build (``python -m sphinx -W``, about 20 s) and the pages opened in headless Chromium
+(tests/browser.py: math typeset offline, nothing cut) are in the slow tier.
 """
 
 import re
@@ -74,27 +75,90 @@ def test_readme_links_point_at_pages():
         assert (REPO_ROOT / target).is_file(), target
 
 
-@pytest.mark.slow
-def test_docs_build_without_warnings(tmp_path):
-    """The README's build command, into a temporary folder (about 20 s)."""
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory):
+    """The README's build command, into a temporary folder (about 20 s): (html, stderr)."""
     import subprocess
     import sys
 
-    pytest.importorskip(
-        "sphinx", reason='needs the docs extra: .venv/bin/pip install -e ".[docs]"'
-    )
-    pytest.importorskip("myst_parser", reason='needs the docs extra: pip install -e ".[docs]"')
+    for module in ("sphinx", "myst_parser", "furo", "sphinx_copybutton"):
+        pytest.importorskip(module, reason='needs the docs extra: pip install -e ".[docs]"')
+    html = tmp_path_factory.mktemp("docs") / "html"
     done = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs",
-         str(tmp_path / "html")],
+         str(html)],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stderr.strip() == "", done.stderr[-3000:]
-    flags = (tmp_path / "html" / "_generated" / "binaries" / "fpdgd.html").read_text()
+    return html, done.stderr
+
+
+@pytest.mark.slow
+def test_docs_build_without_warnings(built_site):
+    html, stderr = built_site
+    assert stderr.strip() == "", stderr[-3000:]
+    flags = (html / "_generated" / "binaries" / "fpdgd.html").read_text()
     assert "--n_clients" in flags and "--privacy_grid" in flags
-    api = (tmp_path / "html" / "_generated" / "api" / "engine.html").read_text()
+    api = (html / "_generated" / "api" / "engine.html").read_text()
     assert "foltr_jax.engine.run" in api
+    # MathJax is served from the site itself; no page loads anything from a network.
+    assert (html / "_static" / "mathjax" / "tex-svg.js").is_file()
+    for page in html.rglob("*.html"):
+        text = page.read_text()
+        assert not re.search(r"<script[^>]+src=\"(https?:)?//", text), page
+        assert "mailto:" not in text, page
+
+
+# The pages a newcomer opens first, the ones with math, wide tables or wide code.
+BROWSER_PAGES = (
+    "index", "getting-started", "concepts", "papers/fpdgd", "howto/reproduce",
+    "reference/api", "performance", "_generated/api/engine", "_generated/binaries/fpdgd",
+)
+
+
+def _browser():
+    import browser
+
+    if browser.chromium() is None:
+        pytest.skip("needs Debian's chromium for the browser check: apt-get install -y chromium")
+    return browser
+
+
+@pytest.mark.slow
+def test_the_check_sees_raw_tex_and_cut_content(tmp_path):
+    """The browser check itself: a page with TeX left as source and a box that clips."""
+    browser = _browser()
+    page = tmp_path / "bad.html"
+    page.write_text(
+        "<html><body><article role=main style='width:400px'>"
+        "<p>where \\(\\kappa\\) is the clip factor</p>"
+        "<pre style='overflow:hidden;width:300px'>" + "x" * 200 + "</pre>"
+        "<table style='width:900px'><tr><td>wide</td></tr></table>"
+        "</article></body></html>"
+    )
+    found = browser.check(page)
+    assert found["raw_tex"] == ["where \\(\\kappa\\) is the clip factor"]
+    assert any(c.startswith("pre") and "clips" in c for c in found["cut"]), found["cut"]
+    assert any(c.startswith("table") and "ends at" in c for c in found["cut"]), found["cut"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BROWSER_PAGES)
+def test_pages_read_offline_in_a_browser(built_site, name):
+    """Headless Chromium, 1280 px, no network: math typeset, nothing cut, outline and copy
+    buttons present."""
+    browser = _browser()
+    html, _ = built_site
+    found = browser.check(html / f"{name}.html")
+    assert found["raw_tex"] == [] and found["math_errors"] == [], found
+    assert found["cut"] == [], found["cut"]
+    assert found["page_width"] <= found["window_width"], found
+    assert found["external"] == [], found["external"]
+    assert found["copy_buttons"] == found["code_blocks"], found
+    assert "the foltr_jax authors" in found["footer"], found["footer"]
+    if name == "concepts":
+        assert found["math"] >= 5, found
+        assert found["outline"] >= 5, found
 
 
 def test_flag_pages_list_what_the_binary_defines():
