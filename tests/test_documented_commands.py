@@ -27,6 +27,26 @@ def documented_commands() -> list:
 COMMANDS = documented_commands()
 
 
+def isolate_plugins(args, monkeypatch) -> None:
+    """The command's plugin files are imported afresh, registering their names again: a
+    test module may have imported the same file under its own name (test_add_a_method's
+    federated_dbgd, at collection), which would make the plugin's registration a second,
+    refused one.  Both are restored after the test."""
+    import hashlib
+    import os
+
+    from foltr_jax import engine
+
+    plugins = [a.split("=", 1)[1] for a in args if a.startswith("--plugin=")]
+    for plugin in plugins:
+        path = os.path.abspath(plugin)
+        name = "foltr_jax_plugin_" + hashlib.sha256(path.encode()).hexdigest()[:16]
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    method = dict(a.split("=", 1) for a in args if a.startswith("--method=")).get("--method")
+    if plugins and method in engine.METHODS:  # the plugin's own method, registered elsewhere
+        monkeypatch.delitem(engine.METHODS._entries, method)
+
+
 def test_the_docstrings_show_commands_of_every_kind():
     binaries_shown = {binary for _, binary, _ in COMMANDS}
     assert {"batch", "fpdgd", "method", "paper_budget", "noniid", "report"} <= binaries_shown
@@ -40,6 +60,7 @@ def test_a_documented_command_is_read_by_its_binary(source, binary, args, monkey
     if binary == "method":  # its flags are the chosen method's: read from the command line
         monkeypatch.setattr(sys, "argv", ["method", *args])
         binaries._loaded["module"] = None
+        isolate_plugins(args, monkeypatch)
     module = binaries.load(binary)
     if binary == "method":
         binaries._loaded["module"] = None  # the next command chooses its own method
