@@ -91,9 +91,21 @@ def _help_of_every_field(config_class, internal) -> dict:
     return found
 
 
-CONFIG_FLAGS = config_flags.define(
-    ENTRY.config, skip=ENTRY.internal, help=_help_of_every_field(ENTRY.config, ENTRY.internal)
-)
+def _config_flags() -> config_flags.ConfigFlags:
+    """The chosen method's settings as flags; a config class that cannot give them (a
+    field without a default, of a type with no flag, named as a flag of this binary) ends
+    in one line naming the method and the field."""
+    try:
+        if not dataclasses.is_dataclass(ENTRY.config):
+            raise TypeError(f"{ENTRY.config!r} is not a dataclass")
+        helps = _help_of_every_field(ENTRY.config, ENTRY.internal)
+        return config_flags.define(ENTRY.config, skip=ENTRY.internal, help=helps)
+    except (TypeError, KeyError, ValueError, flags.Error) as error:
+        message = str(error).strip("'\"")
+        cli.fail(PROGRAM, f"--method: {METHOD}: its config cannot be flags: {message}")
+
+
+CONFIG_FLAGS = _config_flags()
 flags.adopt_module_key_flags(common)
 flags.adopt_module_key_flags(config_flags)
 
@@ -133,6 +145,51 @@ def check_shared_settings(config) -> None:
                 raise engine.ConfigError(name, str(error)) from None
         elif value not in registry.names():
             raise engine.ConfigError(name, f"unknown {name} {value!r}; one of {registry.names()}")
+
+
+def _described(value) -> str:
+    """What a returned value is, for an error line: its type, and its shape and dtype."""
+    try:
+        array = np.asarray(value)
+    except Exception:  # noqa: BLE001  (anything a user's code returns)
+        return type(value).__name__
+    if value is None or array.dtype.kind == "O":
+        return type(value).__name__ if value is None else f"{type(value).__name__} of objects"
+    return f"{type(value).__name__} of shape {list(array.shape)} and dtype {array.dtype}"
+
+
+def check_method_result(result) -> None:
+    """UserError naming the method and what it returned when its run's result is not a
+    RunResult of [runs, columns] numeric curves (offline_ndcg among them) with an initial
+    value per run for each offline curve: a user's method is checked before its numbers
+    are written, never a traceback."""
+    where = f"--method: {METHOD}: its run returned"
+    if not isinstance(result, engine.RunResult):
+        raise cli.UserError(
+            f"{where} {_described(result)}, not a foltr_jax.engine.RunResult"
+        )
+    curves = result.curves
+    if not isinstance(curves, dict) or "offline_ndcg" not in curves:
+        raise cli.UserError(f"{where} no 'offline_ndcg' curve (the headline metric)")
+    rows = None
+    for name, values in curves.items():
+        array = None if values is None else np.asarray(values)
+        if array is None or array.dtype.kind not in "biuf" or array.ndim != 2:
+            raise cli.UserError(
+                f"{where} curve {name!r} as {_described(values)}; expected a [runs, rounds] "
+                "array of numbers"
+            )
+        if rows is not None and array.shape[0] != rows:
+            raise cli.UserError(f"{where} curve {name!r} with {array.shape[0]} runs, not {rows}")
+        rows = array.shape[0]
+    for name in result.offline:
+        initial = result.initial.get(name) if isinstance(result.initial, dict) else None
+        array = None if initial is None else np.asarray(initial)
+        if array is None or array.dtype.kind not in "biuf" or array.shape != (rows,):
+            raise cli.UserError(
+                f"{where} initial {name!r} as {_described(initial)}; expected one number per "
+                f"run ({rows})"
+            )
 
 
 def method_results(config, result, train, test, source, log) -> dict:
@@ -199,6 +256,7 @@ def run() -> program.Done:
         if builtin:
             raise
         raise cli.UserError(f"--method: {METHOD}: {plugins.where_it_failed(error)}") from None
+    check_method_result(result)
     results = method_results(config, result, train, test, source, log)
     path = output.write_json("results.json", results)
     return program.Done(output, f"{common.curve_summary(results)}; results in {path}")

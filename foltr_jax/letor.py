@@ -86,7 +86,9 @@ _READ_BLOCK_BYTES = 1 << 20
 # Threads that read blocks with the vectorised reader at once (numpy releases the GIL).
 _MAX_THREADS = 2
 
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
+# Values at or beyond this magnitude round to infinity in float32 (FLOAT32_MAX itself, as
+# 3.4028235e38, rounds to FLOAT32_MAX and is kept).
+_FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
 
 
 class LetorFormatError(ValueError):
@@ -181,7 +183,7 @@ def _parse_features_slow(
             if not _FLOAT_RE.fullmatch(val_s):
                 fail(f"non-numeric feature value in token {_short(tok)}")
             val = float(val_s)
-            if not math.isfinite(val) or abs(val) > _FLOAT32_MAX:
+            if not math.isfinite(val) or abs(val) >= _FLOAT32_OVERFLOW:
                 fail(f"feature value out of float32 range in token {_short(tok)}")
             ids.append(fid)
             vals.append(val)
@@ -203,7 +205,7 @@ def _chunk_to_dense(chunk: _Chunk, path: str, n_features: int | None) -> np.ndar
         suspicious = (
             (ids.size and (ids.min() < 1 or ids.max() > max_id))
             or not np.all(np.isfinite(vals))
-            or (vals.size and np.abs(vals).max() > _FLOAT32_MAX)
+            or (vals.size and np.abs(vals).max() >= _FLOAT32_OVERFLOW)
             # Not strictly increasing within a line: maybe a duplicate id.
             # Unsorted but unique ids are legal; the slow path sorts that out.
             or np.any(same_row & (ids[1:] <= ids[:-1]))

@@ -124,3 +124,40 @@ def test_the_noniid_binary_refuses_an_empty_intent_file_in_one_line(tmp_path):
     (line,) = done.stderr.strip().splitlines()
     assert f"{empty}: no judgement" in line
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_an_empty_split_is_refused_by_the_api_in_words(tiny):
+    from foltr_jax import federation
+
+    train, test = tiny
+    empty = RankingDataset(np.zeros((0, train.n_features), np.float32), [], [], [], [])
+    config = federation.FederationConfig(n_clients=2, rounds=1)
+    for pair, split in (((empty, test), "training"), ((train, empty), "test")):
+        with pytest.raises(DatasetError, match=f"the {split} split has no query"):
+            federation.build(config, *pair)
+
+
+def test_a_file_that_changes_while_it_is_read_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "train.txt"
+    path.write_text("0 qid:1 1:1\n1 qid:1 1:2\n")
+    real = letor.parse_file
+
+    def truncated_meanwhile(path_, n_features, hasher, **kwargs):
+        out = real(path_, n_features, hasher, **kwargs)
+        hasher.update(b"another byte")  # as if the file had changed under the reader
+        return out
+
+    monkeypatch.setattr(letor, "parse_file", truncated_meanwhile)
+    with pytest.raises(DatasetError, match="changed while it was being read"):
+        data.read_letor(path, cache_dir=tmp_path / "cache")
+
+
+def test_the_largest_float32_as_numpy_prints_it_is_a_feature_value(tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_text("0 qid:1 1:3.4028235e38\n1 qid:1 1:-3.4028235e38\n")
+    for parse in (letor.parse_file, letor.parse_file_by_lines):
+        features = parse(path, None)[0]
+        assert features[:, 0].tolist() == [np.finfo(np.float32).max, -np.finfo(np.float32).max]
+    path.write_text("0 qid:1 1:3.4028236e38\n")  # rounds to infinity in float32
+    with pytest.raises(LetorFormatError, match="out of float32 range"):
+        data.read_letor(path, use_cache=False)

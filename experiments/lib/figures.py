@@ -119,9 +119,16 @@ def plot_curves(title: str, members: list[Series], curve: str = "offline_ndcg") 
 def _save_figure(figure: Figure, path: pathlib.Path) -> None:
     suffix = path.suffix[1:]
     metadata = {"CreationDate": None} if suffix == "pdf" else None  # same input, same PDF
-    files.write_atomically(
-        path, lambda stream: figure.savefig(stream, format=suffix, dpi=150, metadata=metadata)
-    )
+    try:
+        files.write_atomically(
+            path, lambda stream: figure.savefig(stream, format=suffix, dpi=150, metadata=metadata)
+        )
+    except (ValueError, OverflowError, FloatingPointError) as error:
+        # curves valid as JSON that matplotlib cannot place (e.g. ±1e308: no axis ticks)
+        raise ReportError(
+            f"{path.name}: cannot be drawn: its curves hold values the axes cannot span "
+            f"({type(error).__name__}: {error})"
+        ) from None
 
 
 def _write_text(path: pathlib.Path, text: str) -> None:

@@ -77,6 +77,10 @@ def load(plugins) -> list:
                 source = _source_digest(path) if path else None
         except UserError:
             raise
+        except SystemExit as error:  # the program's exit is not a plugin's to decide
+            raise UserError(
+                f"--plugin: {plugin}: called sys.exit({error.code!r}) while imported"
+            ) from None
         except Exception as error:  # noqa: BLE001  (the user's code: say where it failed)
             raise UserError(f"--plugin: {plugin}: {where_it_failed(error)}") from None
         loaded.append({"plugin": plugin, "path": path, "sha256": source})
