@@ -44,6 +44,8 @@ myst_heading_anchors = 3
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+# Types join the parameters a docstring describes; no bare list of every dataclass field.
+autodoc_typehints_description_target = "documented_params"
 autodoc_default_options = {"undoc-members": False}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = True
@@ -90,6 +92,38 @@ def _escape_bars(app, what, name, obj, options, lines):
             literal_indent = indent
 
 
+def _config_fields(app, what, name, obj, options, lines):
+    """A config's fields as a table (name, default, the help its flag shows), for the config
+    dataclasses whose fields are the binaries' flags (``foltr_jax.config.setting_help``)."""
+    import dataclasses
+
+    if what != "class" or not dataclasses.is_dataclass(obj):
+        return
+    from foltr_jax import config
+
+    rows, missing = [], 0
+    for field in dataclasses.fields(obj):
+        try:
+            meaning = config.setting_help(obj, field.name)
+        except KeyError:  # a field no binary's flag sets (the method's own)
+            meaning, missing = "(no flag: set from Python or by the method)", missing + 1
+        if field.default is not dataclasses.MISSING:
+            default = repr(field.default)
+        elif field.default_factory is not dataclasses.MISSING:
+            default = repr(field.default_factory())
+        else:
+            default = "(required)"
+        rows.append((field.name, default, " ".join(meaning.split())))
+    if missing * 3 > len(rows):  # not a config of the binaries' flags
+        return
+    lines += ["", ".. list-table:: Fields (the binaries' flags of the same names)",
+              "   :header-rows: 1", "   :widths: 22 14 64", "",
+              "   * - field", "     - default", "     - meaning"]
+    for field_name, default, meaning in rows:
+        lines += [f"   * - ``{field_name}``", f"     - ``{default}``", f"     - {meaning}"]
+
+
 def setup(app):
+    app.connect("autodoc-process-docstring", _config_fields)
     app.connect("autodoc-process-docstring", _escape_bars)
     app.connect("doctree-read", _no_mailto)

@@ -6,9 +6,14 @@ r"""Reproduce the papers' figures and tables: one recipe per figure or table.
   python -m experiments.batch --recipe=all --quick --data_root=synthetic
 
 A recipe is a list of runs of the experiment binaries.  Each run writes
-<results_dir>/<recipe>/<fold>/<run>/results.json; a run whose results.json exists is
-skipped, so re-running a recipe (e.g. after an interruption) only does what is
-missing.  Runs of a long binary report their own progress; the batch prints how
+<results_dir>/<recipe>/<fold>/<run>/results.json, which records what made it (its
+arguments, the code, the plugins' and data files' SHA-256); a run whose results.json was
+made by the very command, code and data that would make it now is skipped, so
+re-running a recipe (e.g. after an interruption) only does what is missing, and one made
+otherwise (another --n_runs, an edited data file or plugin) runs again, saying why.  A
+recipe's folder holds one batch's runs: <results_dir>/<recipe>/batch.json records whether it
+was a --quick or a full batch and on which data, and a batch of the other kind or other
+data into the same --results_dir is refused (give each its own --results_dir).  Runs of a long binary report their own progress; the batch prints how
 many runs are done and an estimate of the time left.  When its runs are done,
 the recipe's figures and tables are made by experiments.lib.figures into
 <results_dir>/<recipe>/report/.
@@ -34,6 +39,7 @@ experiments/noniid.py --intent_files directly).
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 
@@ -102,7 +108,7 @@ def run_recipe(
 ) -> bool:
     """Runs what is missing, then the report; False when a run failed."""
     commands = _commands(recipe, results_dir, folds, n_runs, quick)
-    todo = [(out, argv) for out, argv in commands if not runs.complete(out)]
+    todo = [(out, argv) for out, argv in commands if not runs.complete(out, argv, say=False)]
     print(
         f"[{recipe.name}] {recipe.title}: {len(commands)} run(s), "
         f"{len(commands) - len(todo)} already done",
@@ -132,6 +138,38 @@ def run_recipe(
     return True
 
 
+def claim_recipe_folder(folder: pathlib.Path, batch: dict) -> None:
+    """Records in ``<folder>/batch.json`` which batch (quick or full, which data and folds)
+    fills the recipe's folder; UserError naming --results_dir when another batch's runs are
+    there: a recipe's report reads every run in its folder, so quick and full runs, or runs
+    of two datasets, never share one.  A run of the same batch under other settings (e.g.
+    --n_runs) is found by its provenance and runs again (``runs.complete``)."""
+    marker = folder / "batch.json"
+    found = runs.read_object(marker)
+    if os.path.lexists(marker) and found != batch:
+        if not isinstance(found, dict):
+            raise common.UserError(f"--results_dir: {marker} cannot be read; remove it")
+        kind = {True: "a --quick batch", False: "a full batch"}
+        differs = [
+            f"{key} {found.get(key)!r} there, {batch[key]!r} now"
+            for key in batch
+            if found.get(key) != batch[key]
+        ]
+        raise common.UserError(
+            f"--results_dir: {folder} holds the runs of "
+            f"{kind.get(found.get('quick'), 'another batch')} ({'; '.join(differs)}); "
+            "a recipe's folder never mixes two batches' runs: give "
+            "another --results_dir, or remove that folder"
+        )
+    if found is None:
+        try:
+            common.write_json_atomic(marker, batch)
+        except OSError as error:
+            raise common.UserError(
+                f"--results_dir: cannot write {marker} ({error.strerror or error})"
+            ) from None
+
+
 def run() -> program.Done:
     available = recipes(FLAGS.quick)
     if FLAGS.list:
@@ -158,6 +196,10 @@ def run() -> program.Done:
     claimed = None
     if not FLAGS.dry_run:  # one batch at a time in a results folder, writable, before any run
         claimed = common.Output(results_dir, outputs=(), flag="results_dir")
+        data = os.path.abspath(data_root) if data_root else "synthetic"
+        batch = {"quick": FLAGS.quick, "data": data, "folds": [fold for fold, _ in folds]}
+        for name in names:  # every recipe's folder checked before any run
+            claim_recipe_folder(results_dir / name, batch)
     outcomes = [
         run_recipe(available[n], results_dir, folds, n_runs, FLAGS.quick, FLAGS.dry_run, FLAGS.jobs)
         for n in names

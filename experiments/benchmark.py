@@ -98,17 +98,25 @@ def suite_cases() -> list:
     return cases
 
 
-def run_suite() -> None:
-    """Runs every case in a subprocess; prints a table and writes the JSON record."""
+def run_suite() -> int:
+    """Runs every case in a subprocess; prints a table and writes the JSON record.  Returns
+    the exit status: 1 when every case failed."""
     unknown = set(FLAGS.suite_variants) - set(VARIANTS)
     if unknown:
         raise common.UserError(f"--suite_variants: unknown {sorted(unknown)}; use {list(VARIANTS)}")
     try:
-        cases = suite_cases()
+        clients = [int(c) for c in FLAGS.suite_clients]
     except ValueError:
         raise common.UserError(
             f"--suite_clients must be integers, got {FLAGS.suite_clients}"
         ) from None
+    if not clients or min(clients) < 1:
+        raise common.UserError(
+            f"--suite_clients: client counts must be at least 1, got {FLAGS.suite_clients}"
+        )
+    cases = suite_cases()
+    if not cases:
+        raise common.UserError("--suite_rankers/--suite_variants: the suite has no case")
     output = common.probe_output_file(FLAGS.suite_output, "suite_output")  # before any case
     rows = []
     print(f"{'case':<34}{'interactions/s':>16}{'peak RSS':>11}{'compile':>9}", flush=True)
@@ -140,12 +148,15 @@ def run_suite() -> None:
     }
     common.write_output_file(output, record, "suite_output")  # the table keeps the numbers
     print(f"suite written to {FLAGS.suite_output}")
+    if all("error" in row for row in rows):
+        print(f"benchmark: every case of the suite failed ({len(rows)})", file=sys.stderr)
+        return 1
+    return 0
 
 
 def run() -> program.Done:
     if FLAGS.suite:
-        run_suite()
-        return program.Done()
+        return program.Done(status=run_suite())
     config = common.federation_config(CONFIG_FLAGS)
     train, test, source = common.on_every_process(common.load_datasets)
     spec, arrays = common.on_every_process(common.build, config, train, test)

@@ -22,7 +22,7 @@ from experiments.distributed import (
     refuse_distributed,
     start_distributed,
 )
-from experiments.lib import config_flags
+from experiments.lib import config_flags, provenance
 from experiments.lib.cli import LoadLog, ProgressLog, UserError, fail, need_report_extra, quiet_logs
 from experiments.lib.config_flags import user_error
 from experiments.lib.output import (
@@ -34,6 +34,7 @@ from experiments.lib.output import (
     checkpoint_file,
     claim_output,
     probe_output_file,
+    refuse_repeats,
     slot_namer,
     stop_cleanly,
     unique_names,
@@ -85,6 +86,7 @@ __all__ = [
     "probe_output_file",
     "quiet_logs",
     "refuse_distributed",
+    "refuse_repeats",
     "results_file",
     "results_header",
     "slot_namer",
@@ -244,6 +246,15 @@ def check_synthetic_flags() -> None:
         )
 
 
+def note_data_files(*paths, flag: str) -> None:
+    """Records the data files read (their SHA-256 in results.json's provenance);
+    UserError naming ``--flag`` when one cannot be read again."""
+    try:
+        provenance.note_data(*paths)
+    except OSError as error:
+        raise UserError(f"--{flag}: {error.strerror or error}") from None
+
+
 def load_datasets():
     """(train, test, description) from the data flags."""
     if FLAGS.fold_dir and (FLAGS.train_path or FLAGS.test_path):
@@ -259,6 +270,14 @@ def load_datasets():
     try:
         if FLAGS.fold_dir:
             fold = data.load_fold(FLAGS.fold_dir, **cache)
+            note_data_files(
+                *(
+                    os.path.join(FLAGS.fold_dir, f"{split}.txt")
+                    for split in ("train", "vali", "test")
+                    if split in fold
+                ),
+                flag="fold_dir",
+            )
             if fold["train"].n_features < 1:
                 raise UserError(
                     f"--fold_dir: {FLAGS.fold_dir}: no line of train.txt or test.txt carries a "
@@ -275,6 +294,7 @@ def load_datasets():
                 )
             test = data.read_letor(FLAGS.test_path, n_features=train.n_features, **cache)
             data.warn_without_relevant(test, FLAGS.test_path)
+            note_data_files(FLAGS.train_path, FLAGS.test_path, flag="train_path")
             return (
                 train,
                 test,

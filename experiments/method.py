@@ -9,7 +9,9 @@ A method is registered with ``foltr_jax.engine.register_method(name, config clas
 summary)`` (the built-in fpdgd, foltr_es and fedips are; a ``--plugin`` adds its own).
 The method's config class gives the flags, one per field, as for every binary
 (``experiments.config_flags``): ``--method`` and ``--plugin`` are read from the command
-line first, so ``--help`` lists the chosen method's settings.  Writes
+line first, as absl reads them (one dash or two, ``=V`` or a separate value, in the
+``--flagfile`` files too), so ``--help`` lists the chosen method's settings; a run in which
+absl then reads them otherwise is refused in one line, never run as another method.  Writes
 <output_dir>/results.json with the method's curves (the results format of every binary).
 """
 
@@ -30,16 +32,23 @@ PROGRAM = "method"
 
 
 def early_values(argv: list, name: str) -> list:
-    """The values of ``--name=V`` and ``--name V`` in ``argv`` before a lone ``--``: read
-    before absl parses the flags, since they decide which flags exist."""
-    values, args = [], argv[1:]
+    """The values of ``--name``, read before absl parses the flags (they decide which flags
+    exist) the way absl reads them: ``--name=V``, ``-name=V``, ``--name V`` and ``-name V``,
+    in ``argv`` and in the flag files it names (``--flagfile``), up to a lone ``--``.  A flag
+    file that cannot be read is a UserError naming it."""
+    try:
+        args = flags.FLAGS.read_flags_from_files(list(argv), force_gnu=False)[1:]
+    except flags.Error as error:
+        raise cli.UserError(f"--flagfile: {str(error).replace('ERROR:: ', '')}") from None
+    values = []
     for i, arg in enumerate(args):
         if arg == "--":
             break
-        if arg.startswith(f"--{name}="):
-            values.append(arg.split("=", 1)[1])
-        elif arg == f"--{name}" and i + 1 < len(args):
-            values.append(args[i + 1])
+        for dashes in ("--", "-"):
+            if arg.startswith(f"{dashes}{name}="):
+                values.append(arg.split("=", 1)[1])
+            elif arg == f"{dashes}{name}" and i + 1 < len(args):
+                values.append(args[i + 1])
     return values
 
 
@@ -47,16 +56,18 @@ def _chosen_method() -> tuple:
     """(name, entry) of --method (default fpdgd), the plugins on the command line imported
     first; a bad plugin or an unknown name ends in one line."""
     try:
-        plugins.load(early_values(sys.argv, "plugin"))
+        EARLY_PLUGINS[:] = early_values(sys.argv, "plugin")
+        plugins.load(EARLY_PLUGINS)
+        name = (early_values(sys.argv, "method") or ["fpdgd"])[-1]
     except cli.UserError as error:
         cli.fail(PROGRAM, str(error))
-    name = (early_values(sys.argv, "method") or ["fpdgd"])[-1]
     if name not in engine.METHODS:
         cli.fail(PROGRAM, f"--method: unknown method {name!r}; one of {engine.METHODS.names()}"
                  " (a --plugin registers more)")  # fmt: skip
     return name, engine.METHODS.get(name)
 
 
+EARLY_PLUGINS: list = []  # the --plugin values imported to choose the method
 METHOD, ENTRY = _chosen_method()
 common.define_data_flags()
 common.define_checkpoint_flag()
@@ -80,9 +91,21 @@ def _help_of_every_field(config_class, internal) -> dict:
     return found
 
 
-CONFIG_FLAGS = config_flags.define(
-    ENTRY.config, skip=ENTRY.internal, help=_help_of_every_field(ENTRY.config, ENTRY.internal)
-)
+def _config_flags() -> config_flags.ConfigFlags:
+    """The chosen method's settings as flags; a config class that cannot give them (a
+    field without a default, of a type with no flag, named as a flag of this binary) ends
+    in one line naming the method and the field."""
+    try:
+        if not dataclasses.is_dataclass(ENTRY.config):
+            raise TypeError(f"{ENTRY.config!r} is not a dataclass")
+        helps = _help_of_every_field(ENTRY.config, ENTRY.internal)
+        return config_flags.define(ENTRY.config, skip=ENTRY.internal, help=helps)
+    except (TypeError, KeyError, ValueError, flags.Error) as error:
+        message = str(error).strip("'\"")
+        cli.fail(PROGRAM, f"--method: {METHOD}: its config cannot be flags: {message}")
+
+
+CONFIG_FLAGS = _config_flags()
 flags.adopt_module_key_flags(common)
 flags.adopt_module_key_flags(config_flags)
 
@@ -124,6 +147,51 @@ def check_shared_settings(config) -> None:
             raise engine.ConfigError(name, f"unknown {name} {value!r}; one of {registry.names()}")
 
 
+def _described(value) -> str:
+    """What a returned value is, for an error line: its type, and its shape and dtype."""
+    try:
+        array = np.asarray(value)
+    except Exception:  # noqa: BLE001  (anything a user's code returns)
+        return type(value).__name__
+    if value is None or array.dtype.kind == "O":
+        return type(value).__name__ if value is None else f"{type(value).__name__} of objects"
+    return f"{type(value).__name__} of shape {list(array.shape)} and dtype {array.dtype}"
+
+
+def check_method_result(result) -> None:
+    """UserError naming the method and what it returned when its run's result is not a
+    RunResult of [runs, columns] numeric curves (offline_ndcg among them) with an initial
+    value per run for each offline curve: a user's method is checked before its numbers
+    are written, never a traceback."""
+    where = f"--method: {METHOD}: its run returned"
+    if not isinstance(result, engine.RunResult):
+        raise cli.UserError(
+            f"{where} {_described(result)}, not a foltr_jax.engine.RunResult"
+        )
+    curves = result.curves
+    if not isinstance(curves, dict) or "offline_ndcg" not in curves:
+        raise cli.UserError(f"{where} no 'offline_ndcg' curve (the headline metric)")
+    rows = None
+    for name, values in curves.items():
+        array = None if values is None else np.asarray(values)
+        if array is None or array.dtype.kind not in "biuf" or array.ndim != 2:
+            raise cli.UserError(
+                f"{where} curve {name!r} as {_described(values)}; expected a [runs, rounds] "
+                "array of numbers"
+            )
+        if rows is not None and array.shape[0] != rows:
+            raise cli.UserError(f"{where} curve {name!r} with {array.shape[0]} runs, not {rows}")
+        rows = array.shape[0]
+    for name in result.offline:
+        initial = result.initial.get(name) if isinstance(result.initial, dict) else None
+        array = None if initial is None else np.asarray(initial)
+        if array is None or array.dtype.kind not in "biuf" or array.shape != (rows,):
+            raise cli.UserError(
+                f"{where} initial {name!r} as {_described(initial)}; expected one number per "
+                f"run ({rows})"
+            )
+
+
 def method_results(config, result, train, test, source, log) -> dict:
     """results.json (the results format) of a registered method's run: one cell with
     every curve the method returns, by name, and the per-run numbers its curves give."""
@@ -150,7 +218,24 @@ def method_results(config, result, train, test, source, log) -> dict:
     )
 
 
+def check_read_as_chosen() -> None:
+    """UserError when absl read --method or --plugin otherwise than they were read to
+    choose the method's flags (a spelling absl reads and ``early_values`` does not): the
+    run would be another method's, under the name of the one asked for."""
+    if FLAGS.method != METHOD:
+        raise cli.UserError(
+            f"--method: absl read {FLAGS.method!r} but the flags were chosen for {METHOD!r}; "
+            "write it --method=NAME on the command line or in a --flagfile"
+        )
+    if list(FLAGS.plugin) != EARLY_PLUGINS:
+        raise cli.UserError(
+            f"--plugin: absl read {list(FLAGS.plugin)} but {EARLY_PLUGINS} were imported to choose "
+            "the method; write each --plugin=FILE on the command line or in a --flagfile"
+        )
+
+
 def run() -> program.Done:
+    check_read_as_chosen()
     builtin = hasattr(ENTRY.config, "validate")
     config = CONFIG_FLAGS.build(validate=builtin)
     if not builtin:
@@ -171,6 +256,7 @@ def run() -> program.Done:
         if builtin:
             raise
         raise cli.UserError(f"--method: {METHOD}: {plugins.where_it_failed(error)}") from None
+    check_method_result(result)
     results = method_results(config, result, train, test, source, log)
     path = output.write_json("results.json", results)
     return program.Done(output, f"{common.curve_summary(results)}; results in {path}")

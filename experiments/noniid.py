@@ -146,6 +146,8 @@ def _parse():
         raise err(f"--prox_mu: values must be finite and at least 0, got {FLAGS.prox_mu}")
     if any(s < 1 for s in steps):
         raise err(f"--steps: must be at least 1, got {FLAGS.steps}")
+    for name, values in (("remedies", remedies), ("prox_mu", mus), ("steps", steps)):
+        common.refuse_repeats(values, name)
     if FLAGS.fedper_eval not in PERSONAL_EVALUATIONS:
         raise err(
             f"--fedper_eval: must be one of {PERSONAL_EVALUATIONS}, got {FLAGS.fedper_eval!r}"
@@ -190,6 +192,7 @@ def _load_intents() -> tuple[noniid.MultiIntentDataset, dict]:
             )
         except (data.LetorFormatError, data.DatasetError) as error:
             raise common.UserError(str(error)) from None
+        common.note_data_files(FLAGS.train_path, *FLAGS.intent_files, flag="intent_files")
         return mi, {"train_path": FLAGS.train_path, "intent_files": list(FLAGS.intent_files)}
     mi = noniid.synthetic_multi_intent(
         FLAGS.synthetic_seed,
@@ -506,6 +509,7 @@ def _checked_cells(kind, remedies, mus, steps) -> tuple:
 def run() -> program.Done:
     kind, remedies, mus, steps = _parse()
     output = common.on_every_process(common.claim_output, ("results.json", "table.txt"))
+    finished = output.finished_parts(".cells")  # a planted link refused before any work
     cells, source = common.on_every_process(_checked_cells, kind, remedies, mus, steps)
     if common.is_writer():
         print(
@@ -513,7 +517,6 @@ def run() -> program.Done:
             f"{FLAGS.rounds} rounds",
             file=sys.stderr,
         )
-    finished = output.finished_parts(".cells")
     results_cells = [
         run_cell(cell, output, finished, cell_labels(cell.name, kind, cells[0].config))
         for cell in cells

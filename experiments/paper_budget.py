@@ -105,8 +105,14 @@ def representatives(recipe: Recipe) -> dict:
 
 
 def measure_argv(run: Run, output_dir, chunk_rounds, chunks, n_runs, data, extra) -> list:
-    """The run's command with few rounds, the papers' runs and the shaped data."""
-    kept = [f for f in run.flags if not f.startswith(("--rounds=", "--chunk_rounds=", "--n_runs="))]
+    """The run's command with few rounds, the papers' runs and the shaped data.  A recipe's
+    --eval_every K beyond the measured rounds becomes the measured rounds (one evaluation,
+    at the last round: K must be at most the rounds)."""
+    own = ("--rounds=", "--chunk_rounds=", "--n_runs=", "--eval_every=")
+    kept = [f for f in run.flags if not f.startswith(own)]
+    eval_every = flag_value(run.flags, "eval_every")
+    if eval_every is not None:
+        kept.append(f"--eval_every={min(int(eval_every), chunk_rounds * chunks)}")
     return [
         sys.executable,
         "-m",
@@ -199,6 +205,14 @@ def execute(argv) -> tuple:
     return done.returncode, done.stderr
 
 
+def why(stderr: str) -> str:
+    """The line of a failed run's stderr that says why: its last line naming an error (absl
+    ends an unknown flag's message with a line pointing at --helpshort), else its last."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["(no output)"])[-1]
+
+
 def measure_recipe(recipe: Recipe, workdir: pathlib.Path, settings: dict, run_command=execute):
     """Measures the recipe's programs and projects every run.  ``settings``: chunk_rounds,
     chunks, n_runs, folds, data and extra (flags), as the flags of the same names."""
@@ -217,8 +231,7 @@ def measure_recipe(recipe: Recipe, workdir: pathlib.Path, settings: dict, run_co
             start, load = time.perf_counter(), os.getloadavg()[0]
             returncode, stderr = run_command(argv)
             if returncode != 0:
-                tail = stderr.strip().splitlines()[-1:] or ["(no output)"]
-                raise common.UserError(f"{recipe.name}/{rep.name} failed: {tail[0]}")
+                raise common.UserError(f"{recipe.name}/{rep.name} failed: {why(stderr)}")
             measured[stand_in] = {
                 **read_timings(out),
                 "wall": time.perf_counter() - start,
@@ -261,12 +274,17 @@ def table(rows) -> str:
 
 def run() -> program.Done:
     available = recipes(quick=False)
-    names = list(available) if FLAGS.recipes == ["all"] else FLAGS.recipes
+    names = list(available) if FLAGS.recipes == ["all"] else [n for n in FLAGS.recipes if n]
+    if not names:
+        raise common.UserError(
+            "--recipes: name one or more recipes (experiments.batch --list), or 'all'"
+        )
     unknown = [n for n in names if n not in available]
     if unknown:
         raise common.UserError(f"--recipes: unknown {unknown}; see experiments.batch --list")
     if min(FLAGS.measure_chunk_rounds, FLAGS.measure_chunks, FLAGS.folds, FLAGS.n_runs) < 1:
         raise common.UserError("--measure_chunk_rounds, --measure_chunks, --folds, --n_runs >= 1")
+    made = [p for p in pathlib.Path(FLAGS.output).absolute().parents if not p.exists()]
     output = common.probe_output_file(FLAGS.output, "output")  # before any measurement
     settings = {
         "chunk_rounds": FLAGS.measure_chunk_rounds,
@@ -276,8 +294,18 @@ def run() -> program.Done:
         "data": FLAGS.data,
         "extra": FLAGS.extra_flags,
     }
-    with tempfile.TemporaryDirectory(prefix="paper_budget_") as workdir:
-        rows = [measure_recipe(available[name], pathlib.Path(workdir), settings) for name in names]
+    try:
+        with tempfile.TemporaryDirectory(prefix="paper_budget_") as workdir:
+            rows = [
+                measure_recipe(available[name], pathlib.Path(workdir), settings) for name in names
+            ]
+    except common.UserError:
+        for folder in made:  # deepest first: the folders the probe made, if still empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
     print(table(rows))
     record = {
         "recipes": rows,

@@ -81,6 +81,8 @@ def run() -> program.Done:
         raise common.UserError(
             f"--malicious_counts must be integers, got {FLAGS.malicious_counts}"
         ) from None
+    common.refuse_repeats(counts, "malicious_counts")
+    common.refuse_repeats(FLAGS.click_models, "click_models")
     config = common.federation_config(CONFIG_FLAGS)
     settings = grid_settings(FLAGS.grid, FLAGS.click_models, counts)
     for setting in settings:

@@ -38,7 +38,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import pathlib
 import statistics
+import tempfile
 import time
 
 import jax
@@ -228,7 +231,28 @@ def stage_functions(spec, arrays):
     ]
 
 
+def check_flags() -> None:
+    """UserError naming the flag that cannot be honoured, before anything compiles."""
+    for name in ("reps", "round_reps"):
+        if getattr(FLAGS, name) < 1:
+            raise common.UserError(f"--{name}: must be at least 1, got {getattr(FLAGS, name)}")
+    if not 0 < FLAGS.peak_gbps < float("inf"):
+        raise common.UserError(f"--peak_gbps: must be a positive number, got {FLAGS.peak_gbps}")
+    if FLAGS.trace_dir:
+        folder = pathlib.Path(FLAGS.trace_dir)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handle, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+            os.close(handle)
+            os.unlink(probe)
+        except OSError as error:
+            raise common.UserError(
+                f"--trace_dir: cannot write into {folder} ({error.strerror or error})"
+            ) from None
+
+
 def run() -> program.Done:
+    check_flags()
     config = common.federation_config(CONFIG_FLAGS)
     if FLAGS.display_groups is not None:
         config = dataclasses.replace(config, display_groups=FLAGS.display_groups)

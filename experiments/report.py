@@ -7,7 +7,8 @@ r"""Figures and tables from a folder of results.json files.
 With --recipe (a batch recipe, see `python -m experiments.batch --list`; --results_dir
 defaults to results/batch/<recipe>), the report also draws the paper's figures and tables
 panel for panel (experiments/lib/paper_figures/): paper_<figure>.png/.pdf, page.png/.pdf
-(every figure and table of the recipe on one page), paper_tables.md and paper.json.
+(every figure and table of the recipe on one page), paper_tables.md (for a recipe with tables)
+and paper.json.
 
 Finds every results.json under --results_dir (every binary's, results format 2) and writes
 to --output_dir (default <results_dir>/report): curves_<group>.png/.pdf (offline nDCG@10 per
@@ -50,6 +51,42 @@ flags.DEFINE_bool(
 flags.DEFINE_bool("welch", False, "Welch's t-test instead of Student's (unequal variances).")
 
 
+def check_recipe_runs(results_dir, recipe) -> None:
+    """UserError unless the results under ``results_dir`` are the recipe's: every run of
+    the recipe has its results (<fold>/<run>/results.json, a grid's cells below it) and no
+    results file is foreign to it, so that a paper's figures never show other runs as its
+    lines (naming what is missing or foreign)."""
+    root = pathlib.Path(results_dir)
+    try:
+        paths = report.find_results(root)
+    except report.ReportError as error:
+        raise common.UserError(str(error)) from None
+    names = {run.name for run in recipe.runs}
+    found, foreign = set(), []
+    for path in paths:
+        parts = path.relative_to(root).parts
+        if len(parts) >= 3 and parts[1] in names:
+            found.add(parts[1])
+        else:
+            foreign.append(str(path.relative_to(root)))
+    missing = sorted(names - found)
+    if missing or foreign:
+        problems = []
+        if missing:
+            problems.append(f"no results of its run(s) {_few(missing)} (<fold>/<run>/results.json)")
+        if foreign:
+            problems.append(f"results that are not its runs': {_few(foreign)}")
+        raise common.UserError(
+            f"--recipe: {recipe.name}: {root} does not hold the recipe's runs: "
+            f"{'; '.join(problems)} (python -m experiments.batch --recipe={recipe.name} makes them)"
+        )
+
+
+def _few(names: list, shown: int = 4) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def run() -> program.Done:
     recipe = None
     if FLAGS.recipe:
@@ -60,6 +97,8 @@ def run() -> program.Done:
     results_dir = FLAGS.results_dir or (f"results/batch/{recipe.name}" if recipe else "")
     if not results_dir:
         raise common.UserError("--results_dir is required (or --recipe)")
+    if recipe is not None:  # before anything is claimed or drawn
+        check_recipe_runs(results_dir, recipe)
     output_dir = FLAGS.output_dir or str(pathlib.Path(results_dir) / "report")
     # claimed, locked and probed before any results are read or drawn
     claimed = common.Output(output_dir, outputs=REPORT_FILES, flag="output_dir")

@@ -64,6 +64,9 @@ def _int_list(name: str) -> tuple:
 
 
 def unlearning_config() -> unlearning.UnlearningConfig:
+    common.refuse_repeats(FLAGS.click_models, "click_models")
+    for name in ("forget_clients", "delta_t", "unlearn_local_updates"):
+        common.refuse_repeats(_int_list(name), name)
     config = unlearning.UnlearningConfig(
         federation=common.federation_config(CONFIG_FLAGS),
         click_models=tuple(FLAGS.click_models),

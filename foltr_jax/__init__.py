@@ -2,9 +2,10 @@
 
 The Python API: the config objects and one ``run_*`` per method (FPDGD and centralised
 PDGD, with non-IID client plans through ``clients=``; FOLtR-ES; FedIPS; the unlearning
-protocol), every one on ``engine.run`` and returning its ``RunResult``.
+protocol), every one on ``engine.run`` and returning a ``RunResult``::
 
     import foltr_jax
+
     train, test = foltr_jax.data.synthetic_train_test(seed=0)
     config = foltr_jax.FederationConfig(n_clients=100, local_updates=2, rounds=50)
     result = foltr_jax.run_fpdgd(config, train, test)
@@ -34,16 +35,44 @@ def run_fpdgd(
     clients: ClientPlan | None = None,
     progress=None,
     checkpoint: str | None = None,
-):
-    """FPDGD (or centralised PDGD, see ``config.centralised``): a ``federation.RunResult``.
+) -> RunResult:
+    """Runs FPDGD (Wang et al. 2021), or centralised PDGD (``config.centralised``).
 
-    ``settings`` are the cells of a grid run in one program (default: the config's
-    own); ``clients`` makes the clients differ (non-IID plans and remedies).
+    Every cell of ``settings`` runs ``config.n_runs`` repetitions, all in one compiled
+    program; repetition r of every cell shares its random keys (paired runs).
+
+    Args:
+        config: the federation's settings: clients, interactions per client (B), rounds,
+            ranker, learning rate, privacy, attack and aggregator.
+        train: the queries the clients interact with (``foltr_jax.data``).
+        test: the queries the global model is evaluated on after each round.
+        settings: the cells of a grid (what may vary within one program: click model,
+            attack, m, aggregator, ε and Δ); default: the config's own, one cell.
+        clients: a non-IID client plan (``foltr_jax.noniid``); default IID clients.
+        progress: called as ``progress(rounds_done, rounds_total, seconds)`` after
+            every chunk of ``config.chunk_rounds`` rounds.
+        checkpoint: a file where the run saves its state after every chunk; a run
+            started again with the same file resumes from it.
+
+    Returns:
+        A ``RunResult``: ``offline_ndcg``, ``offline_mrr``, ``online_ndcg`` and
+        ``online_max_rr`` per run slot and round, ``cells`` (the settings),
+        ``by_cell(name)`` as ``[cells, runs, rounds]``, the final models, timings.
+
+    Example::
+
+        train, test = foltr_jax.data.synthetic_train_test(seed=0, n_train_queries=40)
+        config = foltr_jax.FederationConfig(n_clients=20, rounds=10, n_runs=2)
+        cells = [foltr_jax.Setting(), foltr_jax.Setting(aggregator="median")]
+        result = foltr_jax.run_fpdgd(config, train, test, cells)
+        finals = result.by_cell("offline_ndcg")[:, :, -1]  # [2 cells, 2 runs]
     """
     from foltr_jax import federation
 
     spec, arrays = federation.build(config, train, test, settings, clients=clients)
-    return federation.run(spec, arrays, progress, checkpoint=checkpoint)
+    result = federation.run(spec, arrays, progress, checkpoint=checkpoint)
+    result.cells = list(settings) if settings else [config.setting()]
+    return result
 
 
 def run_foltr_es(
@@ -53,8 +82,29 @@ def run_foltr_es(
     *,
     progress=None,
     checkpoint: str | None = None,
-):
-    """FOLtR-ES (thesis §3.1): a ``foltr_es.RunResult``."""
+) -> RunResult:
+    """Runs FOLtR-ES (Kharitonov 2019; Wang's thesis §3.1): evolution strategies on
+    privatised rewards.
+
+    Args:
+        config: clients, interactions per client, rounds, the ES noise and the reward
+            privatisation ``privacy_p`` (1 is none).
+        train: the queries the clients interact with.
+        test: the queries the global model is evaluated on.
+        progress: ``progress(rounds_done, rounds_total, seconds)`` after every chunk.
+        checkpoint: a file to save the state to after every chunk and resume from.
+
+    Returns:
+        A ``RunResult`` with ``offline_ndcg``, ``offline_mrr``, ``online_ndcg``,
+        ``online_max_rr`` ``[runs, rounds]`` and ``epsilon`` (the privacy ε of
+        ``privacy_p``; infinite without privatisation).
+
+    Example::
+
+        config = foltr_jax.FoltrEsConfig(n_clients=20, rounds=10)
+        result = foltr_jax.run_foltr_es(config, train, test)
+        result.epsilon, result.offline_ndcg[:, -1]
+    """
     from foltr_jax import foltr_es
 
     spec, arrays = foltr_es.build(config, train, test)
@@ -68,8 +118,28 @@ def run_fedips(
     *,
     progress=None,
     checkpoint: str | None = None,
-):
-    """FedIPS (Li & Ouyang): a ``fedips.FedIpsResult``."""
+) -> RunResult:
+    """Runs FedIPS (Li & Ouyang): federated unbiased learning to rank with inverse
+    propensity scoring, the users estimating their position bias by EM.
+
+    Args:
+        config: users, queries and clicks per user, documents shown (K), rounds, the
+            propensity estimation.
+        train: the queries the users issue.
+        test: the queries the global model is evaluated on (NDCG@5 and NDCG@10).
+        progress: ``progress(rounds_done, rounds_total, seconds)`` after every chunk.
+        checkpoint: a file to save the state to after every chunk and resume from.
+
+    Returns:
+        A ``RunResult`` with ``offline_ndcg5`` and ``offline_ndcg10`` ``[runs, rounds]``
+        and, in ``extras``, the users' estimated propensities.
+
+    Example::
+
+        config = foltr_jax.FedIpsConfig(n_users=20, rounds=10)
+        result = foltr_jax.run_fedips(config, train, test)
+        result.offline_ndcg5[:, -1]
+    """
     from foltr_jax import fedips
 
     spec, arrays, _ = fedips.build(config, train, test)
@@ -83,9 +153,30 @@ def run_unlearning(
     *,
     progress=None,
 ):
-    """The unlearning paper's protocol (§3-4): trains 10H-0M, 9H-1M (storing the update
-    history) and 9H-0M, then replays U(9H-1M) in every cell n′ × Δt × click model: an
-    ``unlearning.ProtocolResult`` (the trainings' RunResults by kind, the replay)."""
+    """Runs the unlearning paper's protocol (Wang et al. 2024, §3-4): trains 10H-0M,
+    9H-1M (storing the update history) and 9H-0M, then replays U(9H-1M) without the
+    forgotten clients in every cell n′ × Δt × click model.
+
+    Args:
+        config: the federation's settings and the replay's grid (click models,
+            ``forget_clients``, Δt, n′).
+        train: the queries the clients interact with.
+        test: the queries the models are evaluated on.
+        progress: ``progress(rounds_done, rounds_total, seconds)`` after every chunk.
+
+    Returns:
+        An ``unlearning.ProtocolResult``: ``trained`` (a ``RunResult`` per kind:
+        ``"honest"``, ``"malicious"``, ``"retrained"``) and ``replayed`` (a
+        ``RunResult`` whose ``cells`` are (click model, n′, Δt)).
+
+    Example::
+
+        config = foltr_jax.UnlearningConfig(
+            federation=foltr_jax.FederationConfig(n_clients=4, rounds=4),
+            click_models=("perfect",), delta_t=(2,), unlearn_local_updates=(1,))
+        protocol = foltr_jax.run_unlearning(config, train, test)
+        protocol.replayed.final_offline_ndcg()  # [cells, runs]
+    """
     from foltr_jax import unlearning
 
     return unlearning.run_protocol(config, train, test, progress)

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from foltr_jax.registry import Registry
+from foltr_jax.registry import PartError, Registry
 
 
 class Stream(NamedTuple):
@@ -93,10 +93,18 @@ def call(
     so does ``max_malicious`` (static bound on m: partial selection instead of sorts)."""
     found = get(name)
     if found.distances:
-        return found.rule(
-            models, weights, n_malicious, squared=squared, max_malicious=max_malicious
+        out = found.rule(models, weights, n_malicious, squared=squared, max_malicious=max_malicious)
+    else:
+        out = found.rule(models, weights, n_malicious)
+    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
+    if shape != models.shape[1:] or dtype != models.dtype:
+        got = type(out).__name__ if shape is None else f"shape {tuple(shape)} and dtype {dtype}"
+        raise PartError(
+            f"aggregator {name!r} returned {got}; expected one model of shape "
+            f"{tuple(models.shape[1:])} and dtype {models.dtype} (the rule maps the client "
+            "models [n, d] to one [d])"
         )
-    return found.rule(models, weights, n_malicious)
+    return out
 
 
 def _check_krum(n: int, m: int) -> None:

@@ -24,6 +24,14 @@ WINDOW_SCORING = ("auto", "map", "vmap")
 PRIVACY_NOISE = ("auto", "per_client")
 SERVER_OPTIMIZER_NAMES = ("none",) + tuple(pipeline.SERVER_OPTIMIZERS)
 FLOAT32_MAX = 3.4028234663852886e38  # what a model's numbers (float32) can hold
+# The smallest magnitude that rounds to infinity in float32 (halfway between FLOAT32_MAX and
+# 2^128): 3.4028235e38, as numpy prints FLOAT32_MAX, lies below it and rounds to FLOAT32_MAX.
+FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
+
+
+def fits_float32(value: float) -> bool:
+    """Whether ``value`` becomes a finite float32 (NaN and infinities do not)."""
+    return math.isfinite(value) and abs(value) < FLOAT32_OVERFLOW
 INT32_MAX = 2**31 - 1  # counts, sizes and round indices are int32 in the programs
 # PRNGKey keeps 32 bits of a seed without x64: seeds s and s + 2^32 would share their keys.
 SEED_MAX = 2**32 - 1
@@ -60,7 +68,7 @@ def check_fields(config) -> None:
 def check_derived(field: str, what: str, value: float) -> None:
     """Raises ConfigError naming ``field`` when a quantity derived from it (a noise
     scale, a clipping norm) is not a finite float32: it would break every model."""
-    if not (math.isfinite(value) and abs(value) <= FLOAT32_MAX):
+    if not fits_float32(value):
         raise ConfigError(field, f"gives {what} = {value}, beyond float32's finite range")
 
 

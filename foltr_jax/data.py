@@ -145,11 +145,10 @@ def read_letor(
     )
 
     if cache_path is not None:
-        if hasher.hexdigest() != digest:
-            warnings.warn(
-                f"{path} changed while it was being read; not caching it",
-                RuntimeWarning,
-                stacklevel=2,
+        if hasher.hexdigest() != digest:  # truncated or rewritten meanwhile: part of it read
+            raise DatasetError(
+                f"{path}: changed while it was being read (its SHA-256 before and after "
+                "differ); read it again once nothing writes it"
             )
         else:
             dataset_cache.write(cache_path, dataset_cache.arrays_of(dataset, source))

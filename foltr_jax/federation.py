@@ -27,7 +27,7 @@ from foltr_jax.config import (
     Setting,
     resolved,
 )
-from foltr_jax.data import RankingDataset
+from foltr_jax.data import DatasetError, RankingDataset
 from foltr_jax.interaction import to_device, window_widths
 from foltr_jax.loop import ProgressFn
 from foltr_jax.rounds import (
@@ -61,6 +61,9 @@ def build(
     """
     config.validate()
     config = resolved(config)
+    for split, dataset in (("training", train), ("test", test)):
+        if dataset.n_queries < 1:  # nothing to train on or to evaluate: say so, not JAX
+            raise DatasetError(f"the {split} split has no query")
     if history_every < 0:
         raise ConfigError("history_every", f"must be at least 0, got {history_every}")
     client_ids = np.arange(config.n_clients) if client_ids is None else np.asarray(client_ids)

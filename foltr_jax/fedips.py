@@ -39,7 +39,14 @@ import numpy as np
 import optax
 
 from foltr_jax import engine, lambdarank, loop, pipeline, rankers
-from foltr_jax.config import ConfigError, Setting, check_fields, check_schedule, setting
+from foltr_jax.config import (
+    ConfigError,
+    Setting,
+    check_fields,
+    check_schedule,
+    fits_float32,
+    setting,
+)
 from foltr_jax.data import RankingDataset
 from foltr_jax.fedips_em import EmState, init_em, round_propensities
 from foltr_jax.interaction import Scoring, at_narrowest_width, window_widths
@@ -128,12 +135,16 @@ class FedIpsConfig:
         if self.clicks_per_user > 0 and self.max_sessions < 1:
             raise ConfigError("max_sessions", f"must be at least 1, got {self.max_sessions}")
         positive = ("local_lr", "global_lr", "logging_learning_rate", "em_learning_rate")
-        for name in positive:
-            if not 0 < getattr(self, name) < math.inf:
-                raise ConfigError(name, f"must be positive and finite, got {getattr(self, name)}")
+        for name in positive:  # finite in float32, as the programs compute
+            if not (getattr(self, name) > 0 and fits_float32(getattr(self, name))):
+                raise ConfigError(
+                    name, f"must be positive and finite in float32, got {getattr(self, name)}"
+                )
         for name in ("gamma", "gamma_sd"):
-            if not 0 <= getattr(self, name) < math.inf:
-                raise ConfigError(name, f"must be finite and at least 0, got {getattr(self, name)}")
+            if not (getattr(self, name) >= 0 and fits_float32(getattr(self, name))):
+                raise ConfigError(
+                    name, f"must be at least 0 and finite in float32, got {getattr(self, name)}"
+                )
         if not 0 <= self.noise_click_prob <= 1:
             raise ConfigError("noise_click_prob", f"must be in [0, 1], got {self.noise_click_prob}")
         if not 0 < self.logging_fraction <= 1:

@@ -129,16 +129,47 @@ class StoredFileError(ValueError):
     """A stored checkpoint or finished part that may not be used; the message says why."""
 
 
+# The user code this process runs besides the package (a binary's --plugin files): name ->
+# SHA-256 of its source, set by whoever imports it (``set_user_code``).  It is part of
+# ``code_version``: a checkpoint written while a plugin read otherwise is not resumed.
+_USER_CODE: dict[str, str] = {}
+
+
+def set_user_code(sources: dict) -> None:
+    """Declares the user code this process runs (name -> SHA-256 of its source), replacing
+    what was declared before; ``code_version`` covers it from now on."""
+    _USER_CODE.clear()
+    _USER_CODE.update({str(k): str(v) for k, v in sources.items()})
+
+
+def user_code() -> dict:
+    """The user code ``set_user_code`` declared (name -> SHA-256)."""
+    return dict(_USER_CODE)
+
+
 @functools.cache
-def code_version(*folders) -> str:
+def source_version(*folders) -> str:
     """SHA-256 (first 16 hex digits) of the ``.py`` files of foltr_jax and of ``folders``,
-    with the jax and numpy versions: a file written by other code is never resumed."""
+    with the jax and numpy versions (the user code not included)."""
     import jax
 
     digest = hashlib.sha256(f"jax {jax.__version__} numpy {np.__version__}".encode())
     for folder in (pathlib.Path(__file__).resolve().parent, *map(pathlib.Path, folders)):
         for source in sorted(folder.glob("*.py")):
             digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def code_version(*folders) -> str:
+    """``source_version(*folders)``, and the user code declared (``set_user_code``) when
+    there is any: a file written by other code, or while a plugin read otherwise, is never
+    resumed."""
+    base = source_version(*folders)
+    if not _USER_CODE:
+        return base
+    digest = hashlib.sha256(base.encode())
+    for name, sha in sorted(_USER_CODE.items()):
+        digest.update(name.encode() + b"\0" + sha.encode() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -193,8 +224,9 @@ def load_arrays(path, fingerprint: str, code: str | None = None) -> tuple[dict, 
             if header.get("version") != ARRAYS_VERSION:
                 raise StoredFileError(f"format version {header.get('version')!r}")
             if header.get("code") != (code or code_version()):
+                plugins = " or plugin files" if _USER_CODE else ""
                 raise StoredFileError(
-                    f"written by other code (version {header.get('code')}, "
+                    f"written by other code{plugins} (version {header.get('code')}, "
                     f"this is {code or code_version()})"
                 )
             if header.get("fingerprint") != fingerprint:

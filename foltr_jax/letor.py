@@ -86,7 +86,9 @@ _READ_BLOCK_BYTES = 1 << 20
 # Threads that read blocks with the vectorised reader at once (numpy releases the GIL).
 _MAX_THREADS = 2
 
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
+# Values at or beyond this magnitude round to infinity in float32 (FLOAT32_MAX itself, as
+# 3.4028235e38, rounds to FLOAT32_MAX and is kept).
+_FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
 
 
 class LetorFormatError(ValueError):
@@ -181,7 +183,7 @@ def _parse_features_slow(
             if not _FLOAT_RE.fullmatch(val_s):
                 fail(f"non-numeric feature value in token {_short(tok)}")
             val = float(val_s)
-            if not math.isfinite(val) or abs(val) > _FLOAT32_MAX:
+            if not math.isfinite(val) or abs(val) >= _FLOAT32_OVERFLOW:
                 fail(f"feature value out of float32 range in token {_short(tok)}")
             ids.append(fid)
             vals.append(val)
@@ -203,7 +205,7 @@ def _chunk_to_dense(chunk: _Chunk, path: str, n_features: int | None) -> np.ndar
         suspicious = (
             (ids.size and (ids.min() < 1 or ids.max() > max_id))
             or not np.all(np.isfinite(vals))
-            or (vals.size and np.abs(vals).max() > _FLOAT32_MAX)
+            or (vals.size and np.abs(vals).max() >= _FLOAT32_OVERFLOW)
             # Not strictly increasing within a line: maybe a duplicate id.
             # Unsorted but unique ids are legal; the slow path sorts that out.
             or np.any(same_row & (ids[1:] <= ids[:-1]))
@@ -222,24 +224,29 @@ def _chunk_to_dense(chunk: _Chunk, path: str, n_features: int | None) -> np.ndar
 
 
 def _iter_byte_blocks(fh) -> Iterator[bytes]:
-    """Blocks of whole lines (each ends with a newline except maybe the last)."""
-    leftover = b""
+    """Blocks of whole lines (each ends with a newline except maybe the last).  The part
+    of a line that a read leaves over is kept as a list of pieces, joined once its newline
+    comes: a line of any length costs time in proportion to its length."""
+    pending: list[bytes] = []  # the start of a line whose newline has not come yet
     while True:
         buf = fh.read(_READ_BLOCK_BYTES)
         if not buf:
             break
-        buf = leftover + buf
         cut = buf.rfind(b"\n") + 1
-        leftover = buf[cut:]
-        if cut:
-            yield buf[:cut]
-    if leftover:
-        yield leftover
+        if not cut:
+            pending.append(buf)
+            continue
+        yield b"".join([*pending, buf[:cut]]) if pending else buf[:cut]
+        pending = [buf[cut:]] if cut < len(buf) else []
+    if pending:
+        yield b"".join(pending)
 
 
 def _decode(block: bytes) -> str:
-    # Blocks end at a newline, so no multi-byte character is split.
-    return block.decode("utf-8", errors="replace")
+    """A block as text: UTF-8, and every byte that is not UTF-8 kept as its own character
+    (``surrogateescape``), so that two query ids are the same only when their bytes are.
+    Blocks end at a newline, so no multi-byte character is split."""
+    return block.decode("utf-8", errors="surrogateescape")
 
 
 def _iter_blocks(fh) -> Iterator[str]:
@@ -380,7 +387,7 @@ def _open_byte_blocks(raw, path: str, hasher) -> Iterator[bytes]:
 
 
 def _open_blocks(raw, path: str, hasher) -> Iterator[str]:
-    """:func:`_open_byte_blocks`, decoded (UTF-8, undecodable bytes replaced)."""
+    """:func:`_open_byte_blocks`, decoded (UTF-8, undecodable bytes kept apart: ``_decode``)."""
     return map(_decode, _open_byte_blocks(raw, path, hasher))
 
 
@@ -623,8 +630,9 @@ def check_file(path) -> pathlib.Path:
 
 
 def open_text(path):
-    """A text stream of a data file (gzip read as it is); DatasetError naming the file
-    when it is missing, a folder, unreadable, otherwise compressed or binary."""
+    """A text stream of a data file (gzip read as it is; bytes that are not UTF-8 kept
+    apart as the LETOR reader keeps them, ``_decode``); DatasetError naming the file when
+    it is missing, a folder, unreadable, otherwise compressed or binary."""
     path = check_file(path)
     try:
         with open(path, "rb") as raw:
@@ -633,4 +641,4 @@ def open_text(path):
         raise read_error(path, error) from None
     _check_text(str(path), head)
     opener = gzip.open if head.startswith(_GZIP_MAGIC) else open
-    return opener(path, "rt", encoding="utf-8", errors="replace")
+    return opener(path, "rt", encoding="utf-8", errors="surrogateescape")

@@ -89,7 +89,7 @@ _KEEP_HI = np.array([_TOP[min(j, 8)] for j in range(17)], _U64)
 _MAX_EXACT = _U64(2**53)
 
 _FLOAT_RE = re.compile(rb"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FLOAT32_OVERFLOW = 2.0**128 - 2.0**103  # beyond: infinity in float32 (letor.py)
 
 # Bytes allowed outside comments (printable ASCII and the separators).
 _ALLOWED = bytes(range(0x21, 0x7F)) + b" \t\r\n"
@@ -407,7 +407,7 @@ def parse_block(block: bytes, max_id: int, max_label: int) -> BlockDocs | None:
             if not _FLOAT_RE.fullmatch(text):
                 return None
             value = float(text)
-            if not abs(value) <= _FLOAT32_MAX:  # also false for nan
+            if not abs(value) < _FLOAT32_OVERFLOW:  # also false for nan
                 return None
             values[k] = value
 

@@ -111,9 +111,15 @@ def scan_in_chunks(
             try:
                 _save_checkpoint(checkpoint, checkpoint_key, total, done, host, outputs, seconds)
             except OSError as error:  # a full disk, a removed folder: the old file stays
+                before = done - n  # rounds the checkpoint on disk holds (saved or resumed)
+                kept = (
+                    f"the checkpoint of round {before} is kept: the same command resumes from it"
+                    if before
+                    else "no checkpoint was saved before: the same command starts over"
+                )
                 raise CheckpointError(
                     f"cannot save {checkpoint} after round {done} ({error.strerror or error}); "
-                    "the previous checkpoint is kept: the same command resumes from it"
+                    f"{kept}"
                 ) from None
         if progress is not None:
             progress(done, total, time.perf_counter() - run_start)

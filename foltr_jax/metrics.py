@@ -5,7 +5,7 @@ the documents available for the query (public code).  Offline nDCG averages over
 test queries with at least one relevant document; online nDCG of a shown list
 counts 0 when its query has no relevant document.  MaxRR: reciprocal rank of the
 highest clicked result, 0 without clicks.  Online performance: Σ_t γ^(t−1) nDCG_t
-over rounds (DESIGN.md: the per-round reading of FPDGD eq. 17), γ = 0.9995.
+over rounds (the per-round reading of FPDGD eq. 17), γ = 0.9995.
 """
 
 from __future__ import annotations

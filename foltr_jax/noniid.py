@@ -13,7 +13,7 @@ training set and each client samples from its own query list.
   shown list averaged over the intents.  Intents: read from files, or made by
   :func:`synthetic_multi_intent` / :func:`topical_intents` (intents splitting shared
   topical candidates, like the intent-change collection) or :func:`feature_group_intents`
-  (each intent its own signal, a disjoint feature group; issue 27 tried it: on the MSLR
+  (each intent its own signal, a disjoint feature group; tried on the MSLR
   excerpt it narrows the IID gap rather than widening it).
 * Type 2, label distribution (§4.4.1): k-combinations of the grades assigned to
   clients, each grade's query-document pairs split equally among its clients.
@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import itertools
 import pathlib
+import re
 
 import numpy as np
 
@@ -99,15 +100,19 @@ class MultiIntentDataset:
 def read_multi_intent(letor_path, intent_paths, **letor_options) -> MultiIntentDataset:
     """Reads a LETOR file and one relevance file per intent.
 
-    Intent file format: one judgement per line, ``<qid> <doc> <label>``, where
-    ``qid`` is a query id of the LETOR file, ``doc`` the 0-based position of the
-    document within that query's block, ``label`` an integer grade ≥ 0; blank lines
-    and lines starting with ``#`` are skipped; documents without a line get label 0.
+    Intent file format: one judgement per line, ``<qid> <doc> <label>`` separated by
+    spaces or tabs, where ``qid`` is a query id of the LETOR file (compared as bytes, as
+    the LETOR reader keeps them), ``doc`` the 0-based position of the document within
+    that query's block, ``label`` an integer grade ≥ 0; ``doc`` and ``label`` are ASCII
+    digits only, as the LETOR reader reads labels (no sign, ``_``, or other scripts'
+    digits); blank lines and lines starting with ``#`` are skipped; documents without a
+    line get label 0.
 
     Raises LetorFormatError ``"<path>:<line>: <problem>"`` for a wrong number of
-    fields, a non-integer or negative value, an unknown query id, a document position
-    out of range, a label above ``data.MAX_LABEL``, or a pair judged twice; DatasetError
-    for a missing, unreadable or binary file (gzip is read) or no intent files.
+    fields, a value that is not such an integer or is negative, an unknown query id, a
+    document position out of range, a label above ``data.MAX_LABEL``, or a pair judged
+    twice; DatasetError for a missing, unreadable or binary file (gzip is read), a file
+    without any judgement, or no intent files.
     """
     base = read_letor(letor_path, **letor_options)
     paths = [pathlib.Path(p) for p in intent_paths]
@@ -120,11 +125,11 @@ def read_multi_intent(letor_path, intent_paths, **letor_options) -> MultiIntentD
         stream = data.open_text(path)  # DatasetError for a missing, binary, ... file
         with stream, _reading(path):
             for line_no, line in enumerate(stream, 1):
-                text = line.strip()
+                text = line.strip(_ASCII_SPACE)
                 if not text or text.startswith("#"):
                     continue
                 where = f"{path}:{line_no}"
-                fields = text.split()
+                fields = _FIELD_SPLIT.split(text)
                 if len(fields) != 3:
                     raise LetorFormatError(
                         f"{where}: expected '<qid> <doc> <label>', got {len(fields)} field(s)"
@@ -132,20 +137,20 @@ def read_multi_intent(letor_path, intent_paths, **letor_options) -> MultiIntentD
                 qid, doc, label = fields
                 if qid not in query_of:
                     raise LetorFormatError(f"{where}: unknown query id {qid!r}")
-                try:
-                    doc, label = int(doc), int(label)
-                except ValueError:
+                if _NEGATIVE.fullmatch(label) and _DIGITS.fullmatch(doc):
+                    raise LetorFormatError(f"{where}: label must be >= 0, got {label}")
+                if not (_DIGITS.fullmatch(doc) and _DIGITS.fullmatch(label)):
                     raise LetorFormatError(
-                        f"{where}: document position and label must be integers"
-                    ) from None
+                        f"{where}: document position and label must be integers (ASCII "
+                        f"digits), got {doc!r} and {label!r}"
+                    )
+                doc, label = int(doc), int(label)
                 q = query_of[qid]
                 if not 0 <= doc < base.query_lengths[q]:
                     raise LetorFormatError(
                         f"{where}: document {doc} out of range for query {qid!r} "
                         f"({base.query_lengths[q]} documents)"
                     )
-                if label < 0:
-                    raise LetorFormatError(f"{where}: label must be >= 0, got {label}")
                 if label > data.MAX_LABEL:
                     raise LetorFormatError(
                         f"{where}: label {label} is above {data.MAX_LABEL}, the largest grade read"
@@ -157,7 +162,19 @@ def read_multi_intent(letor_path, intent_paths, **letor_options) -> MultiIntentD
                     )
                 seen[(q, doc)] = line_no
                 labels[i, base.query_offsets[q] + doc] = label
+        if not seen:
+            raise DatasetError(
+                f"{path}: no judgement ('<qid> <doc> <label>' lines); an intent file lists "
+                "the relevant documents of its intent"
+            )
     return MultiIntentDataset(base, labels)
+
+
+# What an intent file's line is made of: the LETOR reader's separators and digits.
+_ASCII_SPACE = " \t\r\n\f\v"
+_FIELD_SPLIT = re.compile(r"[ \t\r\f\v]+", re.ASCII)
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+_NEGATIVE = re.compile(r"-[0-9]+", re.ASCII)
 
 
 @contextlib.contextmanager

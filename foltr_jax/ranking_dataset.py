@@ -58,6 +58,7 @@ class RankingDataset:
             return value
 
         features = coerce("features", np.float32)
+        _check_labels(np.asarray(self.labels))  # before int32: 2.9 is not 2, 2^32 is not 0
         labels = coerce("labels", np.int32)
         offsets = coerce("query_offsets", np.int32)
         lengths = coerce("query_lengths", np.int32)
@@ -234,3 +235,28 @@ def normalise_into(x: np.ndarray, query_offsets, query_lengths, out: np.ndarray)
         out[start:stop] = block
         q0 = q1
     return out
+
+
+def _check_labels(labels: np.ndarray) -> None:
+    """ValueError unless every label is an integer grade in 0 .. LABEL_LIMIT, as given
+    (before the cast to int32, which would truncate 1.9 to 1 and wrap 2^32 to 0)."""
+    if labels.dtype.kind not in "biuf":
+        raise ValueError(f"labels must be integer grades, got dtype {labels.dtype}")
+    if not labels.size:
+        return
+    if labels.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(labels) | (labels != np.floor(labels))
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"labels must be integer grades, got {labels[at]!r} at {list(at)}"
+            )
+    low, high = labels.min(), labels.max()
+    if low < 0:
+        raise ValueError(f"labels must be >= 0, got {low}")
+    if high > LABEL_LIMIT:
+        raise ValueError(
+            f"labels must be at most {LABEL_LIMIT} (nDCG's gain 2^rel - 1 must stay finite), "
+            f"got {high}"
+        )

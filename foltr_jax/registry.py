@@ -13,6 +13,12 @@ from typing import Generic, TypeVar
 Entry = TypeVar("Entry")  # a NamedTuple with a ``summary`` field (one line for --help)
 
 
+class PartError(ValueError):
+    """A registered part returned what its kind cannot use (a wrong shape or dtype): the
+    message names the part and what was expected.  Raised while the round is traced, before
+    it runs; the binaries print it as one line."""
+
+
 class Registry(Generic[Entry]):
     """Entries of one kind by name, in registration order."""
 

@@ -4,7 +4,7 @@
 so its relative links still resolve) and returns what the script found once MathJax has
 typeset: TeX left as source, MathJax errors, content cut by the layout (an element wider
 than the article with no scrolling box around it, or a box that clips what it holds), and
-the page's furniture (the outline, copy buttons).  ``screenshot(page, png)`` saves what a
+the page's furniture (the outline, copy buttons) and images that did not load.  ``screenshot(page, png)`` saves what a
 1280 px window shows.  Used by tests/test_docs.py's slow browser test; by hand::
 
     .venv/bin/python tests/browser.py docs/_build/html/concepts.html [shot.png]
@@ -80,6 +80,9 @@ window.addEventListener("load", async () => {
     }
   }
   out.cut = cut;
+  out.images = main.querySelectorAll("img").length;
+  out.broken_images = Array.from(main.querySelectorAll("img"))
+    .filter((img) => !img.complete || img.naturalWidth === 0).map((img) => img.getAttribute("src"));
   out.page_width = document.documentElement.scrollWidth;
   out.window_width = window.innerWidth;
   out.outline = document.querySelectorAll(".toc-tree a").length;

@@ -191,8 +191,11 @@ def test_every_method_runs_through_the_public_names(public_data):
     for name, result in results.items():
         assert isinstance(result, foltr_jax.RunResult), name
         offline = result.offline[0]
-        assert result.metrics[offline].shape == (2, 3), name
-        assert np.all(np.isfinite(result.metrics[offline])), name
+        assert result.curves[offline].shape == (2, 3), name
+        assert result.metrics is result.curves, name  # the older name still works
+        assert np.all(np.isfinite(result.curves[offline])), name
+        assert (result.n_cells, result.n_runs) == (1, 2), name
+        assert result.by_cell(offline).shape == (1, 2, 3), name
         assert result.initial[offline].shape == (2,), name
         assert result.interactions > 0, name
     assert results["foltr_es"].epsilon == np.inf
@@ -208,4 +211,95 @@ def test_every_method_runs_through_the_public_names(public_data):
     assert sorted(protocol.trained) == ["honest", "malicious", "retrained"]
     assert protocol.trained["malicious"].history.shape[:3] == (2, 2, 4)
     assert protocol.replayed.offline_ndcg.shape == (2, 2)
+    assert protocol.replayed.cells == [("perfect", 1, 2)]
+    assert protocol.replayed.by_cell("offline_ndcg").shape == (1, 2, 2)
     assert np.all(np.isfinite(protocol.replayed.final_offline_ndcg()))
+
+
+def _result(n_cells, n_runs, rounds=4, cells=()):
+    slots = n_cells * n_runs
+    values = np.arange(slots * rounds, dtype=float).reshape(slots, rounds)
+    return foltr_jax.RunResult(
+        curves={"offline_ndcg": values, "online_ndcg": values / 100},
+        initial={"offline_ndcg": np.zeros(slots)},
+        final_params=None,
+        compile_seconds=1.5,
+        run_seconds=0.25,
+        interactions=12_000,
+        offline_rounds=np.arange(1, rounds + 1),
+        offline=("offline_ndcg",),
+        cells=cells,
+        n_runs=n_runs,
+    )
+
+
+def test_a_result_splits_its_curves_by_cell_without_being_told_the_count():
+    cells = (foltr_jax.Setting(), foltr_jax.Setting(aggregator="median"),
+             foltr_jax.Setting(aggregator="krum"))
+    result = _result(3, 2, cells=cells)
+    by_cell = result.by_cell("offline_ndcg")
+    assert by_cell.shape == (3, 2, 4)
+    # Slot cell * n_runs + run: cell 1's runs are slots 2 and 3.
+    np.testing.assert_array_equal(by_cell[1], result.offline_ndcg[2:4])
+    np.testing.assert_array_equal(result.by_cell(result.online_ndcg)[2], result.online_ndcg[4:6])
+    assert result.by_cell("online_performance").shape == (3, 2)  # one number a run
+    median = result.cell(cells[1])
+    assert sorted(median) == ["offline_ndcg", "online_ndcg"]
+    np.testing.assert_array_equal(median["offline_ndcg"], by_cell[1])
+    np.testing.assert_array_equal(result.cell(-1)["online_ndcg"], result.online_ndcg[4:6])
+    with pytest.raises(KeyError, match="not one of the run's cells"):
+        result.cell(foltr_jax.Setting(aggregator="trimmed_mean"))
+    with pytest.raises(IndexError, match="cell 3 of a run with 3 cells"):
+        result.cell(3)
+    # The older call, with the count passed back, gives the same.
+    np.testing.assert_array_equal(result.per_setting(result.offline_ndcg, 3), by_cell)
+    np.testing.assert_array_equal(result.per_setting(result.offline_ndcg), by_cell)
+
+
+def test_a_result_without_named_cells_counts_them_from_its_runs():
+    result = _result(2, 3)
+    assert (result.n_cells, result.n_runs, result.n_slots) == (2, 3, 6)
+    assert result.by_cell("offline_ndcg").shape == (2, 3, 4)
+
+
+def test_a_result_prints_in_one_short_line():
+    text = repr(_result(3, 2, rounds=200))
+    assert text == (
+        "RunResult(3 cells x 2 runs, 200 rounds; curves: offline_ndcg, online_ndcg; "
+        "12,000 interactions in 0.25 s + 1.50 s compiling)"
+    )
+    assert repr(_result(1, 1)).startswith("RunResult(1 cell x 1 run, 4 rounds;")
+
+
+def test_runs_per_cell_come_from_the_slots_repetitions():
+    from foltr_jax import engine
+
+    assert engine._runs_per_cell(np.tile(np.arange(3), 4)) == 3
+    assert engine._runs_per_cell(np.zeros(1, np.int64)) == 1
+    assert engine._runs_per_cell(np.array([0, 1, 0])) == 3  # not cell-major: one cell
+
+
+def _docstring_example(function) -> str:
+    import textwrap
+
+    block = function.__doc__.split("Example::\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if line.strip() and not line.startswith("        "):
+            break
+        lines.append(line)
+    return textwrap.dedent("\n".join(lines))
+
+
+@pytest.mark.slow  # four small compilations
+@pytest.mark.parametrize(
+    "name", ["run_fpdgd", "run_foltr_es", "run_fedips", "run_unlearning"]
+)
+def test_the_run_functions_examples_run(name, public_data):
+    """The example in each ``run_*`` docstring (the API reference shows it) runs as written,
+    given a small ``train, test``."""
+    code = _docstring_example(getattr(foltr_jax, name))
+    assert f"foltr_jax.{name}(" in code
+    train, test = public_data
+    exec(compile(code, f"<{name} example>", "exec"),
+         {"foltr_jax": foltr_jax, "train": train, "test": test})

@@ -37,8 +37,25 @@ def test_the_pages_mark_their_examples_runnable():
         assert len(markers) == len(_FENCE.findall(text)), page
 
 
+@pytest.fixture(scope="module")
+def after_the_first_command(tmp_path_factory):
+    """A folder where the README's first command has run (smaller: 20 clients, 10 rounds,
+    40 training queries), for the examples that read its ``results/fpdgd/results.json``."""
+    import binaries
+
+    folder = tmp_path_factory.mktemp("repository")
+    done = binaries.call(
+        "fpdgd", "--n_clients=20", "--rounds=10", "--synthetic_queries=40",
+        f"--output_dir={folder / 'results' / 'fpdgd'}",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return folder
+
+
 @pytest.mark.parametrize("code", runnable_blocks())
-def test_docs_example_runs(code):
+def test_docs_example_runs(code, request, monkeypatch):
+    if "results/fpdgd/" in code:
+        monkeypatch.chdir(request.getfixturevalue("after_the_first_command"))
     exec(compile(code, "<docs example>", "exec"), {"__name__": "__docs_example__"})
 
 
@@ -64,7 +81,10 @@ def test_reference_pages_are_generated_from_the_code():
                  "claims", "benchmark"):
         assert name in binaries
     assert "common" not in binaries and "recipes" not in binaries
-    assert "engine" in flagdoc.library_modules() and "__init__" not in flagdoc.library_modules()
+    modules = flagdoc.library_modules()
+    assert "engine" in modules and "__init__" not in modules
+    assert set(flagdoc.PUBLIC_MODULES) <= set(modules)
+    assert {"letor_blocks", "files", "multiprocess"} <= set(flagdoc.internal_modules())
 
 
 def test_readme_links_point_at_pages():
@@ -99,7 +119,7 @@ def test_docs_build_without_warnings(built_site):
     assert stderr.strip() == "", stderr[-3000:]
     flags = (html / "_generated" / "binaries" / "fpdgd.html").read_text()
     assert "--n_clients" in flags and "--privacy_grid" in flags
-    api = (html / "_generated" / "api" / "engine.html").read_text()
+    api = (html / "_generated" / "api" / "public" / "engine.html").read_text()
     assert "foltr_jax.engine.run" in api
     # MathJax is served from the site itself; no page loads anything from a network.
     assert (html / "_static" / "mathjax" / "tex-svg.js").is_file()
@@ -112,7 +132,7 @@ def test_docs_build_without_warnings(built_site):
 # The pages a newcomer opens first, the ones with math, wide tables or wide code.
 BROWSER_PAGES = (
     "index", "getting-started", "concepts", "papers/fpdgd", "howto/reproduce",
-    "reference/api", "performance", "_generated/api/engine", "_generated/binaries/fpdgd",
+    "reference/api", "performance", "_generated/api/public/engine", "_generated/binaries/fpdgd",
 )
 
 
@@ -152,6 +172,7 @@ def test_pages_read_offline_in_a_browser(built_site, name):
     found = browser.check(html / f"{name}.html")
     assert found["raw_tex"] == [] and found["math_errors"] == [], found
     assert found["cut"] == [], found["cut"]
+    assert found["broken_images"] == [], found["broken_images"]
     assert found["page_width"] <= found["window_width"], found
     assert found["external"] == [], found["external"]
     assert found["copy_buttons"] == found["code_blocks"], found
@@ -159,6 +180,8 @@ def test_pages_read_offline_in_a_browser(built_site, name):
     if name == "concepts":
         assert found["math"] >= 5, found
         assert found["outline"] >= 5, found
+    if name in ("concepts", "getting-started", "papers/fpdgd"):
+        assert found["images"] >= 1, found  # the data flow, the first run's curve, Figure 4
 
 
 def test_flag_pages_list_what_the_binary_defines():
@@ -202,3 +225,81 @@ def test_flag_pages_list_what_the_binary_defines():
             assert documented[name]["help"] == flag.help, name
         assert documented[name]["default"] == flag.default_as_str, name
     assert dumped["groups"][0]["module"] == "experiments.fedips"
+
+
+def test_citation_file_and_paper_pages_cite_the_same_papers():
+    """CITATION.cff is valid YAML for this version, and every DOI or arXiv id a paper page
+    cites is among its references (and the other way round)."""
+    yaml = pytest.importorskip("yaml", reason="PyYAML comes with the docs extra (myst-parser)")
+    import foltr_jax
+
+    cff = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["version"] == foltr_jax.__version__
+    assert cff["title"].startswith("foltr_jax") and cff["authors"]
+    cited = set()
+    for reference in cff["references"]:
+        assert reference["title"] and reference["authors"] and reference["year"], reference
+        cited.add(reference.get("doi") or reference["url"].rsplit("/", 1)[1])
+    on_pages = set()
+    for name in ("fpdgd", "poisoning", "thesis", "unlearning", "fedips"):
+        page = (DOCS / "papers" / f"{name}.md").read_text()
+        head = page.split("**What it claims.**", 1)[0]
+        found = re.findall(r"\((?:https://doi.org/|https://arxiv.org/abs/)([^)\s]+)\)", head)
+        assert found, f"{name}.md opens without its reference"
+        on_pages.update(found)
+    assert {c for c in on_pages if not c.startswith("2412.")} == cited
+
+
+MAX_PARAGRAPH_WORDS = 150
+
+
+def paragraphs(text: str) -> list:
+    """The prose paragraphs of a Markdown page: runs of lines outside code fences, tables,
+    headings and MyST directives; a list item starts a paragraph of its own."""
+    found, current, fence = [], [], None
+    for line in text.splitlines():
+        stripped = line.strip()
+        marker = re.match(r"(`{3,}|:{3,})", stripped)
+        if marker and (fence is None or stripped.startswith(fence)):
+            fence = None if fence else marker.group(1)
+            found.append(current)
+            current = []
+            continue
+        if fence:
+            continue
+        if not stripped or stripped.startswith(("#", "|", "%", "<!--")):
+            found.append(current)
+            current = []
+            continue
+        if re.match(r"([-*+]|\d+\.)\s", stripped):
+            found.append(current)
+            current = []
+        current.append(stripped)
+    found.append(current)
+    return [" ".join(p) for p in found if p]
+
+
+def _prose_pages():
+    for page in [REPO_ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        if "_build" in page.parts or "_generated" in page.parts:
+            continue
+        text = page.read_text()
+        if page.name == "reproduce.md":  # its claims section is generated from the claims
+            text = re.sub(r"^## The papers' claims.*?(?=^## |\Z)", "", text, flags=re.M | re.S)
+        yield page, text
+
+
+def test_no_paragraph_runs_over_150_words():
+    long = [
+        (str(page.relative_to(REPO_ROOT)), len(p.split()), p[:60])
+        for page, text in _prose_pages()
+        for p in paragraphs(text)
+        if len(p.split()) > MAX_PARAGRAPH_WORDS
+    ]
+    assert long == []
+
+
+def test_the_paragraph_count_sees_long_paragraphs():
+    words = " ".join(["word"] * 151)
+    text = f"# Title\n\nshort one\n\n{words[:300]}\n{words[300:]}\n\n```text\n{words}\n```\n- item\n"
+    assert [len(p.split()) for p in paragraphs(text)] == [2, 151, 2]

@@ -107,6 +107,7 @@ CASES = {
 # Keys that describe how a run went rather than what it computed.
 _RUN_FIELDS = {
     "versions",
+    "provenance",  # the command, paths and SHA-256s of the code and data that made it
     "machine",
     "devices",
     "timings",

@@ -2,6 +2,7 @@
 registered in a --plugin (the "Add a method" example's federated DBGD) is a name there."""
 
 import json
+import sys
 
 import binaries
 import numpy as np
@@ -84,3 +85,126 @@ def test_a_built_in_method_by_name_gives_its_own_binarys_results(tmp_path):
     assert set(b_curves) <= set(a_curves)
     for name, values in b_curves.items():
         assert a_curves[name] == values, name
+
+
+def _help(*args):
+    done = binaries.run("method", *args, "--help")  # absl prints the help and exits 1
+    return " ".join(done.stdout.split()), done
+
+
+def test_the_method_is_read_as_absl_reads_it_one_dash_or_from_a_flag_file(tmp_path):
+    """``-method=foltr_es`` and a --flagfile holding ``--method=foltr_es`` choose FOLtR-ES's
+    flags (its --sigma), as absl then reads them; a flag file that cannot be read is one
+    line naming it."""
+    flagfile = tmp_path / "flags.txt"
+    flagfile.write_text("--method=foltr_es\n--rounds=3\n")
+    for args in (("-method=foltr_es",), ("-method", "foltr_es"), (f"--flagfile={flagfile}",)):
+        text, _ = _help(*args)
+        assert "--sigma: Standard deviation" in text, args
+    text, _ = _help()
+    assert "--sigma" not in text  # the default, fpdgd, has no sigma
+    done = binaries.run("method", f"--flagfile={tmp_path / 'missing.txt'}")
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and line.startswith("method: error: --flagfile: Unable to open")
+
+
+@pytest.mark.slow  # a run of the method binary
+def test_a_method_named_with_one_dash_runs_that_method(tmp_path):
+    settings = ("--synthetic_queries=40", "--n_clients=8", "--rounds=3", "--nocheckpoint")
+    out = tmp_path / "out"
+    done = binaries.run("method", "-method=foltr_es", *settings, f"--output_dir={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["method"] == "foltr_es" and "sigma" in results["config"]
+
+
+BROKEN_METHOD = '''
+import dataclasses
+
+import numpy as np
+
+from foltr_jax import engine
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokenConfig:
+    rounds: int = 3
+    n_runs: int = 2
+    returns: str = "none"
+
+
+def run(config, train, test, progress=None, checkpoint=None):
+    good = np.zeros((config.n_runs, config.rounds))
+    curves = {"offline_ndcg": good, "online_ndcg": good}
+    if config.returns == "none":
+        return None
+    if config.returns == "flat":
+        curves["online_ndcg"] = np.zeros(config.rounds)
+    if config.returns == "objects":
+        curves["offline_ndcg"] = [[object()] * config.rounds] * config.n_runs
+    if config.returns == "no_initial":
+        return engine.RunResult(curves, {}, None, 0.0, 1.0, 1, np.arange(1, 4), ("offline_ndcg",))
+    initial = {"offline_ndcg": np.zeros(config.n_runs)}
+    return engine.RunResult(curves, initial, None, 0.0, 1.0, 1, np.arange(1, 4), ("offline_ndcg",))
+
+
+engine.register_method("broken", BrokenConfig, run, "returns what it is told")
+'''
+
+
+@pytest.fixture(scope="module")
+def broken_method(tmp_path_factory):
+    """One plugin file for the module: its method is registered once in this process."""
+    path = tmp_path_factory.mktemp("broken") / "broken_method.py"
+    path.write_text(BROKEN_METHOD)
+    return path
+
+
+@pytest.mark.parametrize(
+    "returns, message",
+    [
+        ("none", "its run returned NoneType, not a foltr_jax.engine.RunResult"),
+        ("flat", "its run returned curve 'online_ndcg' as ndarray of shape [3] and dtype "
+                 "float64; expected a [runs, rounds] array of numbers"),  # fmt: skip
+        ("objects", "its run returned curve 'offline_ndcg' as list of objects"),
+        ("no_initial", "its run returned initial 'offline_ndcg' as NoneType"),
+    ],
+)
+def test_a_method_returning_the_wrong_shape_or_type_is_one_line(
+    broken_method, tmp_path, returns, message, monkeypatch
+):
+    out = tmp_path / "out"
+    args = (f"--plugin={broken_method}", "--method=broken", f"--returns={returns}",
+            "--synthetic_queries=10", f"--output_dir={out}")  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["method", *args])  # the binary chooses its method at import
+    binaries._loaded["module"] = None
+    try:
+        done = binaries.call("method", *args)
+    finally:
+        binaries._loaded["module"] = None  # the next test imports the binary afresh
+    (line,) = done.stderr.strip().splitlines()[-1:]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert line.startswith(f"method: error: --method: broken: {message}"), line
+    assert not (out / "results.json").exists()
+
+
+@pytest.mark.parametrize(
+    "field, problem",
+    [
+        ("output_dir: str = 'x'", "Odd.output_dir: the binary has a flag --output_dir of its own"),
+        ("rounds: int", "Odd.rounds: no default (a flag needs one"),
+        ("sizes: tuple = (1, 2)", "Odd.sizes: no flag for type tuple"),
+    ],
+)
+def test_a_method_config_that_cannot_be_flags_is_one_line(tmp_path, field, problem):
+    plugin = tmp_path / "odd_method.py"
+    plugin.write_text(
+        "import dataclasses\nfrom foltr_jax import engine\n\n\n"
+        f"@dataclasses.dataclass(frozen=True)\nclass Odd:\n    {field}\n\n\n"
+        "engine.register_method('odd', Odd, lambda *a, **k: None, 'odd')\n"
+    )
+    done = binaries.run("method", f"--plugin={plugin}", "--method=odd", "--rounds=2")
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and line.startswith(
+        f"method: error: --method: odd: its config cannot be flags: {problem}"
+    ), line

@@ -111,3 +111,60 @@ def test_mode_measures_a_real_binary_on_tiny_data(tmp_path):
     assert row["published_seconds"] == pytest.approx(12 * 300 * 5 / 1_700)
     results = json.loads((tmp_path / "real" / "f" / "results.json").read_text())
     assert results["data"]["test"]["queries"] == 3  # --synthetic_test_queries
+
+
+def test_every_recipe_s_measured_command_keeps_eval_every_within_the_measured_rounds():
+    """poisoning_figs2_4 evaluates every 50 rounds: measured over 10 rounds, K must become
+    10 (the binary refuses K > rounds), and stay as it is where it fits."""
+    from experiments.lib.recipes import recipes
+
+    checked = 0
+    for recipe in recipes(quick=False).values():
+        for run in recipe.runs:
+            argv = pb.measure_argv(run, "out", 5, 2, 5, [], [])
+            values = [a for a in argv if a.startswith("--eval_every=")]
+            wanted = pb.flag_value(run.flags, "eval_every")
+            assert len(values) == (wanted is not None), (recipe.name, run.name)
+            if values:
+                assert values[0] == f"--eval_every={min(int(wanted), 10)}"
+                checked += 1
+            assert sum(a.startswith("--rounds=") for a in argv) == 1
+    assert checked  # poisoning_figs2_4's grid at least
+    short = Run("r", "fpdgd", ("--eval_every=4",))
+    assert "--eval_every=4" in pb.measure_argv(short, "out", 5, 2, 1, [], [])
+
+
+def test_the_line_that_says_why_a_measured_run_failed():
+    absl = (
+        "FATAL Flags parsing error: Unknown command line flag 'bogus'\n"
+        "Pass --helpshort or --helpfull to see help on flags.\n"
+    )
+    assert pb.why(absl) == "FATAL Flags parsing error: Unknown command line flag 'bogus'"
+    assert pb.why("one\nfpdgd: error: --rounds: must be at least 1\n").endswith("at least 1")
+    assert pb.why("last line\n") == "last line" and pb.why("") == "(no output)"
+
+
+def test_no_recipe_is_refused_in_one_line(tmp_path):
+    import binaries
+
+    done = binaries.call("paper_budget", "--recipes=", f"--output={tmp_path / 'o' / 'b.json'}")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "--recipes: name one or more recipes" in line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow  # the documented example, at a tiny size: the poisoning grid measured
+def test_the_documented_poisoning_budget_runs(tmp_path):
+    import binaries
+
+    out = tmp_path / "results" / "budget.json"
+    tiny = "--synthetic_queries=8,--synthetic_test_queries=3,--synthetic_features=5,--synthetic_docs_per_query=6"
+    done = binaries.run(
+        "paper_budget", "--recipes=poisoning_figs2_4", f"--data={tiny}", "--n_runs=1",
+        "--measure_chunk_rounds=1", "--measure_chunks=2", f"--output={out}",
+        cache_dir=tmp_path / "cache", timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads(out.read_text())["recipes"]
+    assert row["recipe"] == "poisoning_figs2_4" and row["projected_seconds"] > 0

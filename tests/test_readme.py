@@ -1,5 +1,6 @@
 """The README's set-up and test commands and CI's must not drift apart."""
 
+import pytest
 from sample_data import REPO_ROOT
 
 
@@ -40,3 +41,50 @@ def test_ci_builds_the_docs_as_the_readme_says():
     assert docs[0] in index, "docs/index.md gives the same command"
     ignored = (REPO_ROOT / ".gitignore").read_text().splitlines()
     assert "docs/_build/" in ignored and "docs/_generated/" in ignored
+
+
+def _first_hour(text: str) -> dict:
+    """The times a first-hour table gives, by the binary each row runs."""
+    import re
+
+    found = {}
+    for row in text.splitlines():
+        binary = re.search(r"experiments\.(fpdgd|report|batch)\b", row)
+        if not (row.startswith("|") and binary):
+            continue
+        for cell in row.split("|")[2:]:
+            time = re.search(r"\b(?:about|under) [^|,;(]*", cell)
+            if time and "`" not in cell:
+                found.setdefault(binary.group(1), time.group(0).strip())
+                break
+    return found
+
+
+def test_the_first_hour_gives_the_same_times_in_the_readme_and_getting_started():
+    readme = _first_hour((REPO_ROOT / "README.md").read_text())
+    guide = _first_hour((REPO_ROOT / "docs" / "getting-started.md").read_text())
+    assert set(readme) == {"fpdgd", "report", "batch"}, readme
+    assert readme == guide
+    performance = (REPO_ROOT / "docs" / "performance.md").read_text()
+    for binary, time in readme.items():
+        assert time in performance, (binary, time)
+
+
+def test_the_readme_counts_the_fast_tests(request):
+    """The README's "about N tests" is within 5 % of the fast tier this session collected;
+    only a run of the whole fast tier (`python -m pytest`, as CI runs it) can tell."""
+    import re
+
+    config = request.config
+    whole = (
+        config.getoption("markexpr") == "not slow"
+        and not config.getoption("keyword")
+        and [str(a).rstrip("/").rsplit("/", 1)[-1] for a in config.args] == ["tests"]
+    )
+    if not whole:
+        pytest.skip("counts the fast tier only in a run of all of it (python -m pytest)")
+    stated = re.search(r"about ([\d,]+) tests", (REPO_ROOT / "README.md").read_text())
+    assert stated, "the README states the fast tier's size"
+    stated = int(stated.group(1).replace(",", ""))
+    collected = len(request.session.items)
+    assert abs(collected - stated) <= 0.05 * collected, (stated, collected)

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 
 import binaries
 import numpy as np
@@ -867,6 +868,10 @@ def test_a_recipe_page_is_drawn(tmp_path):
     assert figure["columns"] == CLICK_COLUMNS
     line = figure["panels"][0]["lines"][0]
     assert line["n_runs"] == 4 and line["folds"] == 2  # folds pooled, as the papers average
+    # The page says how small its runs are, and a recipe of figures only has no tables file.
+    assert page["scale"].endswith("(--quick: smaller than the paper's runs)"), page["scale"]
+    assert re.match(r"\d+ rounds, 4 runs \(", page["scale"]), page["scale"]  # 2 folds of 2
+    assert not (tmp_path / "report" / "paper_tables.md").exists()
 
 
 def test_curves_of_an_eval_every_run(tmp_path):
@@ -888,6 +893,23 @@ def test_curves_of_an_eval_every_run(tmp_path):
     np.testing.assert_array_equal(x, [0, 4, 8, 10])  # the initial model, then the rounds
     summary = report.build_report(tmp_path)
     assert summary["groups"][GROUP]["rows"]["fpdgd"]["perfect"]["rounds"] == 10
+
+
+def test_round_ticks_are_whole_rounds(tmp_path):
+    """A short (quick) run's figure marks rounds 0, 1, 2, 3, never 0.5 or 2.5."""
+    curve = [[0.3, 0.5, 0.6], [0.35, 0.55, 0.65]]
+    payload = run_file(
+        "fpdgd",
+        {**config("perfect"), "rounds": 3},
+        {"offline_ndcg": curve, "offline_mrr": curve},
+        {"initial_offline_ndcg": [0.2, 0.2], "online_performance": [5.0, 6.0]},
+        rounds=[1, 2, 3],
+    )
+    write(tmp_path / "run" / "results.json", payload)
+    (series,) = report.load_series(tmp_path)
+    figure = report.plot_curves("t", [dataclasses.replace(series, label="fpdgd")])
+    ticks = [t for t in figure.axes[0].get_xticks() if 0 <= t <= 3]
+    assert ticks == [0, 1, 2, 3], ticks
 
 
 @pytest.mark.parametrize(

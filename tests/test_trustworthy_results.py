@@ -442,12 +442,26 @@ def test_a_failed_checkpoint_save_keeps_the_previous_one_and_ends_in_one_line(
             _toy(breaks_at=99, checkpoint=str(checkpoint))
     message = str(caught.value)
     assert message.startswith("--checkpoint: cannot save") and "No space left" in message
-    assert "previous checkpoint is kept" in message and "\n" not in message
+    assert "the checkpoint of round 3 is kept: the same command resumes" in message
+    assert "\n" not in message
     header, _ = _stored(checkpoint)
     assert header["meta"]["done"] == 3  # the first chunk's save, intact
     monkeypatch.setattr(loop, "_save_checkpoint", real)
     state, _, _, _ = _toy(breaks_at=99, checkpoint=str(checkpoint))  # resumes from it
     np.testing.assert_array_equal(np.asarray(state), np.full((3, 2), 9.0))
+
+
+def test_a_failed_first_checkpoint_save_does_not_claim_one_is_kept(tmp_path, monkeypatch):
+    def disk_full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(loop, "_save_checkpoint", disk_full)
+    with pytest.raises(common.UserError) as caught:
+        with common.stop_cleanly():
+            _toy(breaks_at=99, checkpoint=str(tmp_path / ".checkpoint.npz"))
+    message = str(caught.value)
+    assert "after round 3" in message and "is kept" not in message
+    assert message.endswith("no checkpoint was saved before: the same command starts over")
 
 
 def test_a_finished_part_that_is_not_finite_is_run_again(tmp_path):

@@ -2,7 +2,8 @@
 
 - ``_generated/binaries/<name>.md``: one page per binary (every ``experiments/*.py`` that
   runs as ``__main__``), holding a ``binary-flags`` directive;
-- ``_generated/api/<module>.md``: one autodoc page per ``foltr_jax`` module.
+- ``_generated/api/{public,internal}/<module>.md``: one autodoc page per ``foltr_jax``
+  module, the public ones (``PUBLIC_MODULES``) apart from the internals.
 
 The ``binary-flags`` directive renders the binary's docstring and every flag it defines,
 read from absl's FLAGS in a process of its own (``flag_dump.py``), so the pages follow
@@ -41,6 +42,20 @@ def library_modules() -> list:
     return sorted(
         p.stem for p in (ROOT / "foltr_jax").glob("*.py") if not p.stem.startswith("_")
     )
+
+
+# The modules a user imports and extends: the front door's configs, runs, results, data,
+# metrics and registries, the methods, and the parts a plugin names.  Every other module
+# of the package is an internal (the reference lists them apart).
+PUBLIC_MODULES = (
+    "config", "engine", "data", "metrics", "registry", "aggregators", "attacks",
+    "click_models", "rankers", "client_plan", "noniid", "federation", "foltr_es", "fedips",
+    "unlearning", "privacy", "pipeline",
+)
+
+
+def internal_modules() -> list:
+    return [m for m in library_modules() if m not in PUBLIC_MODULES]
 
 
 _DUMP = {}
@@ -99,10 +114,11 @@ def write_generated_pages(app) -> None:
         )
         keep.add(path)
     for name in library_modules():
-        path = GENERATED / "api" / f"{name}.md"
+        kind = "internal" if name in internal_modules() else "public"
+        path = GENERATED / "api" / kind / f"{name}.md"
         _write(
             path,
-            f"# `foltr_jax.{name}`\n\n"
+            f"# `foltr_jax.{name}`{' (internal)' if kind == 'internal' else ''}\n\n"
             "```{eval-rst}\n"
             f".. automodule:: foltr_jax.{name}\n"
             "   :ignore-module-all:\n"

@@ -81,8 +81,21 @@ def define(
         if field.name in skip:
             continue
         if kind not in _DEFINE:
-            raise TypeError(f"{config_class.__name__}.{field.name}: no flag for type {kind}")
+            raise TypeError(
+                f"{config_class.__name__}.{field.name}: no flag for type {kind} (a flag is an "
+                "int, float, str or bool)"
+            )
         default = defaults.get(field.name, field.default)
+        if default is dataclasses.MISSING:
+            raise TypeError(
+                f"{config_class.__name__}.{field.name}: no default (a flag needs one; a "
+                "default_factory is not read)"
+            )
+        if field.name in FLAGS and field.name not in rename:
+            raise TypeError(
+                f"{config_class.__name__}.{field.name}: the binary has a flag --{field.name} "
+                "of its own; rename the field"
+            )
         text = help.get(field.name) or setting_help(config_class, field.name)
         _DEFINE[kind](rename.get(field.name, field.name), default, text)
         names.append(field.name)

@@ -17,6 +17,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 # The readers and tables are re-exported: callers use them as figures.<name>.
 from experiments.lib.series import (  # noqa: F401
@@ -106,6 +107,7 @@ def plot_curves(title: str, members: list[Series], curve: str = "offline_ndcg") 
                 ax.fill_between(x[keep], mean - sd, mean + sd, color=colour, alpha=0.2, lw=0)
         ax.set_title(panel)
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(CURVES[curve].format(offline=members[0].offline))
     handles = [Line2D([], [], **_style(i)) for i in range(len(labels))]
@@ -117,9 +119,16 @@ def plot_curves(title: str, members: list[Series], curve: str = "offline_ndcg") 
 def _save_figure(figure: Figure, path: pathlib.Path) -> None:
     suffix = path.suffix[1:]
     metadata = {"CreationDate": None} if suffix == "pdf" else None  # same input, same PDF
-    files.write_atomically(
-        path, lambda stream: figure.savefig(stream, format=suffix, dpi=150, metadata=metadata)
-    )
+    try:
+        files.write_atomically(
+            path, lambda stream: figure.savefig(stream, format=suffix, dpi=150, metadata=metadata)
+        )
+    except (ValueError, OverflowError, FloatingPointError) as error:
+        # curves valid as JSON that matplotlib cannot place (e.g. ±1e308: no axis ticks)
+        raise ReportError(
+            f"{path.name}: cannot be drawn: its curves hold values the axes cannot span "
+            f"({type(error).__name__}: {error})"
+        ) from None
 
 
 def _write_text(path: pathlib.Path, text: str) -> None:

@@ -46,13 +46,39 @@ class FinishedParts:
     of other settings or code is never reused, and nothing read back can run code.
     Results are dicts, lists, tuples, arrays, numbers and strings (``files.to_plain``).
     ``clear`` removes them once results.json is written.  With ``folder`` None
-    (--nocheckpoint) nothing is saved or reused.
+    (--nocheckpoint) nothing is saved or reused.  The folder is the run's own: a symbolic
+    link or anything but a folder standing at its name is refused (UserError naming
+    --output_dir), never followed, like the lock.
     """
 
     def __init__(self, folder):
         self.folder = None if folder is None else pathlib.Path(folder)
         self.code = files.code_version(EXPERIMENTS_DIR, EXPERIMENTS_DIR / "lib")
         self._named: set[str] = set()  # the parts this run named: the only ones it removes
+        self._check_own()
+
+    def _check_own(self) -> None:
+        """UserError unless the folder is missing or a real folder (not a link to one)."""
+        if self.folder is None:
+            return
+        try:
+            mode = os.lstat(self.folder).st_mode
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            raise UserError(
+                f"--output_dir: cannot use {self.folder} ({error.strerror or error})"
+            ) from None
+        if stat.S_ISLNK(mode):
+            raise UserError(
+                f"--output_dir: {self.folder} is a symbolic link, which is never followed "
+                "(the run keeps its finished parts there); remove it"
+            )
+        if not stat.S_ISDIR(mode):
+            raise UserError(
+                f"--output_dir: {self.folder} is not a folder (the run keeps its finished "
+                "parts there); remove it"
+            )
 
     @property
     def enabled(self) -> bool:
@@ -81,6 +107,7 @@ class FinishedParts:
     def save(self, name: str, fingerprint: str, result) -> None:
         if self.folder is None:
             return
+        self._check_own()  # planted meanwhile: never written through
         check_finite(result, f"part {name!r}")
         if files.special_file(self._path(name)):
             return  # a folder or FIFO stands there: load warned, the part is not kept
@@ -364,6 +391,16 @@ def unique_names(short, full, flag: str) -> list:
         raise UserError(f"--{flag}: the cell {repeated[0]} is asked for twice")
     names = [s if short.count(s) == 1 else f for s, f in zip(short, full)]
     return names if len(set(names)) == len(names) else full
+
+
+def refuse_repeats(values, flag: str) -> None:
+    """UserError naming ``--flag`` when a value of its list is given twice (as read: 1 and
+    01 are one value): the same cell computed twice and written under two names."""
+    seen = set()
+    for value in values:
+        if value in seen:
+            raise UserError(f"--{flag}: {value} is asked for twice; name each value once")
+        seen.add(value)
 
 
 def slot_namer(cells=(), n_runs: int = 1, what: str = "cell"):

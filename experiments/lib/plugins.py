@@ -5,6 +5,13 @@ aggregator, attack, click model or ranker in ``foltr_jax``'s registries, a recip
 ``experiments.lib.recipes``) is a name like the built-in ones.  Loading code is the user's
 explicit act: only the command line names a plugin, never a results or cache folder; a
 batch passes its plugins on to every run it starts.
+
+What was loaded is recorded (``loaded``: each plugin's file and the SHA-256 of its source):
+results.json names it, and the code version of checkpoints and finished parts covers it
+(``foltr_jax.files.set_user_code``), so that a run killed and started again after a plugin
+was edited starts over instead of mixing the two versions' rounds.  A module plugin is
+fingerprinted by its module's file (a package: its ``__init__.py``; what it imports from
+elsewhere is not covered).
 """
 
 from __future__ import annotations
@@ -17,6 +24,10 @@ import sys
 import traceback
 
 from experiments.lib.cli import UserError
+from foltr_jax import files
+
+# What ``load`` imported last: [{'plugin', 'path', 'sha256'}] (``loaded``).
+_LOADED: list = []
 
 
 def is_file(plugin: str) -> bool:
@@ -49,18 +60,48 @@ def _import_file(path: str):
 def load(plugins) -> list:
     """Imports every plugin (a module name, or a .py file); a plugin that fails to import
     is a UserError naming it and where its code failed."""
-    modules = []
+    modules, loaded = [], []
+    _LOADED.clear()
+    files.set_user_code({})
     for plugin in plugins:
         try:
             if is_file(plugin):
-                modules.append(_import_file(os.path.abspath(plugin)))
+                path = os.path.abspath(plugin)
+                if not os.path.isfile(path):  # never opened: a folder, a FIFO
+                    raise UserError(f"--plugin: {path}: no such file")
+                source = _source_digest(path)  # what is executed, read before it runs
+                modules.append(_import_file(path))
             else:
                 modules.append(importlib.import_module(plugin))
+                path = getattr(modules[-1], "__file__", None)
+                source = _source_digest(path) if path else None
         except UserError:
             raise
+        except SystemExit as error:  # the program's exit is not a plugin's to decide
+            raise UserError(
+                f"--plugin: {plugin}: called sys.exit({error.code!r}) while imported"
+            ) from None
         except Exception as error:  # noqa: BLE001  (the user's code: say where it failed)
             raise UserError(f"--plugin: {plugin}: {where_it_failed(error)}") from None
+        loaded.append({"plugin": plugin, "path": path, "sha256": source})
+    _LOADED[:] = loaded
+    files.set_user_code({p["path"] or p["plugin"]: p["sha256"] or "" for p in loaded})
     return modules
+
+
+def loaded() -> list:
+    """The plugins ``load`` imported: [{'plugin': as named, 'path': its file (None when it
+    has none), 'sha256': of the file's bytes}], in order."""
+    return [dict(p) for p in _LOADED]
+
+
+def _source_digest(path: str) -> str | None:
+    """SHA-256 of the file at ``path`` (None when it cannot be read)."""
+    try:
+        with open(path, "rb") as stream:
+            return hashlib.sha256(stream.read()).hexdigest()
+    except (OSError, ValueError):
+        return None
 
 
 def where_it_failed(error: BaseException) -> str:

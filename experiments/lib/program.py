@@ -20,8 +20,9 @@ import jax
 from absl import flags
 
 from experiments.distributed import is_writer, refuse_distributed, start_distributed
-from experiments.lib import plugins
+from experiments.lib import plugins, provenance
 from experiments.lib.cli import UserError, fail, quiet_logs
+from foltr_jax.registry import PartError
 
 FLAGS = flags.FLAGS
 
@@ -69,6 +70,7 @@ def main(
         many = distributed() if callable(distributed) else distributed
         if many is False:
             refuse_distributed(program, what or f"experiments.{program}")
+        provenance.start(program)
         try:
             plugins.load(FLAGS.plugin if "plugin" in FLAGS else [])
             if many:
@@ -76,7 +78,7 @@ def main(
             if not ("distributed" in FLAGS and FLAGS.distributed):
                 provide_cpu_devices()
             done = run()
-        except UserError as error:
+        except (UserError, PartError) as error:
             fail(program, str(error))
         if done.output is not None:
             done.output.finish()

@@ -6,6 +6,8 @@
       "results_format": 2,              # this structure's version (a reader refuses another)
       "method": "fpdgd",                # what ran
       "versions": {...},                # foltr_jax, jax, python, platform
+      "provenance": {...},              # what made it: command, flags, code version,
+                                        # plugins' and data files' SHA-256 (provenance.py)
       "config": {...},                  # the settings the cells share
       "data": {...},                    # where the data came from, and its size
       "metric": "ndcg",                 # the headline offline metric: curves["offline_<metric>"]
@@ -45,6 +47,7 @@ import resource
 from absl import flags
 
 import foltr_jax
+from experiments.lib import provenance
 from foltr_jax import data
 
 FLAGS = flags.FLAGS
@@ -56,8 +59,13 @@ HEADLINE_METRIC = "ndcg"  # nDCG@10
 
 def header(method: str) -> dict:
     """The first fields of every results.json: the format version, the method, the
-    versions of the code that made it."""
-    return {"results_format": RESULTS_FORMAT, "method": method, "versions": versions()}
+    versions of the code that made it, and what made it (``provenance.record``)."""
+    return {
+        "results_format": RESULTS_FORMAT,
+        "method": method,
+        "versions": versions(),
+        "provenance": provenance.record(),
+    }
 
 
 def document(

@@ -7,8 +7,10 @@ hand: in ../shared/data/mslr_sample/ beside the repository (the developers' copy
 third_party/mslr_sample/data/, where ``third_party/mslr_sample/fetch.py`` puts it (from the
 rankeval 0.8.2 sdist on PyPI; provenance in that folder's README).
 
-Processes: ``run_missing`` runs the commands whose output folder holds no results yet, a
-few at a time; a binary started again resumes from its own checkpoint.
+Processes: ``run_missing`` runs the commands whose output folder holds no results made by
+that very command (its arguments, the code, the plugins' sources and the data files'
+contents: ``complete``), a few at a time; a binary started again resumes from its own
+checkpoint.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 import time
 
 from experiments.common import UserError
+from experiments.lib import provenance
 from experiments.lib.results import RESULTS_FORMAT
 from foltr_jax import files
 
@@ -97,38 +100,59 @@ def dataset_flags(data_root: str) -> list:
     raise UserError(f"--data_root: {data_root} has neither Fold*/ nor train.txt and test.txt")
 
 
-def complete(out: pathlib.Path) -> bool:
+def complete(out: pathlib.Path, argv=None, say: bool = True) -> bool:
     """A run is done when its results.json (or a grid's grid.json, written last, and every
-    cell's results.json it lists) exists and reads as a JSON object.  One whose files exist
-    but cannot be read, or that another version wrote in another results format, is not
-    done: it runs again, and the batch says so."""
+    cell's results.json it lists) exists and reads as a JSON object of this results format,
+    and, with ``argv`` (the command that would make it now), when what made it (its
+    "provenance": arguments less --output_dir, code version, plugins' sources, data files'
+    contents) is what would make it now.  One that is not done runs again, and (``say``)
+    the reason is printed on stderr."""
+
+    def again(reason: str) -> bool:
+        if say:
+            print(f"{reason}; running it again", file=sys.stderr)
+        return False
+
     grid = out / "grid.json"
     names = ["results.json"]
     if os.path.lexists(grid):
-        listed = _read_object(grid)
+        listed = read_object(grid)
         cells = listed.get("cells") if isinstance(listed, dict) else None
         if not (isinstance(cells, list) and all(isinstance(c, str) for c in cells)):
-            print(f"{grid}: cannot be read as a grid; running it again", file=sys.stderr)
-            return False
+            return again(f"{grid}: cannot be read as a grid")
         names = [f"{cell}/results.json" for cell in cells]
     elif not os.path.lexists(out / "results.json"):
         return False
     for name in names:
-        found = _read_object(out / name)
+        found = read_object(out / name)
         if not isinstance(found, dict):
-            print(f"{out / name}: cannot be read as results; running it again", file=sys.stderr)
-            return False
+            return again(f"{out / name}: cannot be read as results")
         if found.get("results_format") != RESULTS_FORMAT:
-            print(
+            return again(
                 f"{out / name}: results format {found.get('results_format')} (this version "
-                f"writes {RESULTS_FORMAT}); running it again",
-                file=sys.stderr,
+                f"writes {RESULTS_FORMAT})"
             )
-            return False
+        if argv is not None:
+            difference = provenance.differences(found.get("provenance"), argv)
+            if difference:
+                return again(f"{out / name}: not made by this command: {difference}")
     return True
 
 
-def _read_object(path: pathlib.Path):
+def forget(out: pathlib.Path) -> None:
+    """Removes the results files of a run that is to run again (grid.json first: a grid is
+    then not done), so that results of other settings never outlive a failed new run."""
+    listed = read_object(out / "grid.json")
+    cells = listed.get("cells") if isinstance(listed, dict) else None
+    files.remove_own(out / "grid.json")
+    if isinstance(cells, list):
+        for cell in cells:
+            if isinstance(cell, str) and "/" not in cell and cell not in ("", ".", ".."):
+                files.remove_own(out / cell / "results.json")
+    files.remove_own(out / "results.json")
+
+
+def read_object(path: pathlib.Path):
     """The JSON in a regular file ``path``, or None when it cannot be read."""
     if files.special_file(path) or not path.is_file():
         return None
@@ -139,9 +163,13 @@ def _read_object(path: pathlib.Path):
 
 
 def run_missing(commands, jobs: int, tag: str) -> list:
-    """Runs the (output folder, argv) commands that are not ``complete``, ``jobs`` at a time,
-    printing progress as '[tag] ...' on stderr; returns the folders whose run failed."""
-    todo = [(out, argv) for out, argv in commands if not complete(out)]
+    """Runs the (output folder, argv) commands that are not ``complete`` (made by this very
+    command, code and data), ``jobs`` at a time, printing progress as '[tag] ...' on stderr;
+    returns the folders whose run failed.  The results of a run made otherwise are removed
+    before it runs again."""
+    todo = [(out, argv) for out, argv in commands if not complete(pathlib.Path(out), argv)]
+    for out, _ in todo:
+        forget(pathlib.Path(out))
     done_before = len(commands) - len(todo)
     failed, start = [], time.perf_counter()
 

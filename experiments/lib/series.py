@@ -207,7 +207,10 @@ def cell_series(payload: dict, source: str) -> list[Series]:
             fields.update(
                 (k, v) for k, v in config.items() if k not in setting and k != "click_model"
             )
-        fields.update(labels.get("fields") or {})
+        given = labels.get("fields") or {}
+        if not isinstance(given, dict):
+            raise LayoutError(f"{where}labels.fields: not an object (name -> value)")
+        fields.update(given)
         group = [dataset_name(payload.get("data")), labels.get("group")]
         if offline != "nDCG@10":
             group.append(offline)
@@ -250,6 +253,8 @@ def read_results(path: pathlib.Path, source: str) -> list[Series]:
         raise ReportError(f"{path}: not valid JSON: {error}") from None
     except RecursionError:
         raise ReportError(f"{path}: not a results file: JSON nested too deeply") from None
+    except ValueError as error:  # e.g. an integer of more digits than Python converts
+        raise ReportError(f"{path}: not valid JSON: {error}") from None
     if not isinstance(payload, dict):
         raise ReportError(f"{path}: not a results file: the top level is not a JSON object")
     found = payload.get("results_format")

@@ -32,7 +32,9 @@ from __future__ import annotations
 import json
 import pathlib
 
-from experiments.lib import figures
+import numpy as np
+
+from experiments.lib import figures, recipes
 from experiments.lib.paper_figures import (
     fedips,
     fpdgd,
@@ -64,6 +66,36 @@ LAYOUTS = {
 }
 
 
+def _rounds(series) -> int:
+    if series.offline_rounds is not None and len(series.offline_rounds):
+        return int(series.offline_rounds[-1])
+    for curve in (series.online_ndcg, series.offline_ndcg):
+        if curve is not None:
+            return int(np.shape(curve)[-1])
+    return 0
+
+
+def run_scale(series, recipe) -> str:
+    """How big the runs behind a page are: rounds and runs per setting, and whether they are
+    a --quick batch's (the recipe differs from the full one of that name)."""
+    rounds = sorted({_rounds(s) for s in series} - {0})
+    runs = sorted({len(s.final_offline_ndcg) for s in series})
+    if not rounds and not runs:
+        return ""
+
+    def span(values, unit):
+        if not values:
+            return ""
+        text = f"{values[0]:,}" if len(values) == 1 else f"{values[0]:,}-{values[-1]:,}"
+        return f"{text} {unit}{'s' * (values[-1] != 1)}"
+
+    text = ", ".join(p for p in (span(rounds, "round"), span(runs, "run")) if p)
+    full = recipes.recipes(quick=False).get(recipe.name)
+    if full is not None and full != recipe:
+        text += " (--quick: smaller than the paper's runs)"
+    return text
+
+
 def make_page(results_dir, recipe, output_dir=None, draw: bool = True) -> dict:
     """Draws a recipe's figures and tables (one file each, and all on page.png/.pdf) and
     writes paper.json and paper_tables.md; returns the paper.json content."""
@@ -72,15 +104,21 @@ def make_page(results_dir, recipe, output_dir=None, draw: bool = True) -> dict:
     series = figures.load_series(results_dir)
     pool = Pool(series, recipe)
     paper_figures, tables = LAYOUTS[recipe.name](pool, recipe)
+    scale = run_scale(pool.series, recipe)
     summary = {"recipe": recipe.name, "title": recipe.title, "datasets": pool.datasets}
+    summary["scale"] = scale
     summary.update(describe(paper_figures, tables))
     written = []
     if draw:
-        written = _draw_all(paper_figures, tables, recipe, output_dir, pool.datasets)
+        labelled = [f"{', '.join(pool.datasets) or 'no data'}; {scale}"] if scale else pool.datasets
+        written = _draw_all(paper_figures, tables, recipe, output_dir, labelled)
     summary["files"] = written
-    figures._write_text(
-        output_dir / "paper_tables.md", markdown(recipe.name, tables, pool.datasets)
-    )
+    tables_md = output_dir / "paper_tables.md"
+    if tables:  # a recipe of figures only gets no tables file (an old one is removed)
+        data = [f"{', '.join(pool.datasets) or 'none'}; {scale}"] if scale else pool.datasets
+        figures._write_text(tables_md, markdown(recipe.name, tables, data))
+    elif tables_md.is_file():
+        tables_md.unlink()
     figures._write_text(
         output_dir / "paper.json", json.dumps(summary, indent=1, allow_nan=False) + "\n"
     )

@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from experiments.lib import figures
 from experiments.lib.paper_figures.structure import Line, PaperFigure, PaperTable
@@ -101,6 +102,8 @@ def draw_figure(figure: PaperFigure, container) -> None:
                 ax.set_title(panel.title, fontsize="small")
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize="x-small")
+            # Rounds, updates and interactions are whole: no 2.5 between quick runs' ticks.
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if r == len(figure.rows) - 1:
                 ax.set_xlabel(figure.xlabel, fontsize="small")
             if c == 0:

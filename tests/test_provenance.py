@@ -1,0 +1,266 @@
+"""Results that can be traced to what made them: results.json's "provenance", and a batch or
+the claims check reusing a finished run only when that very command, code, plugin source and
+data made it."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import binaries
+import pytest
+from sample_data import REPO_ROOT
+
+TINY = ("--synthetic_queries=30", "--synthetic_features=8", "--synthetic_docs_per_query=15",
+        "--n_clients=4", "--local_updates=2", "--rounds=2", "--n_runs=1", "--nocheckpoint")  # fmt: skip
+
+
+def letor(path, shift=0):
+    """A small LETOR file: 6 queries of 5 documents, 3 features."""
+    lines = []
+    for q in range(6):
+        for d in range(5):
+            label = (q + d + shift) % 3
+            lines.append(f"{label} qid:{q + 1} 1:{d / 5:.2f} 2:{(q * d) % 7 / 7:.3f} 3:{d % 2}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def swap(args, old, new):
+    assert old in args
+    return tuple(new if a == old else a for a in args)
+
+
+def command(out, *args, binary="fpdgd"):
+    """The argv a batch would give ``run_missing``."""
+    return [sys.executable, "-m", f"experiments.{binary}", *args, f"--output_dir={out}"]
+
+
+def test_results_record_the_command_flags_code_and_data_content(tmp_path):
+    train, test = letor(tmp_path / "train.txt"), letor(tmp_path / "test.txt", 1)
+    args = (f"--train_path={train}", f"--test_path={test}", *TINY[3:])
+    out = tmp_path / "out"
+    done = binaries.call("fpdgd", *args, f"--output_dir={out}", cache_dir=tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    found = json.loads((out / "results.json").read_text())["provenance"]
+    assert found["command"] == ["experiments.fpdgd", *args]  # less --output_dir
+    assert found["flags"]["rounds"] == 2 and found["flags"]["train_path"] == str(train)
+    assert "output_dir" not in found["flags"]
+    assert [(d["path"], d["bytes"], d["sha256"]) for d in found["data_files"]] == [
+        (str(train), train.stat().st_size, sha(train)),
+        (str(test), test.stat().st_size, sha(test)),
+    ]
+    from experiments.lib import provenance
+
+    assert found["code"] == provenance.code() and found["plugins"] == []
+
+
+def test_a_fold_s_files_and_a_plugin_s_source_are_recorded(tmp_path):
+    fold = tmp_path / "Fold1"
+    fold.mkdir()
+    letor(fold / "train.txt"), letor(fold / "vali.txt", 2), letor(fold / "test.txt", 1)
+    plugin = tmp_path / "nothing_much.py"
+    plugin.write_text("# a plugin that registers nothing\n")
+    out = tmp_path / "out"
+    args = (f"--fold_dir={fold}", f"--plugin={plugin}", *TINY[3:], f"--output_dir={out}")
+    done = binaries.call("foltr_es", *args, cache_dir=tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    found = json.loads((out / "results.json").read_text())["provenance"]
+    assert [d["path"] for d in found["data_files"]] == [
+        str(fold / f"{s}.txt") for s in ("train", "vali", "test")
+    ]
+    assert found["plugins"] == [{"plugin": str(plugin), "path": str(plugin), "sha256": sha(plugin)}]
+
+
+def test_output_dir_is_left_out_of_the_command_in_every_spelling():
+    from experiments.lib import provenance
+
+    args = ["--a=1", "--output_dir=x", "-output_dir=y", "--output_dir", "z", "--b"]
+    assert provenance.without_output_dir(args) == ["--a=1", "--b"]
+    assert provenance.command_of(["python", "-m", "experiments.noniid", "--type=2"]) == [
+        "experiments.noniid", "--type=2"
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """One finished fpdgd run on a small LETOR file, a plugin among its arguments."""
+    tmp = tmp_path_factory.mktemp("made")
+    train, test = letor(tmp / "train.txt"), letor(tmp / "test.txt", 1)
+    plugin = tmp / "inert.py"
+    plugin.write_text("# inert\n")
+    out = tmp / "run"
+    args = (f"--train_path={train}", f"--test_path={test}", f"--plugin={plugin}", *TINY[3:])
+    done = binaries.call("fpdgd", *args, f"--output_dir={out}", cache_dir=tmp / "cache")
+    assert done.returncode == 0, done.stderr
+    return {"out": out, "args": args, "train": train, "plugin": plugin}
+
+
+def test_a_run_is_reused_only_by_the_command_that_made_it(made, capsys):
+    from experiments.lib import runs
+
+    out, args = made["out"], made["args"]
+    assert runs.complete(out, command(out, *args))
+    assert runs.complete(out)  # without a command: the results exist and read
+    assert capsys.readouterr().err == ""
+
+    assert not runs.complete(out, command(out, *swap(args, "--n_runs=1", "--n_runs=2")))
+    said = capsys.readouterr().err
+    assert "not made by this command: other arguments (--n_runs=1 then; --n_runs=2 now)" in said
+    assert said.rstrip().endswith("running it again")
+
+    assert not runs.complete(out, command(out, *args, binary="foltr_es"))
+    assert "made by ['experiments.fpdgd']" in capsys.readouterr().err
+    assert not runs.complete(out, command(out, *swap(args, "--n_runs=1", "--n_runs=2")), say=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_an_edited_data_file_or_plugin_or_other_code_is_not_reused(made, capsys, monkeypatch):
+    from experiments.lib import provenance, runs
+
+    out, args = made["out"], made["args"]
+    for path in (made["train"], made["plugin"]):
+        before = path.read_bytes()
+        try:
+            path.write_bytes(before + b"\n")  # one byte more: another content
+            assert not runs.complete(out, command(out, *args))
+            assert f"{path} has changed since; running it again" in capsys.readouterr().err
+        finally:
+            path.write_bytes(before)
+        assert runs.complete(out, command(out, *args))
+    monkeypatch.setattr(provenance, "code", lambda: "0123456789abcdef")
+    assert not runs.complete(out, command(out, *args))
+    assert "other code (version" in capsys.readouterr().err
+
+
+def test_results_without_provenance_are_not_reused(made, tmp_path, capsys):
+    from experiments.lib import runs
+
+    old = tmp_path / "old"
+    old.mkdir()
+    written = json.loads((made["out"] / "results.json").read_text())
+    del written["provenance"]
+    (old / "results.json").write_text(json.dumps(written))
+    assert not runs.complete(old, command(old, *made["args"]))
+    assert "records no provenance" in capsys.readouterr().err
+
+
+def test_run_missing_reruns_what_other_settings_made_and_removes_their_results(
+    made, tmp_path, monkeypatch, capsys
+):
+    """The claims check's and the batch's one entry point: a run made by other settings is
+    run again (its old results removed first, so a failed new run leaves none); one made by
+    this command is not."""
+    import shutil
+
+    from experiments.lib import runs
+
+    same, other = tmp_path / "same", tmp_path / "other"
+    for folder in (same, other):
+        shutil.copytree(made["out"], folder)
+    started = []
+
+    def fake_run(argv, **_):
+        started.append(argv)
+        assert not (other / "results.json").exists()  # removed before the run
+        return subprocess.CompletedProcess(argv, 1, "", "it failed")
+
+    monkeypatch.setattr(runs.subprocess, "run", fake_run)
+    args = made["args"]
+    todo = [(same, command(same, *args)), (other, command(other, *swap(args, "--n_runs=1", "--n_runs=3")))]
+    failed = runs.run_missing(todo, 1, "claims")
+    assert [a[-1] for a in started] == [f"--output_dir={other}"] and failed == [other]
+    assert (same / "results.json").is_file() and not (other / "results.json").exists()
+    assert "--n_runs=1 then; --n_runs=3 now" in capsys.readouterr().err
+
+
+def test_quick_and_full_batches_never_share_a_recipe_s_folder(tmp_path):
+    results = tmp_path / "results"
+    (results / "fpdgd_fig5").mkdir(parents=True)
+    (results / "fpdgd_fig5" / "batch.json").write_text(
+        json.dumps({"quick": True, "data": "synthetic", "folds": ["synthetic"]})
+    )
+    done = binaries.call(
+        "batch", "--recipe=fpdgd_fig5", "--data_root=synthetic", f"--results_dir={results}",
+        cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "holds the runs of a --quick batch (quick True there, False now)" in line, line
+    assert sorted(p.name for p in (results / "fpdgd_fig5").iterdir()) == ["batch.json"]
+
+
+def test_a_recipe_s_folder_records_its_batch_and_refuses_another_dataset(tmp_path):
+    batch = binaries.load("batch")
+    from experiments.common import UserError
+
+    folder = tmp_path / "fpdgd_fig5"
+    first = {"quick": False, "data": str(tmp_path / "A"), "folds": ["Fold1"]}
+    batch.claim_recipe_folder(folder, first)
+    assert json.loads((folder / "batch.json").read_text()) == first
+    batch.claim_recipe_folder(folder, first)  # the same batch again: fine
+    with pytest.raises(UserError, match=r"data '.*/A' there, '.*/B' now"):
+        batch.claim_recipe_folder(folder, {**first, "data": str(tmp_path / "B")})
+
+
+def test_a_checkpoint_written_under_another_plugin_source_is_not_resumed(tmp_path):
+    from foltr_jax import files
+
+    path = tmp_path / "state.npz"
+    try:
+        files.set_user_code({"/p/rule.py": "a" * 64})
+        files.save_arrays(path, "f", {}, [[1.0]])
+        assert files.load_arrays(path, "f")[0] == {}
+        files.set_user_code({"/p/rule.py": "b" * 64})  # the plugin was edited
+        with pytest.raises(files.StoredFileError, match="written by other code or plugin files"):
+            files.load_arrays(path, "f")
+    finally:
+        files.set_user_code({})
+    assert files.code_version() == files.source_version()  # no plugin: as before
+
+
+PLUGIN = textwrap.dedent(
+    """
+    import foltr_jax
+
+
+    @foltr_jax.aggregators.register("traced_mean", "FedAvg under another name")
+    def traced_mean(models, weights, n_malicious):
+        return foltr_jax.aggregators.fedavg(models, weights)
+    """
+)
+
+
+@pytest.mark.slow  # a process killed and started again
+def test_a_plugin_edited_between_kill_and_resume_starts_the_run_over(tmp_path):
+    plugin = tmp_path / "rule.py"
+    plugin.write_text(PLUGIN)
+    out = tmp_path / "out"
+    env = {**os.environ, "FOLTR_JAX_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
+    argv = command(out, *TINY[:3], "--n_clients=200", "--rounds=400", "--chunk_rounds=5",
+                   "--n_runs=1", "--aggregator=traced_mean", f"--plugin={plugin}")  # fmt: skip
+    process = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    while not (out / ".checkpoint.npz").exists() and process.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (out / "results.json").exists(), "the run finished before it could be killed"
+    plugin.write_text(PLUGIN + "# edited\n")
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "written by other code or plugin files" in done.stderr
+    assert "the run starts over" in done.stderr
+    assert "resumed from the checkpoint" not in done.stderr
+    recorded = json.loads((out / "results.json").read_text())["provenance"]["plugins"]
+    assert recorded[0]["sha256"] == sha(plugin)
