@@ -283,9 +283,10 @@ def _prose_pages():
     for page in [REPO_ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
         if "_build" in page.parts or "_generated" in page.parts:
             continue
-        text = page.read_text()
-        if page.name == "reproduce.md":  # its claims section is generated from the claims
-            text = re.sub(r"^## The papers' claims.*?(?=^## |\Z)", "", text, flags=re.M | re.S)
+        if page == DOCS / "claims.md":  # the claims table: generated (experiments.claims)
+            continue
+        text = page.read_text()  # less the claims blocks generated from that table
+        text = re.sub(r"^<!-- BEGIN claims.*?^<!-- END claims -->", "", text, flags=re.M | re.S)
         yield page, text
 
 
