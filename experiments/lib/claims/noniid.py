@@ -170,6 +170,9 @@ def _diagnosis(key: str, change: str, names: dict) -> Diagnosis:
 # noniid_type2: the #R = 2 cells whose gap exceeded the margin at T = ROUNDS, at 4 × the rounds
 # (does the non-IID ranker close the gap with more training, as with T = 10,000?)
 TYPE2_LONGER = (("linear", "informational"), *(("neural", c) for c in CLICKS))
+# noniid_type1_offline: the linear, navigational cell (no offline drop at T = ROUNDS) at 4 ×
+# the rounds, without the remedies it does not read
+TYPE1_LONGER = (t1("linear", "navigational"),)
 # noniid_type3: CCM with 20 runs (its 90 % interval straddled the margin with 5)
 TYPE3_MORE = ("nn_t3_ccm",)
 # noniid_fedprox: the FedProx (and FedPer) cells with 20 runs (FPDGD's #R = 1 non-IID offline
@@ -192,6 +195,7 @@ def _fedprox_only(name: str) -> Run:
 TYPE4_MORE = (t4("mix2", "perfect"),)
 
 RUNS += (
+    *(_variant(name, longer(name), rounds=LONG_ROUNDS) for name in TYPE1_LONGER),
     *(_variant(name, more(name), n_runs=MORE_RUNS) for name in TYPE4_MORE),
     *(_fedprox_only(name) for name in FEDPROX_MORE),
     *(_variant(t2r2(r, c), longer(t2r2(r, c)), rounds=LONG_ROUNDS) for r, c in TYPE2_LONGER),
@@ -401,6 +405,11 @@ CLAIMS = [
         f"final offline nDCG@10 under every intent's labels (averaged), as noniid_type1 "
         f"(synthetic intents, T = {ROUNDS})",
         "paired t-test, p < 0.05; power at Δ = 0.05",
+        diagnosis=_diagnosis(
+            "noniid_type1_offline",
+            f"the linear, navigational cell with T = {LONG_ROUNDS} instead of {ROUNDS}",
+            {name: longer(name) for name in TYPE1_LONGER},
+        ),
     ),
     Claim(
         "noniid_type1_remedies",
