@@ -333,7 +333,6 @@ CLAIMS = [
         f"B = 8 over its first {ROUNDS // 4} rounds; online nDCG@10 of the lists shown over "
         "the budget, and offline nDCG@10 at the budget's end",
         "online: Welch t-test, B = 2 above; end: Welch TOST, margin ±0.01",
-        reduced=True,
         diagnosis=_more_runs("fpdgd_fig6", "fpdgd_c1000", "fpdgd_b8"),
     ),
 ]

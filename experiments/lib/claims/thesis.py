@@ -245,7 +245,6 @@ CLAIMS = [
         f"mean batch MaxRR; FOLtR-ES p = 1 against PDGD updated in batches of {CLIENTS * B:,} "
         f"interactions (PDGD's neural ranker: 64 sigmoid units); {SETTING}",
         "Welch t-test, PDGD above, p < 0.05; power at Δ = 0.02",
-        reduced=True,
     ),
     Claim(
         "thesis_pdgd_offline",
