@@ -20,7 +20,8 @@ experiments/lib/claims/ (one module per paper); the table is printed and written
 <results_dir>/claims.md and claims.json.
 
 Runs shared by several claims run once.  Every run writes <results_dir>/<fold>/<run>/results.json;
-a run whose results exist is not run again, and an interrupted run resumes from its checkpoint,
+a run whose results were made by the same command, code and data (their provenance) is not run
+again, and an interrupted run resumes from its checkpoint,
 so the same command after a kill continues where it stopped.  --data_root takes a LETOR dataset
 (Fold1/ ... or train.txt + test.txt; every fold is run and pooled); without it the MSLR excerpt
 (43 + 43 queries) is used and fetched when absent.  Non-IID Type 1 runs on synthetic intents
