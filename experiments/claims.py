@@ -19,7 +19,9 @@ setting suspected, run after the table's runs, and what they showed.  The claims
 experiments/lib/claims/ (one module per paper); the table is printed and written to
 <results_dir>/claims.md and claims.json.
 
-Runs shared by several claims run once.  Every run writes <results_dir>/<fold>/<run>/results.json;
+The runs share XLA's persistent compilation cache in <results_dir>/.jax_cache (unless
+JAX_COMPILATION_CACHE_DIR says where), so runs of one shape compile once.  Runs shared by
+several claims run once.  Every run writes <results_dir>/<fold>/<run>/results.json;
 a run whose results were made by the same command, code and data (their provenance) is not run
 again, and an interrupted run resumes from its checkpoint,
 so the same command after a kill continues where it stopped.  --data_root takes a LETOR dataset
@@ -31,6 +33,7 @@ whatever the data (the thesis's intent-change collection is not a LETOR fold).
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import sys
 import time
@@ -182,6 +185,9 @@ def run() -> program.Done:
     folds = runs.dataset_flags(data_root)
     results_dir = pathlib.Path(FLAGS.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
+    # the runs share XLA's persistent compilation cache: the many runs of one shape compile
+    # once (the compiled programs are the same, so are the results)
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(results_dir.resolve() / ".jax_cache"))
     start = time.perf_counter()
     todo = commands(run_names(claims), results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
     print(f"[claims] {len(claims)} claim(s), {len(todo)} run(s)", file=sys.stderr)
