@@ -247,22 +247,25 @@ def test_reduced_claims_hold_on_the_mslr_excerpt(tmp_path):
     assert json.loads((out / "claims.json").read_text())["claims"] == found["claims"]
 
 
+class FixedResults:
+    """Results whose final values are given by run name."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def final(self, run, panel=None, **fields):
+        return np.asarray(self.values[run])
+
+
 def test_a_diagnosis_rechecks_the_cells_with_its_runs_in_place():
     """recheck reads the diagnosis's runs where the claim's cells read the claim's own, and
     reports the cells that changed and those that still fail."""
-
-    class Fixed:
-        def __init__(self, values):
-            self.values = values
-
-        def final(self, run, panel=None, **fields):
-            return np.asarray(self.values[run])
 
     def check(r):
         return core.above(r.final("a"), r.final("b"), "a", "b", paired=False)
 
     cells = (core.Cell("few runs", check),)
-    results = Fixed({"a": [0.5, 0.1], "a_more": HIGH, "b": LOW})
+    results = FixedResults({"a": [0.5, 0.1], "a_more": HIGH, "b": LOW})
     text = core.recheck(lambda: cells, {"a": "a_more"})(results)
     assert text.startswith("1 of 1 cells hold (the claim's own runs: 0 of 1)")
     assert "Now holding: few runs" in text

@@ -2,6 +2,7 @@
 diagnosis runs, the unlearning saving counted from the runs' rounds)."""
 
 import numpy as np
+from test_claims import FixedResults
 
 from experiments.lib.claims import core
 from experiments.lib.claims import poisoning, unlearning
@@ -34,19 +35,12 @@ def test_the_saving_is_counted_from_the_rounds_the_runs_recorded():
 
 
 def test_a_diagnosis_pools_runs_and_reports_the_change():
-    class Fixed:
-        def __init__(self, values):
-            self.values = values
-
-        def final(self, run, panel=None, **fields):
-            return np.asarray(self.values[run])
-
     def check(r):
         return poisoning.above(r.final("a"), r.final("b"), "a", "b", paired=False)
 
     cells = (poisoning.Cell("few runs", check),)
     more = [0.51, 0.52, 0.50, 0.49]
-    results = Fixed({"a": [0.50, 0.20], "a2": more, "b": [0.30] * 3 + [0.31] * 3})
+    results = FixedResults({"a": [0.50, 0.20], "a2": more, "b": [0.30] * 3 + [0.31] * 3})
     pooled = core.Renamed(results, {"a": ("a", "a2")})
     assert len(pooled.final("a")) == 6 and len(pooled.final("b")) == 6
     text = core.recheck(cells, {"a": ("a2",)}, "with more runs")(results)
