@@ -2,8 +2,10 @@ r"""Throughput of FPDGD: interactions per second and peak memory.
 
 Takes the same data and federation flags as experiments/fpdgd.py, e.g.
 
-  python -m experiments.benchmark --train_path=../shared/data/mslr_sample/train.txt \
-      --test_path=../shared/data/mslr_sample/test.txt --n_clients=1000 --local_updates=2
+  python -m experiments.benchmark --train_path=third_party/mslr_sample/data/train.txt \
+      --test_path=third_party/mslr_sample/data/test.txt --n_clients=1000 --local_updates=2
+
+(the MSLR excerpt, where third_party/mslr_sample/fetch.py puts it)
 
 Compile time is reported on its own line and not counted; offline evaluation of
 the global model after every round (or every --eval_every rounds) is included.  The last line printed is one

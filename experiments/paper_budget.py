@@ -15,7 +15,7 @@ runs once, not per fold.  Runs of a recipe that differ only in a value of the pr
 (--click_model, --privacy_p, --gamma) are measured once (the first of them stands for the rest,
 which are assumed to cost the same).  The published implementation (the public FPDGD code,
 NumPy, one client at a time) is projected from its measured rate, the better end of
-1,200-1,700 interactions/s at 1,000 clients (issue 16): the recipe's interactions (clients × B ×
+1,200-1,700 interactions/s at 1,000 clients (docs/changelog.md): the recipe's interactions (clients × B ×
 T × runs × cells × folds) / 1,700.  FOLtR-ES, FedIPS and unlearning runs have no measured
 published rate ("not measured").
 
