@@ -63,6 +63,17 @@ def discount_sum(rounds: int, gamma: float = ONLINE_GAMMA) -> float:
     return float((1 - gamma**rounds) / (1 - gamma))
 
 
+def paper_online(pairs, rounds: int, before: str = "", after: str = "") -> dict:
+    """Cell(paper=..., paper_text=...) for a paper's online performance values, given as
+    (label, value) pairs over ``rounds`` rounds: the values per round (over Σ γ^(t−1)), set
+    beside ours, and the paper's values as it prints them."""
+    per = discount_sum(rounds)
+    printed = " vs ".join(f"{label}{value}" for label, value in pairs)
+    per_round = " vs ".join(f"{value / per:.3f}" for _, value in pairs)
+    return {"paper": tuple(round(value / per, 4) for _, value in pairs),
+            "paper_text": f"{printed} ({before}per round {per_round}{after})"}  # fmt: skip
+
+
 class Results:
     """The runs' results pooled over folds, read by run name, click model and fields.
 

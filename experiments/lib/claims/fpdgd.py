@@ -23,6 +23,7 @@ from experiments.lib.claims.core import (
     discount_sum,
     equivalent,
     ordered,
+    paper_online,
     recheck,
 )
 from experiments.lib.recipes import Run
@@ -128,13 +129,8 @@ def _table2_cell(click: str, i: int, online: bool) -> Cell:
 
     if not online:
         return Cell(f"{click}, ε = {_eps(eps)} (p = {p:g})", check)
-    return Cell(
-        f"{click}, ε = {_eps(eps)} (p = {p:g})",
-        check,
-        paper=(round(fpdgd_paper / PER_ROUND, 4), round(es_paper / PER_ROUND, 4)),
-        paper_text=f"{fpdgd_paper} vs {es_paper} (per round {fpdgd_paper / PER_ROUND:.3f} "
-        f"vs {es_paper / PER_ROUND:.3f})",
-    )
+    return Cell(f"{click}, ε = {_eps(eps)} (p = {p:g})", check,
+                **paper_online((("", fpdgd_paper), ("", es_paper)), PAPER_ROUNDS))  # fmt: skip
 
 
 def _dp_cell(click: str, i: int) -> Cell:
@@ -153,8 +149,8 @@ def _dp_cell(click: str, i: int) -> Cell:
         return both(online, offline)
 
     paper = TABLE2[click][0][i]
-    return Cell(f"{click}, ε = {_eps(eps)}", check, paper=(round(paper / PER_ROUND, 4),),
-                paper_text=f"online {paper} (per round {paper / PER_ROUND:.3f})")  # fmt: skip
+    return Cell(f"{click}, ε = {_eps(eps)}", check,
+                **paper_online((("online ", paper),), PAPER_ROUNDS))  # fmt: skip
 
 
 def _pdgd_updates_cell(click: str, eps: float) -> Cell:

@@ -37,6 +37,7 @@ from experiments.lib.claims.core import (
     discount_sum,
     equivalent,
     not_above,
+    paper_online,
     recheck,
 )
 from experiments.lib.recipes import Run
@@ -220,11 +221,8 @@ def _pooled(r, runs: tuple, cell: str, panel=None, read=_final) -> np.ndarray:
 
 
 def _paper_online(iid: float, non: float) -> dict:
-    return {
-        "paper": (round(iid / PAPER_PER_ROUND, 4), round(non / PAPER_PER_ROUND, 4)),
-        "paper_text": f"IID {iid} vs non-IID {non} (T = 10,000; per round "
-        f"{iid / PAPER_PER_ROUND:.3f} vs {non / PAPER_PER_ROUND:.3f}; drop {1 - non / iid:.0%})",
-    }
+    return paper_online((("IID ", iid), ("non-IID ", non)), PAPER_ROUNDS,
+                        before="T = 10,000; ", after=f"; drop {1 - non / iid:.0%}")  # fmt: skip
 
 
 # Table 4.2 (Type 1, online, T = 10,000): (IID, non-IID) per ranker and click model
@@ -328,9 +326,7 @@ def _type2_online_cell(ranker: str, click: str, b: int) -> Cell:
     return Cell(
         f"{ranker}, {click}, B = {b}",
         check,
-        paper=(round(TABLE43_NONIID / PAPER_PER_ROUND, 4), round(iid_paper / PAPER_PER_ROUND, 4)),
-        paper_text=f"non-IID {TABLE43_NONIID} vs IID {iid_paper} (per round "
-        f"{TABLE43_NONIID / PAPER_PER_ROUND:.3f} vs {iid_paper / PAPER_PER_ROUND:.3f})",
+        **paper_online((("non-IID ", TABLE43_NONIID), ("IID ", iid_paper)), PAPER_ROUNDS),
     )
 
 

@@ -147,6 +147,19 @@ def _fig3_cell(click: str) -> Cell:
                 f"{paper[1]}")  # fmt: skip
 
 
+def _rises(samples, xs, labels, effect: float, name: str, per: str, axis: str) -> Verdict:
+    """Final nDCG@10 rises along ``xs``: each run's least-squares slope on xs above 0 (paired
+    t-test against 0, power at the paper's slope ``effect``)."""
+    per_run = slope(samples, xs)
+    test = above(per_run, np.zeros_like(per_run), name, "0", paired=True, effect=effect)
+    means = tuple(float(np.mean(s)) for s in samples)
+    ours = ", ".join(f"{label} {ms(s)}" for label, s in zip(labels, samples))
+    return Verdict(f"{ours}; {name} {per} {ms(per_run, 4)}",
+                   f"slope of final nDCG@10 on {axis}, per run: "
+                   + test.test.replace(f"{name} above", f"{name} > 0"),
+                   test.holds, means)  # fmt: skip
+
+
 def _steps_cell(click: str, delta: int) -> Cell:
     column = DELTAS.index(delta)
     paper = tuple(TABLE3[click][n][column] for n in STEPS)
@@ -154,14 +167,8 @@ def _steps_cell(click: str, delta: int) -> Cell:
 
     def check(r):
         samples = [unlearned(r, click, n, delta) for n in STEPS]
-        per_run = slope(samples, STEPS)
-        test = above(per_run, np.zeros_like(per_run), "slope", "0", paired=True, effect=effect)
-        means = tuple(float(np.mean(s)) for s in samples)
-        ours = ", ".join(f"n′ = {n} {ms(s)}" for n, s in zip(STEPS, samples))
-        return Verdict(f"{ours}; slope per local step {ms(per_run, 4)}",
-                       "slope of final nDCG@10 on n′, per run: "
-                       + test.test.replace("slope above", "slope > 0"),
-                       test.holds, means)  # fmt: skip
+        return _rises(samples, STEPS, [f"n′ = {n}" for n in STEPS], effect, "slope",
+                      "per local step", "n′")  # fmt: skip
 
     return Cell(f"{click}, Δt = {delta}", check, paper=paper,
                 paper_text="Table 3, n′ = 4/3/2/1: " + " / ".join(f"{v:.3f}" for v in paper)
@@ -173,16 +180,10 @@ def _delta_cell(click: str, steps: int) -> Cell:
     xs = np.log2(DELTAS)
     effect = -_paper_slope(paper, xs)
 
-    def check(r):
+    def check(r):  # the slope on −log2 Δt: nDCG@10 gained per halving of Δt
         samples = [unlearned(r, click, steps, d) for d in DELTAS]
-        gain = -slope(samples, xs)  # nDCG@10 gained per halving of Δt
-        test = above(gain, np.zeros_like(gain), "gain", "0", paired=True, effect=effect)
-        means = tuple(float(np.mean(s)) for s in samples)
-        ours = ", ".join(f"Δt = {d} {ms(s)}" for d, s in zip(DELTAS, samples))
-        return Verdict(f"{ours}; gain per halving of Δt {ms(gain, 4)}",
-                       "slope of final nDCG@10 on −log2 Δt, per run: "
-                       + test.test.replace("gain above", "gain > 0"),
-                       test.holds, means)  # fmt: skip
+        return _rises(samples, -xs, [f"Δt = {d}" for d in DELTAS], effect, "gain",
+                      "per halving of Δt", "−log2 Δt")  # fmt: skip
 
     return Cell(f"{click}, n′ = {steps}", check, paper=paper,
                 paper_text="Table 3, Δt = 5/10/20: " + " / ".join(f"{v:.3f}" for v in paper)
