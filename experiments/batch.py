@@ -22,7 +22,7 @@ the recipe's figures and tables are made by experiments.lib.figures into
 train.txt and test.txt (MQ2007, MSLR-WEB10K), or one train.txt + test.txt
 (Yahoo, Istella-S); every fold found is a separate run, as the papers average
 over folds.  Without --data_root a --quick batch runs on the real MSLR-WEB10K excerpt
-(43 + 43 queries; experiments/lib/runs.py: ../shared/data/mslr_sample, or
+(43 + 43 queries; experiments/lib/runs.py: a developers' copy beside the repository, or
 third_party/mslr_sample/data, fetched by third_party/mslr_sample/fetch.py when absent)
 and only falls back to the synthetic dataset when the excerpt cannot be had; a full batch
 without --data_root, and --data_root=synthetic, use the synthetic dataset.  Every page

@@ -1,7 +1,6 @@
 r"""Time to load a LETOR file: today's line-by-line parser, the vectorised one, scikit-learn.
 
-  python ../shared/tools/fold_sized_letor.py /tmp/fold   # an MSLR-WEB10K-sized fold
-  python -m experiments.benchmark_loading --path=/tmp/fold/train.txt
+  python -m experiments.benchmark_loading --path=MSLR-WEB10K/Fold1/train.txt   # a full fold
 
 Each case runs in its own process, one after the other (one sitting), and reports wall
 time and CPU time (all threads); MB/s is the file's size over the time.  On a machine

@@ -4,7 +4,7 @@
 # Sections run in the order named. The defaults are meant to fit 10 minutes on one H200
 # (million, grid and profile took 6.5 minutes there on 2026-11-28; groups is new, not timed):
 #   million:    10^6 linear clients in one chunk and 10^6 neural clients in chunks of 20,000,
-#               10 rounds each, evaluation every 10th round (issue 28's 20M / 5M targets)
+#               10 rounds each, evaluation every 10th round (the 20M / 5M interactions/s goals)
 #   groups:     the whole round (profile_round --nostages) at 10^6 linear lanes with 4, 8,
 #               16 and 32 display groups and at 10^5 neural lanes with 4 and 16, with each
 #               chunk's first call (compile): 16 became the accelerators' default from a

@@ -1,4 +1,4 @@
-r"""Where a round of FPDGD spends its time: a per-stage table (issue 28, item 2).
+r"""Where a round of FPDGD spends its time: a per-stage table.
 
   python -m experiments.profile_round --train_path=…/mslr_sample/train.txt \
       --test_path=…/mslr_sample/test.txt --n_clients=1000 --local_updates=2

@@ -344,7 +344,7 @@ def _poisoning_recipes(quick: bool) -> list:
                     # The figures plot offline nDCG over 10,000 rounds: every 50th round is
                     # 200 points a curve, and evaluating the 1,095 slots' models on 2,000
                     # test queries takes ~5 s on a CPU, half a round's time at every 10th
-                    # round (docs/performance.md, issue 28).
+                    # round (docs/performance.md).
                     _f(rounds=rounds(10_000, 40), chunk_rounds=rounds(500, 20))
                     + (() if quick else _f(eval_every=50)),
                     label="FPDGD",
