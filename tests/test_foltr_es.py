@@ -250,6 +250,7 @@ KEYS = {
     "config",
     "data",
     "versions",
+    "provenance",
     "epsilon",
     "metric",
     "cells",
