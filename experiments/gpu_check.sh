@@ -2,13 +2,14 @@
 # The GPU figures of the benchmark suite, as one bounded script for a lent accelerator.
 # Usage: OUT=folder [SECTIONS=million,groups,profile] bash experiments/gpu_check.sh
 # Sections run in the order named. The defaults are meant to fit 10 minutes on one H200
-# (million, grid and profile took 6.5 minutes there on 2026-11-28; groups is new, not timed):
-#   million:    10^6 linear clients in one chunk and 10^6 neural clients in chunks of 20,000,
+# (groups, million and profile took 405 s there on 2026-11-28: 160, 65 and 176 s):
+#   million:    10^6 linear clients in one chunk and 10^6 neural clients in chunks of 100,000,
 #               10 rounds each, evaluation every 10th round (the 20M / 5M interactions/s goals)
 #   groups:     the whole round (profile_round --nostages) at 10^6 linear lanes with 4, 8,
 #               16 and 32 display groups and at 10^5 neural lanes with 4 and 16, with each
-#               chunk's first call (compile): 16 became the accelerators' default from a
-#               CPU measurement (foltr_jax.config.DISPLAY_GROUPS), to be checked here
+#               chunk's first call (compile): 16 is the accelerators' default
+#               (foltr_jax.config.DISPLAY_GROUPS); on the H200, 30.2M linear interactions/s
+#               at 16, 34.0M at 32 (neural not yet tried at 32)
 #   profile:    experiments/profile_round per stage (best wall, XLA's bytes, bandwidth against
 #               the card's peak: H200 4,800 GB/s, else the H100's 3,350) at 10^6 linear lanes
 #               and 10^5 neural lanes (a neural lane holds 8,832 parameters: 10^6 of them in
@@ -36,7 +37,7 @@ case "$(nvidia-smi -L 2>/dev/null)" in
 esac
 
 million() {
-  for case in "linear 0" "neural 20000"; do
+  for case in "linear 0" "neural 100000"; do
     set -- $case
     echo "== $1, 1,000,000 clients, client_chunk=$2, 10 rounds, eval_every=10 =="
     # shellcheck disable=SC2086
