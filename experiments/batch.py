@@ -212,4 +212,4 @@ def run() -> program.Done:
 main = program.main("batch", run, distributed=None)
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

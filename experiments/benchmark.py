@@ -188,4 +188,4 @@ def run() -> program.Done:
 main = program.main("benchmark", run, distributed=lambda: not FLAGS.suite, what="benchmark --suite")
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

@@ -30,6 +30,7 @@ import numpy as np
 from absl import app, flags
 
 from experiments import common
+from experiments.lib import program
 from foltr_jax import data, federation
 
 FLAGS = flags.FLAGS
@@ -127,4 +128,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

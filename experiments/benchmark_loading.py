@@ -31,6 +31,8 @@ import time
 
 from absl import app, flags
 
+from experiments.lib import program
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("path", None, "The LETOR file to load.")
 flags.DEFINE_list(
@@ -145,4 +147,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

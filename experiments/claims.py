@@ -214,4 +214,4 @@ def run() -> program.Done:
 main = program.main("claims", run, distributed=None)
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

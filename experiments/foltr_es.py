@@ -79,4 +79,4 @@ def run() -> program.Done:
 main = program.main("foltr_es", run)
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

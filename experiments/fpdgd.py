@@ -172,4 +172,4 @@ def summary(results: dict) -> str:
 main = program.main("fpdgd", run)
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

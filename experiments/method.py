@@ -265,4 +265,4 @@ def run() -> program.Done:
 main = program.main(PROGRAM, run, distributed=False, what="experiments.method")
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

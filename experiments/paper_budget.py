@@ -322,4 +322,4 @@ main = program.main("paper_budget", run, distributed=None)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

@@ -183,4 +183,4 @@ def format_table(cells) -> str:
 main = program.main("poisoning", run)
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

@@ -318,4 +318,4 @@ def run() -> program.Done:
 main = program.main("profile_round", run, distributed=False)
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

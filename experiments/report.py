@@ -141,4 +141,4 @@ main = program.main("report", run, distributed=None)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=program.parse_flags)

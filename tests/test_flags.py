@@ -98,3 +98,23 @@ def test_a_bad_setting_is_one_line_naming_its_flag(tmp_path, module, argument, n
     assert result.returncode != 0
     assert named in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_flag_absl_refuses_is_one_line_naming_it_status_2():
+    """absl's own refusals (a value not of the flag's type, an unknown flag) read like every
+    other bad flag: one line '<program>: error: ...' naming the flag, exit status 2."""
+    done = binaries.run("fpdgd", "--n_clients=abc", "--bogus=1")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "fpdgd: error: flag --n_clients=abc: invalid literal for int() with base 10: 'abc'"
+    ]
+    done = binaries.run("claims", "--bogus=1")
+    assert (done.returncode, done.stderr) == (2, "claims: error: Unknown command line flag 'bogus'\n")
+
+
+def test_every_binary_parses_its_flags_with_the_shared_parser():
+    """Each binary's ``app.run`` passes ``program.parse_flags`` (the subprocess test above
+    tries two of them)."""
+    for path in sorted((binaries.REPO_ROOT / "experiments").glob("*.py")):
+        calls = [line.strip() for line in path.read_text().splitlines() if "app.run(" in line]
+        assert calls in ([], ["app.run(main, flags_parser=program.parse_flags)"]), path

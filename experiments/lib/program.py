@@ -4,7 +4,8 @@
 ``--plugin`` code imported; ``--distributed`` joined (or refused in one line where the
 binary does not run over several processes); ``run()`` called; a ``UserError`` printed
 as one line ``<program>: error: ...`` (status 2); the claimed output folder finished;
-the result line printed by the process that writes, and its exit status.  The tools
+the result line printed by the process that writes, and its exit status.  ``parse_flags``
+is every binary's absl flag parser: a flag absl itself refuses is one line too.  The tools
 that run no simulation themselves (batch, claims, report, paper_budget) use it with
 ``distributed=None``: they have no --distributed flag.
 """
@@ -40,6 +41,18 @@ def provide_cpu_devices() -> None:
         jax.config.update("jax_num_cpu_devices", FLAGS.n_devices)
     except RuntimeError:  # backends already started: the devices they have are the devices
         pass
+
+
+def parse_flags(argv: list) -> list:
+    """absl's flag parsing, for ``app.run(main, flags_parser=parse_flags)``: a flag absl
+    refuses (unknown, or not of its type, e.g. ``--n_clients=abc``) is one line
+    ``<program>: error: ...`` naming it, status 2, like every other bad flag (absl's own
+    parser prints two lines and exits 1)."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as error:
+        program = os.path.splitext(os.path.basename(argv[0]))[0]
+        fail(program, " ".join(str(error).split()))
 
 
 @dataclasses.dataclass
