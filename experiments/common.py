@@ -267,6 +267,7 @@ def load_datasets():
         "cache_dir": FLAGS.cache_dir or None,
         "progress": LoadLog(),  # lines on stderr once a file takes more than a few seconds
     }
+    flag = "fold_dir" if FLAGS.fold_dir else "train_path"  # the flag a missing file names
     try:
         if FLAGS.fold_dir:
             fold = data.load_fold(FLAGS.fold_dir, **cache)
@@ -292,6 +293,7 @@ def load_datasets():
                 raise UserError(
                     f"--train_path: {FLAGS.train_path}: no line carries a feature (id:value)"
                 )
+            flag = "test_path"
             test = data.read_letor(FLAGS.test_path, n_features=train.n_features, **cache)
             data.warn_without_relevant(test, FLAGS.test_path)
             note_data_files(FLAGS.train_path, FLAGS.test_path, flag="train_path")
@@ -303,7 +305,9 @@ def load_datasets():
                     "test_path": os.path.abspath(FLAGS.test_path),
                 },
             )
-    except (data.LetorFormatError, data.DatasetError) as error:
+    except data.DatasetError as error:  # a missing or unreadable file or folder
+        raise UserError(f"--{flag}: {error}") from None
+    except data.LetorFormatError as error:  # names file:line
         raise UserError(str(error)) from None
     check_synthetic_flags()
     n_test = FLAGS.synthetic_test_queries or max(FLAGS.synthetic_queries // 2, 1)

@@ -118,3 +118,22 @@ def test_every_binary_parses_its_flags_with_the_shared_parser():
     for path in sorted((binaries.REPO_ROOT / "experiments").glob("*.py")):
         calls = [line.strip() for line in path.read_text().splitlines() if "app.run(" in line]
         assert calls in ([], ["app.run(main, flags_parser=program.parse_flags)"]), path
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--fold_dir={t}/nowhere",), "--fold_dir: {t}/nowhere: no such fold directory"),
+        (("--fold_dir={t}",), "--fold_dir: {t}/train.txt: missing train file"),
+        (("--train_path={t}/c.txt", "--test_path={t}/b.txt"), "--train_path: {t}/c.txt: no such"),
+        (("--train_path={t}/a.txt", "--test_path={t}/b.txt"), "--test_path: {t}/b.txt: no such"),
+        (("--train_path={t}", "--test_path={t}/b.txt"), "--train_path: {t}: a folder, not a"),
+    ],
+)
+def test_missing_data_names_its_flag_and_path(tmp_path, args, message):
+    args = [a.format(t=tmp_path) for a in args]
+    (tmp_path / "a.txt").write_text("1 qid:1 1:0.5\n0 qid:1 1:0.25\n")
+    done = binaries.call("fpdgd", *args, "--rounds=2", f"--output_dir={tmp_path / 'out'}")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"fpdgd: error: {message.format(t=tmp_path)}"), line
