@@ -94,8 +94,8 @@ def read_letor(
         :func:`default_cache_dir`.
       use_cache: look up / store the ``.npz`` cache.  The cache key is the
         SHA-256 of the file's bytes plus ``normalise``, ``n_features`` and
-        :data:`CACHE_FORMAT_VERSION`.  An unwritable cache directory only
-        produces a warning.
+        :data:`CACHE_FORMAT_VERSION`.  An unwritable cache directory, or one
+        that is a symbolic link (never followed), only produces a warning.
       progress: called with a :class:`foltr_jax.letor.LoadProgress` (bytes read,
         documents, queries, seconds) after every block the parser reads; not called
         when the cache answers.  ``experiments.lib.cli.LoadLog`` prints it.
@@ -115,6 +115,7 @@ def read_letor(
     path = check_file(path)
     n_features = _checked_n_features(n_features)
     name = _dataset_name(path)
+    use_cache = use_cache and dataset_cache.own_folder(cache_dir)
 
     cache_path = None
     hasher = None

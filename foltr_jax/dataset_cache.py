@@ -4,9 +4,10 @@ An entry is keyed by the SHA-256 of the source file's bytes plus the parse optio
 (``normalise``, ``n_features``) and :data:`CACHE_FORMAT_VERSION`, so that
 re-reading a 1 GB MSLR fold is a fast ``np.load``.  An entry is used only when it
 proves it belongs to its source (stored hash and parse options, a SHA-256 of its
-arrays, shapes, finite values, label range); a folder or FIFO where an entry should be
-is never read; else the file is parsed again with a warning.  Entries are
-written atomically; an unwritable cache only produces a warning.
+arrays, shapes, finite values, label range); a folder, FIFO or symbolic link where an
+entry should be is never read; else the file is parsed again with a warning.  Entries
+are written atomically; an unwritable cache only produces a warning, and so does a
+cache folder that is a symbolic link: it is never followed (:func:`own_folder`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "default_cache_dir",
     "file_name",
     "load",
+    "own_folder",
     "path_for",
     "sha256_file",
     "source",
@@ -72,6 +74,29 @@ def path_for(cache_dir, digest: str, normalise: bool, n_features: int | None) ->
     return base / file_name(digest, normalise, n_features)
 
 
+_WARNED_LINKS: set = set()
+
+
+def own_folder(cache_dir) -> bool:
+    """Whether the cache folder (``None``: :func:`default_cache_dir`) may be used: not
+    when a symbolic link stands at its name (a planted link would have entries read from
+    and written into a folder that is not the cache), which is warned about in one line
+    and never followed, like a run's own work folders."""
+    folder = pathlib.Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if not folder.is_symlink():
+        return True
+    if folder in _WARNED_LINKS:  # once per folder: a fold reads two or three files
+        return False
+    _WARNED_LINKS.add(folder)
+    warnings.warn(
+        f"cache folder {folder} is a symbolic link, which is never followed; reading the "
+        "data without the cache (remove the link, or name a real folder)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return False
+
+
 _CACHE_KEYS = ("features", "labels", "query_offsets", "query_lengths", "query_ids")
 _CHECKSUM = "arrays_sha256"
 
@@ -94,6 +119,8 @@ def load(cache_path: pathlib.Path, name: str, source: dict) -> RankingDataset | 
     if not os.path.lexists(cache_path):
         return None
     try:
+        if cache_path.is_symlink():
+            raise ValueError("it is a symbolic link, which is never followed")
         special = files.special_file(cache_path)
         if special:
             raise ValueError(f"it is {special}, not a file (never read; nothing is cached)")

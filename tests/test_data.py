@@ -376,6 +376,35 @@ def test_unwritable_cache_dir_warns_and_continues(tmp_path):
     _assert_same(ds, read_letor(path, use_cache=False))
 
 
+def test_a_linked_cache_folder_or_entry_is_never_followed(tmp_path):
+    """A symbolic link planted at the cache folder's name: one warning, the data read
+    without the cache, nothing read from or written into the link's target.  One planted
+    at an entry's name: never read, replaced by a real entry."""
+    path = _write(tmp_path, SMALL)
+    target = tmp_path / "theirs"
+    target.mkdir()
+    (target / "precious").write_text("the user's")
+    os.symlink(target, tmp_path / "cache")
+    with pytest.warns(RuntimeWarning, match="cache folder .*cache is a symbolic link") as caught:
+        ds = read_letor(path, cache_dir=tmp_path / "cache")
+    assert len(caught) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once per folder: a fold reads several files
+        again = read_letor(path, cache_dir=tmp_path / "cache")
+    _assert_same(ds, again)
+    _assert_same(ds, read_letor(path, use_cache=False))
+    assert _files_in(target) == ["precious"]
+
+    cache = tmp_path / "real_cache"
+    read_letor(path, cache_dir=cache)
+    (entry,) = _files_in(cache)
+    os.replace(cache / entry, target / entry)  # a sound entry, reached through a link
+    os.symlink(target / entry, cache / entry)
+    with pytest.warns(RuntimeWarning, match="symbolic link, which is never followed"):
+        _assert_same(ds, read_letor(path, cache_dir=cache))
+    assert not (cache / entry).is_symlink()  # replaced by the cache's own entry
+
+
 def test_failed_cache_write_leaves_no_file(tmp_path, monkeypatch):
     path = _write(tmp_path, SMALL)
     cache = tmp_path / "cache"
