@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import numpy as np
@@ -185,29 +185,81 @@ def setting_help(config_class, name: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class FederationConfig:
-    """Settings of one FPDGD experiment (defaults: FPDGD paper §4, MSLR-WEB10K)."""
+class RunConfig:
+    """The settings every method's config builds on: how a run executes (rounds, repetitions,
+    seed, compiled chunks, evaluation cadence, client chunks, devices) and the server's
+    side (attack, aggregator, malicious clients).  A method's config subclasses it, adds
+    its own fields (its client count among them: ``clients_field`` names it) and may give
+    a field another default; ``check_run`` validates the shared fields."""
+
+    clients_field: ClassVar[str] = "n_clients"  # the field holding the clients of a round
+
+    rounds: int = 200  # T, global updates
+    n_runs: int = 1
+    seed: int = 0
+    chunk_rounds: int = 50  # rounds per compiled scan chunk
+    # Offline metrics (test split) after rounds K, 2K, ... and the last round T only;
+    # 1: every round.  Online metrics are every round's regardless.
+    eval_every: int = 1
+    # Scale: clients of a round in chunks of this many (0: all at once), FedAvg as a running sum.
+    client_chunk: int = 0
+    n_devices: int = 1  # the clients of a round (or chunk) split over this many devices
+    # The first n_malicious clients attack (poisoning paper §4); the server aggregates with
+    # ``aggregator`` (aggregators.names()).
+    attack: str = "none"  # ATTACKS: data_poisoning clicks with 'poison', the others craft models
+    aggregator: str = "fedavg"
+    n_malicious: int = 0
+    krum_squared_distances: bool = True  # Blanchard et al.; the poisoning paper says Euclidean
+
+    @property
+    def n_round_clients(self) -> int:
+        """The clients of a round (the field ``clients_field`` names)."""
+        return getattr(self, self.clients_field)
+
+    @property
+    def chunked(self) -> bool:
+        return 0 < self.client_chunk < self.n_round_clients
+
+    @property
+    def model_attack(self) -> str | None:
+        """The attack on models (attacks.names()), None for no attack or data poisoning."""
+        return None if self.attack in ("none", "data_poisoning") else self.attack
+
+    def check_run(self, positive: tuple = ()) -> None:
+        """Raises ConfigError naming the field when a field has another type, when the
+        clients, rounds, runs, chunk rounds or the fields ``positive`` are below 1, or when
+        the evaluation cadence or client chunk does not fit (``check_schedule``)."""
+        check_fields(self)
+        names = (self.clients_field,) + tuple(positive) + ("rounds", "n_runs", "chunk_rounds")
+        for name in names:
+            if getattr(self, name) < 1:
+                raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
+        check_schedule(
+            self.rounds, self.eval_every, self.n_round_clients, self.client_chunk,
+            self.clients_field,
+        )
+        if self.n_devices < 1:
+            raise ConfigError("n_devices", f"must be at least 1, got {self.n_devices}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FederationConfig(RunConfig):
+    """Settings of one FPDGD experiment (defaults: FPDGD paper §4, MSLR-WEB10K); the run's
+    and the server's shared settings are ``RunConfig``'s."""
 
     n_clients: int = 1000
     local_updates: int = 2  # B, interactions per client per round
-    rounds: int = 200  # T, global updates
     learning_rate: float = 0.1
     ranker: str = "linear"
     click_model: str = "informational"
     n_grades: int = 0  # 2, 3 or 5; 0 infers it from the training labels
-    n_runs: int = 1
-    seed: int = 0
     top_k: int = 10
     aggregation: str = "fedavg"  # 'sum_of_updates' accumulates client updates (centralised batch)
-    # Update pipeline (attack -> privacy -> aggregation); a grid overrides these per Setting.
-    aggregator: str = "fedavg"  # aggregators.names()
-    attack: str = "none"  # ATTACKS
-    n_malicious: int = 0  # m: the first m clients are malicious
+    # Differential privacy of the clients' models (a grid overrides these per Setting).
     epsilon: float = 0.0  # ε of FPDGD's differential privacy (with sensitivity > 0)
     sensitivity: float = 0.0  # Δ; 0 turns differential privacy off
     clip_factor: float = 0.5  # clip to factor·Δ after every local update (paper Δ/2; public code Δ)
     privacy_noise: str = "auto"  # PRIVACY_NOISE: where the Gamma noise is drawn
-    krum_squared_distances: bool = True  # Blanchard et al.; the poisoning paper says Euclidean
     # Server optimiser on the aggregate (FedOpt, Reddi et al. 2021); 'none': the aggregate is
     # the new global model, as FPDGD's Algorithm 2.
     server_optimizer: str = "none"  # none | pipeline.SERVER_OPTIMIZERS
@@ -216,39 +268,16 @@ class FederationConfig:
     # 0: by the window scoring (resolve_display_groups).
     display_groups: int = 0
     window_scoring: str = "auto"  # lanes scored in turn (map, CPU) or batched (vmap, GPU)
-    chunk_rounds: int = 50  # rounds per compiled scan chunk
-    # Offline metrics (test split) after rounds K, 2K, ... and the last round T only;
-    # 1: every round.  Online metrics are every round's regardless.
-    eval_every: int = 1
-    # Scale: clients of a round in chunks of this many (0: all at once), FedAvg as a running sum.
-    client_chunk: int = 0
-    n_devices: int = 1  # lanes of a round (or chunk) sharded over this many devices
-
-    @property
-    def chunked(self) -> bool:
-        return 0 < self.client_chunk < self.n_clients
 
     def validate(self) -> FederationConfig:
         """Raises ConfigError naming the setting when a value is out of range or of another
         type."""
-        check_fields(self)
-        positive = (
-            "n_clients",
-            "local_updates",
-            "rounds",
-            "n_runs",
-            "top_k",
-            "chunk_rounds",
-        )
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
+        self.check_run(positive=("local_updates", "top_k"))
         if self.display_groups < 0:
             raise ConfigError(
                 "display_groups",
                 f"must be at least 0 (0: by the scoring), got {self.display_groups}",
             )
-        check_schedule(self.rounds, self.eval_every, self.n_clients, self.client_chunk)
         if not 0 < self.learning_rate < math.inf:
             raise ConfigError(
                 "learning_rate", f"must be positive and finite, got {self.learning_rate}"
@@ -280,8 +309,6 @@ class FederationConfig:
             )
         if not 0 < self.clip_factor < math.inf:
             raise ConfigError("clip_factor", f"must be positive and finite, got {self.clip_factor}")
-        if self.n_devices < 1:
-            raise ConfigError("n_devices", f"must be at least 1, got {self.n_devices}")
         self.setting().validate(self.n_clients)
         clipping = self.clip_factor * self.sensitivity
         check_derived("clip_factor", "a clipping norm clip_factor·Δ", clipping)

@@ -15,6 +15,7 @@ privacy → aggregation → server optimiser) on the messages with its state.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
@@ -199,6 +200,16 @@ def check_streams(stages: tuple, flag: str = "client_chunk") -> None:
         raise ConfigError(flag, f"streams the server pipeline over client chunks, but {error}")
 
 
+def check_scale(config, stages: tuple) -> None:
+    """Raises ConfigError naming the flag when ``config`` (a ``config.RunConfig``) chunks
+    its clients but ``stages`` cannot stream, or when its devices do not split a round's
+    (or chunk's) clients evenly."""
+    if config.chunked:
+        check_streams(stages)
+    count = config.client_chunk if config.chunked else config.n_round_clients
+    check_devices(config.n_devices, count)
+
+
 def round_keys(slot_keys: jax.Array, round_index) -> jax.Array:
     """[n_slots] keys of round t: fold_in(slot key, t); client c's is fold_in(round key, c)."""
     return jax.vmap(lambda k: jax.random.fold_in(k, round_index))(slot_keys)
@@ -252,6 +263,167 @@ def select_evaluated(curves: dict, names, rounds: int, every: int):
     for name in names:
         curves[name] = curves[name][:, kept - 1]
     return kept
+
+
+# ---------------------------------------------------------------------------------------------
+# The round every method shares
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def metrics_type(names: tuple) -> type:
+    """The NamedTuple of a round's metrics called ``names`` (one type per tuple of names):
+    a round's metrics keep their order in the result's curves."""
+    return collections.namedtuple("RoundMetrics", names)
+
+
+def round_metrics(offline: dict, online_names: tuple, sums: dict):
+    """A round's metrics: the ``offline`` values by name, then ``online_names``' sums of
+    ``Sent.online`` (a dict), as means over its ``count`` when it has one."""
+    count = sums.get("count")
+    online = [sums[name] if count is None else sums[name] / count for name in online_names]
+    return metrics_type(tuple(offline) + tuple(online_names))(*offline.values(), *online)
+
+
+def evaluate_slots(score: Callable, quality: Callable, test, params, n_devices: int):
+    """Offline metrics [n_slots] each of every slot's model (``params``, leaves [n_slots,
+    ...]): ``quality(score(params_of_one_slot, test.features), test)``, the slots split over
+    ``n_devices`` devices (``slots_on_devices``)."""
+    return slots_on_devices(
+        lambda test, p: quality(score(p, test.features), test), test, params, n_devices
+    )
+
+
+def federated_round(
+    clients: Callable[[Any, Any, int], Sent],
+    inputs,
+    params,
+    server_state,
+    round_keys_: jax.Array,
+    *,
+    n_clients: int,
+    stages: Callable[[Any], tuple],
+    evaluate: Callable,
+    evaluate_now=None,
+    sends_updates: bool = False,
+    settings=None,
+    n_malicious=0,
+    client_chunk: int = 0,
+    n_devices: int = 1,
+    offline: tuple = ("offline_ndcg", "offline_mrr"),
+    online: tuple = ("online_ndcg",),
+):
+    """One round of every run slot: the method gives its clients' side, the engine the rest.
+
+    ``clients(inputs, start, size) -> Sent`` is what the clients ``start .. start + size −
+    1`` of every slot send (their models, or updates with ``sends_updates``), called for
+    every client at once or ``client_chunk`` at a time (``serve``) with the clients split
+    over ``n_devices`` devices (``on_devices``; ``inputs`` go in replicated).  The engine
+    flattens the slots' models ``params`` (leaves [n_slots, ...]), runs every slot's
+    server pipeline ``stages(slot_settings)`` (one slot's ``settings``, leading axis
+    n_slots, or None) with the server's keys (``server_keys`` of ``round_keys_``) and
+    the first ``n_malicious`` clients malicious, takes the aggregate as the new models (or
+    adds it, with updates), and evaluates them on the rounds ``evaluate_now`` asks for
+    (``offline_when``): ``evaluate(params, kept) -> tuple`` of [n_slots] metrics named
+    ``offline``, with ``kept`` the clients' ``Sent.kept`` of an unchunked round.
+
+    Returns (new params, new server state, the round's metrics: ``offline`` then
+    ``online``, the means (or sums) of ``Sent.online`` (``round_metrics``), kept).
+    """
+    flat = flatten(params)
+    n_slots = flat.shape[0]
+    aggregate, server_state, sums, kept = serve(
+        on_devices(clients, inputs, n_devices),
+        stages,
+        settings,
+        jnp.zeros_like(flat) if sends_updates else flat,
+        jnp.broadcast_to(jnp.asarray(n_malicious, jnp.int32), (n_slots,)),
+        server_state,
+        server_keys(round_keys_, n_clients),
+        n_clients,
+        client_chunk,
+    )
+    params = unflatten(flat + aggregate if sends_updates else aggregate, params)
+    values = offline_when(lambda p: evaluate(p, kept), params, evaluate_now)
+    return params, server_state, round_metrics(dict(zip(offline, values)), online, sums), kept
+
+
+class Federated:
+    """A method whose round is the engine's ``federated_round`` and whose state is (the
+    slots' models, the server chain's state): a subclass (a frozen dataclass with a
+    ``config`` built on ``config.RunConfig``) gives
+
+    - ``init_params(consts, init_keys)``: the slots' initial models (leaves [n_slots, ...]);
+    - ``clients(inputs, start, size) -> Sent`` with ``inputs`` = (consts, the slots'
+      models, the round's keys [n_slots]): its clients' side of a round;
+    - ``evaluate_params(consts, params)``: the offline metrics named ``offline``;
+
+    and may change ``sends_updates`` (clients send models by default), ``online`` (the
+    names of ``Sent.online``'s sums, means over its ``count``), ``optimizer()`` (the server
+    optimiser, none by default) and ``extras(consts, state)``.  The rest of
+    ``engine.Method`` is here: keys, the server pipeline of the config's attack,
+    aggregator and malicious clients, devices, chunks, the evaluation cadence and the
+    interactions simulated (clients × ``local_updates`` × rounds × runs).
+    """
+
+    sends_updates = False
+    offline = ("offline_ndcg", "offline_mrr")
+    online = ("online_ndcg",)
+
+    def optimizer(self):
+        return None
+
+    def stages(self, settings=None) -> tuple:
+        """The server's pipeline: the config's attack → its aggregator → ``optimizer()``."""
+        cfg = self.config
+        return pipeline.server_stages(
+            attack_names=(cfg.model_attack,) if cfg.model_attack else (),
+            aggregator_names=(cfg.aggregator,),
+            squared_distances=cfg.krum_squared_distances,
+            max_malicious=cfg.n_malicious,
+            optimizer=self.optimizer(),
+        )
+
+    def repetitions(self) -> np.ndarray:
+        return np.arange(self.config.n_runs)
+
+    def init(self, consts, init_keys):
+        params = self.init_params(consts, init_keys)
+        return consts, (params, jax.vmap(pipeline.chain(*self.stages()).init)(flatten(params)))
+
+    def evaluate(self, consts, state):
+        return self.evaluate_params(consts, state[0])
+
+    def round(self, consts, state, slot_keys, t, evaluate_now):
+        cfg = self.config
+        params, server_state = state
+        keys = round_keys(slot_keys, t)
+        params, server_state, metrics, _ = federated_round(
+            self.clients,
+            (consts, params, keys),
+            params,
+            server_state,
+            keys,
+            n_clients=cfg.n_round_clients,
+            stages=self.stages,
+            evaluate=lambda p, _: self.evaluate_params(consts, p),
+            evaluate_now=evaluate_now,
+            sends_updates=self.sends_updates,
+            n_malicious=cfg.n_malicious,
+            client_chunk=cfg.client_chunk,
+            n_devices=cfg.n_devices,
+            offline=self.offline,
+            online=self.online,
+        )
+        return (params, server_state), metrics
+
+    def extras(self, consts, state) -> dict:
+        return {}
+
+    def finish(self, consts, state, curves):
+        cfg = self.config
+        interactions = cfg.n_runs * cfg.n_round_clients * cfg.local_updates * cfg.rounds
+        return jax.device_get(state[0]), self.extras(consts, state), interactions
 
 
 # ---------------------------------------------------------------------------------------------

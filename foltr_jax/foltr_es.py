@@ -44,14 +44,7 @@ import numpy as np
 import optax
 
 from foltr_jax import click_models, engine, interaction, metrics, pipeline, rankers
-from foltr_jax.config import (
-    ConfigError,
-    Setting,
-    check_fields,
-    check_schedule,
-    resolved,
-    setting,
-)
+from foltr_jax.config import ConfigError, RunConfig, Setting, resolved, setting
 from foltr_jax.data import RankingDataset
 from foltr_jax.es_rewards import (
     client_gradient,
@@ -66,8 +59,11 @@ WINDOW_SCORING = ("auto", "map", "vmap")
 
 
 @dataclasses.dataclass(frozen=True)
-class FoltrEsConfig:
-    """Settings of one FOLtR-ES experiment (thesis §3.1.2; FPDGD paper §4 comparison).
+class FoltrEsConfig(RunConfig):
+    """Settings of one FOLtR-ES experiment (thesis §3.1.2; FPDGD paper §4 comparison); the
+    run's and the server's shared settings are ``RunConfig``'s (poisoning paper §4 on
+    FOLtR-ES: the first n_malicious clients are malicious; data_poisoning clicks with
+    'poison', the model attacks craft gradient estimates).
 
     ``privacy_p`` must lie in (1/n, 1] with n = top_k + 1 reward values: at
     p = 1/n the privatised reward is uniform whatever the truth (no signal,
@@ -77,7 +73,6 @@ class FoltrEsConfig:
 
     n_clients: int = 2000  # N
     local_updates: int = 4  # B, interactions per client per round
-    rounds: int = 200  # T, global updates
     learning_rate: float = 0.001  # Adam step size (optax defaults otherwise)
     sigma: float = setting(0.01, "Standard deviation σ of the ES perturbations (public code).")
     privacy_p: float = setting(
@@ -87,19 +82,8 @@ class FoltrEsConfig:
     ranker: str = "linear"  # rankers.names(); neural: 10 ReLU hidden units, zero init (relu)
     click_model: str = "informational"
     n_grades: int = 0  # 2, 3 or 5; 0 infers it from the labels
-    n_runs: int = 1
-    seed: int = 0
     top_k: int = 10
     window_scoring: str = "auto"  # lanes scored in turn (map, CPU) or batched (vmap, GPU)
-    chunk_rounds: int = 50  # rounds per compiled scan chunk
-    eval_every: int = 1  # offline metrics after rounds K, 2K, ... and T only
-    client_chunk: int = 0  # clients trained at a time (memory follows it); 0: all at once
-    n_devices: int = 1  # the clients of a round (or chunk) split over this many devices
-    # Poisoning (poisoning paper §4) on FOLtR-ES: the first n_malicious clients are malicious.
-    attack: str = "none"  # config.ATTACKS: data_poisoning clicks with 'poison', others craft
-    aggregator: str = "fedavg"  # aggregators.names(), over the clients' gradient estimates
-    n_malicious: int = 0
-    krum_squared_distances: bool = True
 
     @property
     def n_reward_values(self) -> int:
@@ -113,17 +97,13 @@ class FoltrEsConfig:
 
     def validate(self) -> FoltrEsConfig:
         """Raises ConfigError naming the setting when a value is out of range."""
-        check_fields(self)
-        for name in ("n_clients", "local_updates", "rounds", "n_runs", "top_k", "chunk_rounds"):
-            if getattr(self, name) < 1:
-                raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
+        self.check_run(positive=("local_updates", "top_k"))
         if self.antithetic and self.local_updates % 2:
             raise ConfigError(
                 "local_updates",
                 f"must be even with antithetic pairs (B/2 interactions with +noise, B/2 with "
                 f"-noise), got {self.local_updates}",
             )
-        check_schedule(self.rounds, self.eval_every, self.n_clients, self.client_chunk)
         for name in ("learning_rate", "sigma"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
@@ -151,10 +131,6 @@ class FoltrEsConfig:
         ).validate(self.n_clients)
         return self
 
-    @property
-    def model_attack(self) -> str | None:
-        return None if self.attack in ("none", "data_poisoning") else self.attack
-
 
 # FOLtR-ES's reading of a ranker name: the thesis's neural ranker for ES is the zero-start
 # ReLU network (§3.1.2; public code), registered as 'relu'; every other registered ranker
@@ -173,15 +149,18 @@ def ranker_help() -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Spec:
-    """The static part of an experiment (hashable: one compilation per Spec)."""
+class Spec(engine.Federated):
+    """The static part of an experiment (hashable: one compilation per Spec), and the
+    method as the engine runs it (``engine.Federated``): the clients send gradient
+    estimates (updates), the server takes Adam's step, the models are flat [R, P]."""
 
     config: FoltrEsConfig
     ranker: object
     window: int  # candidate slice width: the longest training query, at least top_k
     widths: tuple  # scoring widths, narrowest first (interaction.window_widths)
 
-    offline = ("offline_ndcg", "offline_mrr")
+    sends_updates = True
+    online = ("online_ndcg", "online_max_rr")
 
     @functools.cached_property
     def scoring(self) -> interaction.Scoring:
@@ -195,26 +174,25 @@ class Spec:
         """A flat parameter vector [P] as the ranker's pytree."""
         return _unraveller(self.ranker)(flat)
 
-    # The method as ``engine.run`` takes it (``engine.Method``).
-    def repetitions(self) -> np.ndarray:
-        return np.arange(self.config.n_runs)
+    def optimizer(self) -> optax.GradientTransformation:
+        return optimizer(self.config)
 
-    def init(self, arrays: Arrays, init_keys):
-        """The runs' flat models [R, P] (the rankers' zero start) and Adam's state."""
-        flat = engine.flatten(jax.vmap(self.ranker.init)(init_keys)).astype(jnp.float32)
-        return arrays, (flat, jax.vmap(server_chain(self).init)(flat))
+    def init_params(self, arrays: Arrays, init_keys):
+        """The runs' flat models [R, P] (the rankers' zero start)."""
+        return engine.flatten(jax.vmap(self.ranker.init)(init_keys)).astype(jnp.float32)
 
-    def evaluate(self, arrays: Arrays, state):
-        return evaluate_runs(self, arrays, state[0])
+    def evaluate_params(self, arrays: Arrays, flat_params):
+        return evaluate_runs(self, arrays, flat_params)
 
-    def round(self, arrays: Arrays, state, run_keys, t, evaluate_now):
-        return federated_round(self, arrays, state, run_keys, t, evaluate_now)
+    def clients(self, inputs, start, size):
+        return train_clients(self, *inputs, start, size)
+
+    def extras(self, arrays: Arrays, state) -> dict:
+        return {"epsilon": self.config.epsilon}
 
     def finish(self, arrays: Arrays, state, curves):
-        cfg = self.config
-        final = jax.device_get(jax.vmap(self.unravel)(state[0]))
-        interactions = cfg.n_runs * cfg.n_clients * cfg.local_updates * cfg.rounds
-        return final, {"epsilon": cfg.epsilon}, interactions
+        final, extras, interactions = super().finish(arrays, state, curves)
+        return jax.device_get(jax.vmap(self.unravel)(state[0])), extras, interactions
 
 
 @functools.cache
@@ -240,10 +218,7 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
     widths = interaction.window_widths(train.max_query_length, config.top_k)
     spec = Spec(config, make_ranker(config.ranker, train.n_features), widths[-1], widths)
-    chunked = 0 < config.client_chunk < config.n_clients
-    if chunked:
-        engine.check_streams(server_stages(spec))
-    engine.check_devices(config.n_devices, config.client_chunk if chunked else config.n_clients)
+    engine.check_scale(config, spec.stages())
     arrays = Arrays(
         interaction.to_device(train, spec.window, config.top_k),
         interaction.to_device(test, spec.window, config.top_k, ranked=True),
@@ -321,12 +296,17 @@ def es_round(
         start, size: the clients at positions start .. start + size − 1 (default: all
             N); client c's keys are fold_in(round key, c) wherever it is computed.
     """
+    round_keys = engine.round_keys(run_keys, round_index)
+    return es_clients(spec, arrays, flat_global, round_keys, start, size)
+
+
+def es_clients(spec: Spec, arrays: Arrays, flat_global, round_keys, start=0, size=None):
+    """``es_round`` from the runs' keys of the round [R]."""
     cfg = spec.config
     n_runs, b = flat_global.shape[0], cfg.local_updates
     n_clients = cfg.n_clients if size is None else size
     positions = start + jnp.arange(n_clients)
     n_params = flat_global.shape[1]
-    round_keys = engine.round_keys(run_keys, round_index)
     client_keys = engine.client_keys(round_keys, positions)  # [R, N]
     # Per client: key 0 draws its perturbation, keys 1..B its interactions.
     keys = jax.vmap(jax.vmap(lambda key: jax.random.split(key, b + 1)))(client_keys)
@@ -389,102 +369,36 @@ def optimizer(config: FoltrEsConfig) -> optax.GradientTransformation:
     return optax.adam(config.learning_rate)
 
 
-def evaluate(spec: Spec, arrays: Arrays, flat_params):
-    """Offline nDCG@k and MRR@k of one model on the test split, averaged over queries
-    with a relevant document (as ``rounds.evaluate``)."""
-    return _evaluate_on(spec, arrays.test, flat_params)
-
-
-def _evaluate_on(spec: Spec, test, flat_params):
-    scores = spec.ranker.apply(spec.unravel(flat_params), test.features)
-    return interaction.ranking_quality(scores, test, spec.config.top_k)
-
-
 def evaluate_runs(spec: Spec, arrays: Arrays, flat_params):
-    """``evaluate`` of every run's model [R, P], the runs split over the devices
-    (``engine.slots_on_devices``)."""
-    return engine.slots_on_devices(
-        functools.partial(_evaluate_on, spec), arrays.test, flat_params, spec.config.n_devices
+    """Offline nDCG@k and MRR@k of every run's model [R, P] on the test split, averaged
+    over queries with a relevant document (``engine.evaluate_slots``)."""
+    return engine.evaluate_slots(
+        lambda flat, features: spec.ranker.apply(spec.unravel(flat), features),
+        functools.partial(interaction.ranking_quality, k=spec.config.top_k),
+        arrays.test,
+        flat_params,
+        spec.config.n_devices,
     )
 
 
-class RoundMetrics(NamedTuple):
-    offline_ndcg: jax.Array  # [n_runs]
-    offline_mrr: jax.Array  # [n_runs]
-    online_ndcg: jax.Array  # [n_runs] mean over the round's interactions
-    online_max_rr: jax.Array  # [n_runs] true (not privatised) MaxRR, mean over interactions
-
-
-def server_stages(spec: Spec) -> tuple:
-    """The server: attack → aggregation of the clients' gradient estimates → Adam.
-
-    The messages are updates (reference 0): FedAvg gives ĝ of eq. 3.5, and the
-    ``server_step`` stage takes Adam's step of ascent on it (thesis §3.1.2).
-    """
-    cfg = spec.config
-    return pipeline.server_stages(
-        attack_names=(cfg.model_attack,) if cfg.model_attack else (),
-        aggregator_names=(cfg.aggregator,),
-        squared_distances=cfg.krum_squared_distances,
-        max_malicious=cfg.n_malicious,
-        optimizer=optimizer(cfg),
-    )
-
-
-def server_chain(spec: Spec) -> pipeline.Stage:
-    """``pipeline.chain`` of ``server_stages``."""
-    return pipeline.chain(*server_stages(spec))
-
-
-def train_clients(spec: Spec, arrays: Arrays, flat_global, run_keys, round_index, start, size):
-    """FOLtR-ES's client update as ``engine.serve`` takes it: the clients at ``start ..
-    start + size − 1`` send their gradient estimates (weight 1 each), with the online
-    sums (displayed lists' nDCG, true MaxRR, interactions) [R] each."""
-    details = es_round(spec, arrays, flat_global, run_keys, round_index, start, size)
+def train_clients(spec: Spec, arrays: Arrays, flat_global, round_keys, start, size):
+    """FOLtR-ES's client update as the engine takes it: the clients at ``start .. start +
+    size − 1`` send their gradient estimates (weight 1 each), with the online sums
+    (displayed lists' nDCG, true MaxRR, interactions) [R] each."""
+    details = es_clients(spec, arrays, flat_global, round_keys, start, size)
     values = reward_values(spec.config.n_reward_values)
 
     def total(x):
         return x.reshape(x.shape[0], -1).sum(axis=1)
 
     n_runs, n = details.ndcg.shape[0], details.ndcg[0].size
-    online = (total(details.ndcg), total(values[details.true_reward]), jnp.full(n_runs, n))
+    online = {
+        "online_ndcg": total(details.ndcg),
+        "online_max_rr": total(values[details.true_reward]),
+        "count": jnp.full(n_runs, n),
+    }
     weights = jnp.ones(details.client_gradients.shape[:2], details.client_gradients.dtype)
     return engine.Sent(details.client_gradients, weights, online)
-
-
-def federated_round(spec: Spec, arrays: Arrays, state, run_keys, round_index, evaluate_now=None):
-    """One round for every run: clients interact (``train_clients``), the server runs its
-    pipeline (attack, aggregation, Adam), models are evaluated: ``engine.serve``.
-
-    ``state`` is (flat_global [R, P], the server chain's state with leading axis R);
-    ``evaluate_now``: see ``engine.offline_when``.
-    """
-    cfg = spec.config
-    flat_global, server_state = state
-    n_runs = flat_global.shape[0]
-    step, server_state, online, _ = engine.serve(
-        engine.on_devices(
-            lambda inputs, start, size: train_clients(spec, *inputs, start, size),
-            (arrays, flat_global, run_keys, round_index),
-            cfg.n_devices,
-        ),
-        lambda _: server_stages(spec),
-        None,
-        jnp.zeros_like(flat_global),
-        jnp.full(n_runs, cfg.n_malicious, jnp.int32),
-        server_state,
-        engine.server_keys(engine.round_keys(run_keys, round_index), cfg.n_clients),
-        cfg.n_clients,
-        cfg.client_chunk,
-    )
-    flat_global = flat_global + step
-    offline_ndcg, offline_mrr = engine.offline_when(
-        functools.partial(evaluate_runs, spec, arrays), flat_global, evaluate_now
-    )
-    ndcg, max_rr, count = online
-    return (flat_global, server_state), RoundMetrics(
-        offline_ndcg, offline_mrr, ndcg / count, max_rr / count
-    )
 
 
 # run(spec, arrays, progress=None, checkpoint=None): every round of every run
