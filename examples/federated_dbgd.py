@@ -5,43 +5,33 @@ DBGD (Yue & Joachims, ICML 2009) with team-draft interleaving (Radlinski et al.,
 linear ranker w and, for each of its B interactions, draws a unit direction u, interleaves
 the rankings of w and w + δu, and moves w ← w + αu when the candidate's team gets more
 clicks; the server aggregates the clients' models (FedAvg, or any registered rule after
-any registered attack).  Everything that is not particular to DBGD (keys, the round over
-client chunks and devices, the server pipeline, evaluation cadence, checkpoints, the
-result) is ``foltr_jax.engine``'s.
+any registered attack).  Only the clients' side is DBGD's: keys, the round over client
+chunks and devices, the server pipeline, evaluation cadence, checkpoints, the result and
+the shared settings (``RunConfig``: runs, seed, attack, aggregator, ...) are
+``foltr_jax.engine``'s.
 
     python examples/federated_dbgd.py        # a small run on synthetic data
 """
 
-from __future__ import annotations
-
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from foltr_jax import click_models, data, engine, interaction, metrics, pipeline
-from foltr_jax.config import setting
+from foltr_jax import click_models, data, engine, interaction, metrics
+from foltr_jax.config import RunConfig, setting
 
 
 @dataclasses.dataclass(frozen=True)
-class DbgdConfig:
+class DbgdConfig(RunConfig):
     n_clients: int = 100
     local_updates: int = 4  # B interactions per client and round
     rounds: int = 50
     delta: float = setting(1.0, "δ, the exploration step: the candidate ranker is w + δu.")
     alpha: float = setting(0.01, "α, the update step: w ← w + αu when the candidate wins.")
     click_model: str = "informational"
-    attack: str = "none"  # a model attack (attacks.names()) of the first n_malicious clients
-    aggregator: str = "fedavg"
-    n_malicious: int = 0
-    client_chunk: int = 0
-    n_devices: int = 1
-    n_runs: int = 1
-    seed: int = 0
     top_k: int = 10
-    chunk_rounds: int = 25
-    eval_every: int = 1
 
 
 def team_draft(key, ranking_a, ranking_b, k: int):
@@ -54,8 +44,7 @@ def team_draft(key, ranking_a, ranking_b, k: int):
         b_turn = (picks_b < picks_a) | ((picks_a == picks_b) & coin)
         ranking = jnp.where(b_turn, ranking_b, ranking_a)
         doc = ranking[jnp.argmin(used[ranking])]  # first unused (False sorts first)
-        carry = used.at[doc].set(True), picks_a + ~b_turn, picks_b + b_turn
-        return carry, (doc, b_turn)
+        return (used.at[doc].set(True), picks_a + ~b_turn, picks_b + b_turn), (doc, b_turn)
 
     start = (jnp.zeros(ranking_a.shape[0], bool), jnp.int32(0), jnp.int32(0))
     _, (shown, from_b) = jax.lax.scan(pick, start, jax.random.bernoulli(key, shape=(k,)))
@@ -63,35 +52,23 @@ def team_draft(key, ranking_a, ranking_b, k: int):
 
 
 @dataclasses.dataclass(frozen=True)
-class Dbgd:
-    """The method as ``engine.run`` takes it (``engine.Method``)."""
+class Dbgd(engine.Federated):
+    """DBGD's clients as the engine runs them (``engine.Federated``): they send models."""
 
     config: DbgdConfig
     window: int
-    offline = ("offline_ndcg", "offline_mrr")
 
-    def repetitions(self):
-        return np.arange(self.config.n_runs)
+    def init_params(self, arrays, init_keys):
+        return jnp.zeros((init_keys.shape[0], arrays[0].features.shape[1]), jnp.float32)
 
-    def stages(self):
+    def evaluate_params(self, arrays, w):
         cfg = self.config
-        attack = () if cfg.attack == "none" else (cfg.attack,)
-        return pipeline.server_stages(
-            attack_names=attack, aggregator_names=(cfg.aggregator,), max_malicious=cfg.n_malicious
-        )
-
-    def init(self, arrays, init_keys):
-        w = jnp.zeros((init_keys.shape[0], arrays[0].features.shape[1]), jnp.float32)
-        return arrays, (w, jax.vmap(pipeline.chain(*self.stages()).init)(w))
-
-    def evaluate(self, arrays, state):
-        test, k = arrays[1], self.config.top_k
-        return jax.vmap(lambda w: interaction.ranking_quality(test.features @ w, test, k))(state[0])
+        quality = functools.partial(interaction.ranking_quality, k=cfg.top_k)
+        return engine.evaluate_slots(lambda w, x: x @ w, quality, arrays[1], w, cfg.n_devices)
 
     def interact(self, arrays, w, key):
         """One DBGD interaction of one client: (new w, nDCG of the interleaved list)."""
-        train, clicks_of, k = arrays[0], arrays[2], self.config.top_k
-        keys = jax.random.split(key, 4)
+        (train, _, clicks_of), k, keys = arrays, self.config.top_k, jax.random.split(key, 4)
         query, start, length = interaction.sample_query(keys[0], train)
         u = jax.random.normal(keys[1], w.shape)
         u = u / jnp.linalg.norm(u)
@@ -106,7 +83,7 @@ class Dbgd:
         ndcg = metrics.ndcg_of_list(labels, visible, train.ideal_dcg[query])
         return w + jnp.where(wins, self.config.alpha, 0.0) * u, ndcg
 
-    def train(self, inputs, start, size):
+    def clients(self, inputs, start, size):
         """The clients ``start .. start + size − 1`` of every run: B interactions each."""
         arrays, w, round_keys = inputs
         keys = engine.client_keys(round_keys, start + jnp.arange(size))  # [R, size]
@@ -116,43 +93,17 @@ class Dbgd:
             return jax.lax.scan(step, w, jnp.arange(self.config.local_updates))
 
         models, ndcg = jax.vmap(jax.vmap(client, in_axes=(None, 0)))(w, keys)
-        online = (ndcg.sum(axis=(1, 2)), jnp.full(w.shape[0], ndcg[0].size, jnp.float32))
+        online = {"online_ndcg": ndcg.sum(axis=(1, 2)), "count": jnp.full(w.shape[0], ndcg[0].size)}
         return engine.Sent(models, jnp.ones(models.shape[:2]), online)
-
-    def round(self, arrays, state, run_keys, t, evaluate_now):
-        cfg = self.config
-        w, server_state = state
-        round_keys = engine.round_keys(run_keys, t)
-        train = engine.on_devices(self.train, (arrays, w, round_keys), cfg.n_devices)
-        w, server_state, (ndcg, count), _ = engine.serve(
-            train,
-            lambda _: self.stages(),
-            None,
-            w,
-            jnp.full(w.shape[0], cfg.n_malicious, jnp.int32),
-            server_state,
-            engine.server_keys(round_keys, cfg.n_clients),
-            cfg.n_clients,
-            cfg.client_chunk,
-        )
-        offline = engine.offline_when(lambda w: self.evaluate(arrays, (w,)), w, evaluate_now)
-        return (w, server_state), {"online_ndcg": ndcg / count, **dict(zip(self.offline, offline))}
-
-    def finish(self, arrays, state, curves):
-        cfg = self.config
-        return np.asarray(state[0]), {}, cfg.n_runs * cfg.n_clients * cfg.local_updates * cfg.rounds
 
 
 def run_dbgd(config: DbgdConfig, train, test, progress=None, checkpoint=None):
     """Federated DBGD on ``train``, evaluated on ``test``: an ``engine.RunResult``."""
-    window = max(train.max_query_length, config.top_k)
-    arrays = (
-        interaction.to_device(train, window, config.top_k),
-        interaction.to_device(test, window, config.top_k, ranked=True),
-        click_models.by_name(config.click_model, 5),
-    )
-    engine.check_devices(config.n_devices, config.client_chunk or config.n_clients)
-    return engine.run(Dbgd(config, window), arrays, progress, checkpoint)
+    method = Dbgd(config.validate(), max(train.max_query_length, config.top_k))
+    on_device = functools.partial(interaction.to_device, window=method.window, k=config.top_k)
+    clicks = click_models.by_name(config.click_model, 5)
+    arrays = (on_device(train), on_device(test, ranked=True), clicks)
+    return engine.run(method, arrays, progress, checkpoint)
 
 
 # A name for experiments.method and batch recipes (``--plugin=examples/federated_dbgd.py

@@ -362,13 +362,17 @@ class Federated:
     names of ``Sent.online``'s sums, means over its ``count``), ``optimizer()`` (the server
     optimiser, none by default) and ``extras(consts, state)``.  The rest of
     ``engine.Method`` is here: keys, the server pipeline of the config's attack,
-    aggregator and malicious clients, devices, chunks, the evaluation cadence and the
-    interactions simulated (clients × ``local_updates`` × rounds × runs).
+    aggregator and malicious clients, devices and chunks (checked when the method is
+    made: ``check_scale``), the evaluation cadence and the interactions simulated
+    (clients × ``local_updates`` × rounds × runs).
     """
 
     sends_updates = False
     offline = ("offline_ndcg", "offline_mrr")
     online = ("online_ndcg",)
+
+    def __post_init__(self):
+        check_scale(self.config, self.stages())
 
     def optimizer(self):
         return None

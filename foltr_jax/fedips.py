@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,14 +39,7 @@ import numpy as np
 import optax
 
 from foltr_jax import engine, lambdarank, loop, pipeline, rankers
-from foltr_jax.config import (
-    ConfigError,
-    Setting,
-    check_fields,
-    check_schedule,
-    fits_float32,
-    setting,
-)
+from foltr_jax.config import ConfigError, RunConfig, Setting, fits_float32, setting
 from foltr_jax.data import RankingDataset
 from foltr_jax.fedips_em import EmState, init_em, round_propensities
 from foltr_jax.interaction import Scoring, at_narrowest_width, window_widths
@@ -68,8 +61,12 @@ EM_SCOPES = ("user", "global")
 
 
 @dataclasses.dataclass(frozen=True)
-class FedIpsConfig:
-    """Settings of one FedIPS experiment (defaults: FedIPS paper §4)."""
+class FedIpsConfig(RunConfig):
+    """Settings of one FedIPS experiment (defaults: FedIPS paper §4); the run's and the
+    server's shared settings are ``RunConfig``'s (poisoning paper §4 on FedIPS: the first
+    n_malicious users send crafted updates)."""
+
+    clients_field: ClassVar[str] = "n_users"
 
     n_users: int = setting(2000, "|U|: users (clients), all take part every round.")
     queries_per_user: int = setting(5, "Queries a user issues per round.")
@@ -110,25 +107,10 @@ class FedIpsConfig:
         0.01, "Lower bound of estimated propensities (relative to rank 1)."
     )
     ranker: str = "linear"  # the users' ranker (rankers.names()); eq. 4's hinge is taken through it
-    n_runs: int = 1
-    seed: int = 0
-    chunk_rounds: int = 50  # rounds per compiled scan chunk
-    eval_every: int = 1  # offline metrics after rounds K, 2K, ... and T only
-    client_chunk: int = 0  # users trained at a time (memory follows it); 0: all at once
-    n_devices: int = 1  # the users of a round (or chunk) split over this many devices
-    # Model poisoning (poisoning paper §4) on FedIPS: the first n_malicious users are malicious.
-    attack: str = "none"  # 'none' or a model attack (attacks.names()) on the users' updates
-    aggregator: str = "fedavg"  # aggregators.names(), over the users' updates
-    n_malicious: int = 0
-    krum_squared_distances: bool = True
 
     def validate(self) -> FedIpsConfig:
         """Raises federation.ConfigError naming the offending field."""
-        check_fields(self)
-        for name in ("n_users", "queries_per_user", "top_k", "rounds", "n_runs", "chunk_rounds"):
-            if getattr(self, name) < 1:
-                raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
-        check_schedule(self.rounds, self.eval_every, self.n_users, self.client_chunk, "n_users")
+        self.check_run(positive=("queries_per_user", "top_k"))
         for name in ("clicks_per_user", "logging_steps", "relevant_from"):
             if getattr(self, name) < 0:
                 raise ConfigError(name, f"must be at least 0, got {getattr(self, name)}")
@@ -223,8 +205,9 @@ class TrainData(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class Spec:
-    """Static part of a FedIPS experiment (hashable: one compilation per Spec)."""
+class Spec(engine.Federated):
+    """Static part of a FedIPS experiment (hashable: one compilation per Spec), and the
+    method as the engine runs it: the users send updates, the server steps θ + η_g·Δ."""
 
     config: FedIpsConfig
     n_features: int
@@ -233,6 +216,8 @@ class Spec:
     relevant_from: int
 
     offline = ("offline_ndcg5", "offline_ndcg10")
+    online = ("clicks", "sessions")
+    sends_updates = True
 
     @functools.cached_property
     def scoring(self) -> Scoring:
@@ -240,10 +225,11 @@ class Spec:
         ranker = rankers.make_ranker(self.config.ranker, self.n_features)
         return Scoring(ranker, self.window, self.widths, self.config.top_k)
 
-    # The method as ``engine.run`` takes it (``engine.Method``).
-    def repetitions(self) -> np.ndarray:
-        return np.arange(self.config.n_runs)
+    def optimizer(self) -> optax.GradientTransformation:
+        """FedOpt's server SGD: θ + η_g·Δ of the aggregated update (Algorithm 1 line 11)."""
+        return optax.sgd(self.config.global_lr)
 
+    # The rest of the method as ``engine.run`` takes it (``engine.Method``).
     def init(self, arrays: Arrays, init_keys):
         """Constants (the data, every user's γ_s drawn from the run's initialisation key)
         and the initial models (``initial_state``), the EM's state and the server's."""
@@ -340,14 +326,6 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
         ),
     )
     spec = Spec(config, train.n_features, window, widths, relevant_from)
-    chunked = 0 < config.client_chunk < config.n_users
-    if chunked:
-        engine.check_streams(server_stages(spec))
-    engine.check_devices(
-        config.n_devices,
-        config.client_chunk if chunked else config.n_users,
-        "users trained at a time",
-    )
     prepared = Prepared(
         train,
         test,
@@ -455,17 +433,11 @@ class State(NamedTuple):
     server: tuple = ()  # the server chain's state, leaves [n_runs, ...]
 
 
-class RoundMetrics(NamedTuple):
-    offline_ndcg5: jax.Array  # [n_runs]
-    offline_ndcg10: jax.Array
-    clicks: jax.Array  # int32 [n_runs] click records learnt from, all users
-    sessions: jax.Array  # int32 [n_runs] lists shown, all users
-
-
 def train_users(spec: Spec, arrays: Arrays, params, logs: ClickLog, propensities, start, size):
-    """FedIPS's client update as ``engine.serve`` takes it: users ``start .. start + size
-    − 1`` run Algorithm 1's local SGD over their click logs (one ``lax.map`` over every
-    run's users) and send their model changes [n_runs, size, P], weight 1 each."""
+    """FedIPS's client update as the engine takes it: users ``start .. start + size − 1``
+    run Algorithm 1's local SGD over their click logs (one ``lax.map`` over every run's
+    users) and send their model changes [n_runs, size, P], weight 1 each, with the sums of
+    their click records and lists shown [n_runs]."""
     n_runs = propensities.shape[0]
     chunk = lambda x: jax.lax.dynamic_slice_in_dim(x, start, size, axis=1)
     lane = lambda x: x.reshape((n_runs * size,) + x.shape[2:])
@@ -479,71 +451,45 @@ def train_users(spec: Spec, arrays: Arrays, params, logs: ClickLog, propensities
         ),
     )
     updates = (engine.flatten(local) - engine.flatten(lane_params)).reshape(n_runs, size, -1)
-    return engine.Sent(updates, jnp.ones(updates.shape[:2], updates.dtype), ())
+    online = {
+        "clicks": jnp.sum(chunk(logs.record_valid), axis=(1, 2), dtype=jnp.int32),
+        "sessions": jnp.sum(chunk(logs.sessions), axis=1, dtype=jnp.int32),
+    }
+    return engine.Sent(updates, jnp.ones(updates.shape[:2], updates.dtype), online)
 
 
 def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, evaluate_now=None):
-    """One round of every run: users click, train locally (``train_users``), servers run
-    their pipeline (attack, aggregation, θ + η_g·Δ) through ``engine.serve``, and the
-    global models are evaluated (``evaluate_now``: see ``engine.offline_when``).
+    """One round of every run: users click, train locally (``train_users``) and the engine
+    runs the servers' pipeline (attack, aggregation, θ + η_g·Δ) and evaluates the global
+    models (``engine.federated_round``; ``evaluate_now``: see ``engine.offline_when``).
 
     ``run_keys`` [n_runs] training keys, ``gammas`` [n_runs, n_users] the users' γ_s.
-    Returns (new State, RoundMetrics, ClickLog with leaves [n_runs, n_users, ...]).
+    Returns (new State, the round's metrics: offline NDCG@5 and @10, click records learnt
+    from and lists shown by all users, ClickLog with leaves [n_runs, n_users, ...]).
     """
     cfg = spec.config
     round_keys = engine.round_keys(run_keys, t)
     keys = engine.client_keys(round_keys, jnp.arange(cfg.n_users))  # user u: fold_in(·, u)
     logs = jax.vmap(jax.vmap(functools.partial(user_click_log, spec, arrays.train)))(keys, gammas)
     propensities, em = round_propensities(spec, arrays, state.em, logs, gammas)
-    flat_params = engine.flatten(state.params)
-    step, server, _, _ = engine.serve(
-        engine.on_devices(
-            lambda inputs, start, size: train_users(spec, *inputs, start, size),
-            (arrays, state.params, logs, propensities),
-            cfg.n_devices,
-        ),
-        lambda _: server_stages(spec),
-        None,
-        jnp.zeros_like(flat_params),
-        jnp.full(cfg.n_runs, cfg.n_malicious, jnp.int32),
+    params, server, round_metrics, _ = engine.federated_round(
+        lambda inputs, start, size: train_users(spec, *inputs, start, size),
+        (arrays, state.params, logs, propensities),
+        state.params,
         state.server,
-        engine.server_keys(round_keys, cfg.n_users),
-        cfg.n_users,
-        cfg.client_chunk,
-    )
-    params = jax.tree_util.tree_map(jnp.add, state.params, engine.unflatten(step, state.params))
-    ndcg5, ndcg10 = engine.offline_when(
-        functools.partial(evaluate_runs, spec, arrays.test), params, evaluate_now
-    )
-    round_metrics = RoundMetrics(
-        ndcg5,
-        ndcg10,
-        jnp.sum(logs.record_valid, axis=(1, 2), dtype=jnp.int32),
-        jnp.sum(logs.sessions, axis=1, dtype=jnp.int32),
+        round_keys,
+        n_clients=cfg.n_users,
+        stages=spec.stages,
+        evaluate=lambda p, _: evaluate_runs(spec, arrays.test, p),
+        evaluate_now=evaluate_now,
+        sends_updates=True,
+        n_malicious=cfg.n_malicious,
+        client_chunk=cfg.client_chunk,
+        n_devices=cfg.n_devices,
+        offline=spec.offline,
+        online=spec.online,
     )
     return State(params, em, server), round_metrics, logs
-
-
-def server_stages(spec: Spec) -> tuple:
-    """The server (FedOpt): attack → aggregation of the users' updates → θ + η_g·Δ.
-
-    The messages are updates (reference 0); FedAvg over equal weights is the paper's
-    mean update, and ``server_step(sgd(η_g))`` its global step.
-    """
-    cfg = spec.config
-    model_attack = None if cfg.attack == "none" else cfg.attack
-    return pipeline.server_stages(
-        attack_names=(model_attack,) if model_attack else (),
-        aggregator_names=(cfg.aggregator,),
-        squared_distances=cfg.krum_squared_distances,
-        max_malicious=cfg.n_malicious,
-        optimizer=optax.sgd(cfg.global_lr),
-    )
-
-
-def server_chain(spec: Spec) -> pipeline.Stage:
-    """``pipeline.chain`` of ``server_stages``."""
-    return pipeline.chain(*server_stages(spec))
 
 
 def user_gammas(config: FedIpsConfig, gamma_keys):
@@ -561,16 +507,11 @@ def run_keys_and_gammas(config: FedIpsConfig):
     return train_keys, user_gammas(config, gamma_keys)
 
 
-def evaluate(spec: Spec, params, test: TestData):
-    """Offline (NDCG@5, NDCG@10) of the users' ranker with ``params`` on the test split."""
-    return evaluate_scores(spec.scoring.ranker.apply(params, test.features), test)
-
-
 def evaluate_runs(spec: Spec, test: TestData, params):
-    """``evaluate`` of every run's ranker (leaves [R, ...]), the runs split over the
-    devices (``engine.slots_on_devices``)."""
-    return engine.slots_on_devices(
-        lambda test, p: evaluate(spec, p, test), test, params, spec.config.n_devices
+    """Offline (NDCG@5, NDCG@10) of every run's ranker (leaves [R, ...]) on the test split
+    (``engine.evaluate_slots``)."""
+    return engine.evaluate_slots(
+        spec.scoring.ranker.apply, evaluate_scores, test, params, spec.config.n_devices
     )
 
 
@@ -591,7 +532,8 @@ def initial_state(spec: Spec, init_keys=None) -> State:
         em = jax.tree_util.tree_map(
             lambda x: jnp.broadcast_to(x, (cfg.n_runs,) + x.shape), init_em(spec)
         )
-    return State(params, em, jax.vmap(server_chain(spec).init)(engine.flatten(params)))
+    chain = pipeline.chain(*spec.stages())
+    return State(params, em, jax.vmap(chain.init)(engine.flatten(params)))
 
 
 # run(spec, arrays, progress=None, checkpoint=None): every round of every run

@@ -218,7 +218,6 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
     widths = interaction.window_widths(train.max_query_length, config.top_k)
     spec = Spec(config, make_ranker(config.ranker, train.n_features), widths[-1], widths)
-    engine.check_scale(config, spec.stages())
     arrays = Arrays(
         interaction.to_device(train, spec.window, config.top_k),
         interaction.to_device(test, spec.window, config.top_k, ranked=True),
