@@ -24,6 +24,7 @@ phase being 'replay').
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 
 import numpy as np
@@ -101,21 +102,24 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
             f"{len(config.cells())} unlearning cells (n′ x Δt x click model) in one program",
             file=sys.stderr,
         )
-    trained, seconds, logs, (malicious_spec, malicious_arrays) = _train(
-        config, labels, train, test, output, finished
-    )
-    history = trained["malicious"].history
-    logs.append(common.ProgressLog(labels["unlearned"]))
-    with common.stop_cleanly(what="unlearning replay"):
-        replayed = unlearning.replay(
-            config,
-            malicious_spec,
-            malicious_arrays,
-            history,
-            progress=logs[-1] if writer else None,
-            checkpoint=output.checkpoint("replay"),
-        )
+    logs = []
 
+    def replay_one(replay):
+        logs.append(common.ProgressLog(labels["unlearned"]))
+        with common.stop_cleanly(what="unlearning replay"):
+            return replay(
+                progress=logs[-1] if writer else None, checkpoint=output.checkpoint("replay")
+            )
+
+    trained, replayed = unlearning.run_protocol(
+        config,
+        train,
+        test,
+        train_one=functools.partial(_train_one, config, labels, output, finished, logs),
+        replay_one=replay_one,
+    )
+    seconds = {kind: result.run_seconds for kind, result in trained.items()}
+    history = trained["malicious"].history
     cells = _training_cells(config, labels, trained) + _unlearning_cells(config, labels, replayed)
     return results.document(
         "fpdgd/unlearning",
@@ -142,36 +146,29 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
     )
 
 
-def _train(config, labels, train, test, output, finished) -> tuple:
-    """(results, seconds, progress logs, the malicious training's (spec, arrays)) of the
-    trainings 10H-0M, 9H-1M and 9H-0M: each reused from ``finished``, or run (resuming
-    from its checkpoint) and saved there."""
-    trained, seconds, logs = {}, {}, []
-    writer = common.is_writer()
-    for kind in ("honest", "malicious", "retrained"):
-        spec, arrays = unlearning.build_training(config, train, test, kind)
-        common.check_same_everywhere((config, kind, spec), arrays)
-        fingerprint = loop.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
-        result = _run_result(finished.load(kind, fingerprint))
-        if result is None:
-            logs.append(common.ProgressLog(labels[kind]))
-            names = [f"{labels[kind]} {c}" for c in config.click_models]
-            with common.stop_cleanly(names, config.federation.n_runs, "training"):
-                result = federation.run(
-                    spec,
-                    arrays,
-                    progress=logs[-1] if writer else None,
-                    checkpoint=output.checkpoint(kind),
-                )
-            finished.save(kind, fingerprint, _plain(result))
-            if finished.enabled:  # the saved part holds it now
-                loop.remove_checkpoint(output.checkpoint(kind))
-        else:
-            print(f"[{labels[kind]}] finished by an earlier run, reused", file=sys.stderr)
-        trained[kind], seconds[kind] = result, result.run_seconds
-        if kind == "malicious":
-            malicious = (spec, arrays)
-    return trained, seconds, logs, malicious
+def _train_one(config, labels, output, finished, logs, kind, spec, arrays):
+    """One training of the protocol (``unlearning.run_protocol``'s ``train_one``): reused
+    from ``finished``, or run (resuming from its checkpoint, its progress log appended to
+    ``logs``) and saved there."""
+    common.check_same_everywhere((config, kind, spec), arrays)
+    fingerprint = loop.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
+    result = _run_result(finished.load(kind, fingerprint))
+    if result is not None:
+        print(f"[{labels[kind]}] finished by an earlier run, reused", file=sys.stderr)
+        return result
+    logs.append(common.ProgressLog(labels[kind]))
+    names = [f"{labels[kind]} {c}" for c in config.click_models]
+    with common.stop_cleanly(names, config.federation.n_runs, "training"):
+        result = federation.run(
+            spec,
+            arrays,
+            progress=logs[-1] if common.is_writer() else None,
+            checkpoint=output.checkpoint(kind),
+        )
+    finished.save(kind, fingerprint, _plain(result))
+    if finished.enabled:  # the saved part holds it now
+        loop.remove_checkpoint(output.checkpoint(kind))
+    return result
 
 
 def _training_cells(config, labels, trained) -> list[dict]:

@@ -204,7 +204,7 @@ def server_update(
     """
     cfg = spec.config
     flat_global, unravel = jax.flatten_util.ravel_pytree(global_params)
-    flat_clients = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(client_params)
+    flat_clients = engine.flatten(client_params)
     present = jnp.arange(cfg.n_clients) >= settings.n_absent
     weights = _fedavg_weights(spec, present, client_weights)
     updates = pipeline.ClientUpdates(
@@ -227,7 +227,7 @@ def _fedavg_weights(spec: Spec, present, client_weights):
 def initial_server_state(spec: Spec, arrays: Arrays, global_params):
     """Every slot's server chain state before round 1 (leaves [n_slots, ...]); only the
     server optimiser's stage holds state (the stages do not depend on the setting)."""
-    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(global_params)
+    flat = engine.flatten(global_params)
     settings = jax.tree_util.tree_map(lambda x: x[0], arrays.settings)
     return jax.vmap(pipeline.chain(*server_stages(spec, settings)).init)(flat)
 
@@ -241,13 +241,6 @@ def evaluate(spec: Spec, arrays: Arrays, params):
 def _evaluate_on(spec: Spec, test: DeviceData, params):
     scores = spec.ranker.apply(params, test.features)
     return ranking_quality(scores, test, spec.config.top_k)
-
-
-class RoundMetrics(NamedTuple):
-    offline_ndcg: jax.Array  # [n_runs]
-    offline_mrr: jax.Array  # [n_runs]
-    online_ndcg: jax.Array  # [n_runs] mean over the round's interactions
-    online_max_rr: jax.Array  # [n_runs]
 
 
 def client_lane_keys(round_keys, client_ids):
@@ -318,8 +311,12 @@ def offline_metrics(spec: Spec, arrays: Arrays, new_global, personal=None):
     personalised models.  With ``n_devices`` > 1 the slots are split over the devices
     (``engine.slots_on_devices``)."""
     if personal is None or spec.personal_eval == "server":
-        return engine.slots_on_devices(
-            functools.partial(_evaluate_on, spec), arrays.test, new_global, spec.config.n_devices
+        return engine.evaluate_slots(
+            spec.ranker.apply,
+            functools.partial(ranking_quality, k=spec.config.top_k),
+            arrays.test,
+            new_global,
+            spec.config.n_devices,
         )
 
     def personalised(g, own):
@@ -392,14 +389,14 @@ def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int) -> 
     client_params = jax.tree_util.tree_map(
         lambda c: c.reshape((n_slots, size) + c.shape[1:]), client_params
     )
-    models = jax.vmap(jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0]))(client_params)
+    models = jax.vmap(engine.flatten)(client_params)
     present = positions[None, :] >= rnd.settings.n_absent[:, None]
     ndcg, count = online_sums(spec, outcome.ndcg, present, lane_steps)
     max_rr, _ = online_sums(spec, outcome.max_rr, present, lane_steps)
     return engine.Sent(
         models,
         _fedavg_weights(spec, present, weights),
-        (ndcg, max_rr, count),
+        {"online_ndcg": ndcg, "online_max_rr": max_rr, "count": count},
         (client_params, models),
     )
 
@@ -420,7 +417,7 @@ def federated_round(
     pipeline's streaming form: memory then follows the chunk, and client c keeps its key
     and its noise, so results equal the unchunked round's up to the order of sums.
 
-    Returns (new global params, RoundMetrics, client updates, server state): the updates
+    Returns (new global params, the round's metrics, client updates, server state): the updates
     θ_c − θ_global flattened to [n_slots, n_clients, d] when ``spec.history_every``
     asks for them, else None.  With FedPer (``spec.personal_keys``) the params are
     (global params, personal params with leaves [n_slots, n_clients, ...]): clients
@@ -443,34 +440,33 @@ def federated_round(
         first_step_scores(spec, arrays, global_params),
         personal,
     )
-    flat_global = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(global_params)
-    unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda g: g[0], global_params))[
-        1
-    ]
-    aggregate, server_state, online, kept = engine.serve(
-        functools.partial(train_clients, spec, arrays, rnd),
-        functools.partial(server_stages, spec),
-        settings,
-        flat_global,
-        settings.n_malicious,
+
+    def kept_personal(kept):
+        return None if personal is None else {k: kept[0][k] for k in spec.personal_keys}
+
+    new_global, server_state, round_metrics, kept = engine.federated_round(
+        lambda inputs, start, size: train_clients(spec, *inputs, start, size),
+        (arrays, rnd),
+        global_params,
         server_state,
-        engine.server_keys(keys, cfg.n_clients),
-        cfg.n_clients,
-        cfg.client_chunk,
+        keys,
+        n_clients=cfg.n_clients,
+        stages=functools.partial(server_stages, spec),
+        settings=settings,
+        n_malicious=settings.n_malicious,
+        evaluate=lambda p, kept: offline_metrics(spec, arrays, p, kept_personal(kept)),
+        evaluate_now=evaluate_now,
+        client_chunk=cfg.client_chunk,
+        n_devices=1,  # FPDGD splits its lanes over the devices itself (interaction.train_lanes)
+        offline=spec.offline,
+        online=("online_ndcg", "online_max_rr"),
     )
-    new_global = jax.vmap(unravel)(aggregate)
-    if personal is not None:
-        personal = {k: kept[0][k] for k in spec.personal_keys}
-    offline_ndcg, offline_mrr = engine.offline_when(
-        lambda p: offline_metrics(spec, arrays, *p), (new_global, personal), evaluate_now
-    )
-    ndcg, max_rr, count = online
     history = None
     if spec.history_every:
-        history = kept[1] - flat_global[:, None]
+        history = kept[1] - engine.flatten(global_params)[:, None]
     return (
-        new_global if personal is None else (new_global, personal),
-        RoundMetrics(offline_ndcg, offline_mrr, ndcg / count, max_rr / count),
+        new_global if personal is None else (new_global, kept_personal(kept)),
+        round_metrics,
         history,
         server_state,
     )

@@ -197,29 +197,45 @@ def unlearning_round(global_model, new_updates, stored_updates, weights):
     """M ← M + Σ_i w_i ΔM_i^unlearn / Σ_i w_i (eqs. 1-2); forgotten clients have w_i = 0.
 
     One slot of the replay's server side (``_serve_replay``) on given updates."""
-    sent = engine.Sent(calibrate(new_updates, stored_updates)[None], weights[None], ())
+    sent = engine.Sent(calibrate(new_updates, stored_updates)[None], weights[None], {})
     keys = jax.random.PRNGKey(0)[None]
     n_clients = new_updates.shape[0]
-    return _serve_replay(lambda start, size: sent, global_model[None], keys, n_clients)[0]
+    return _serve_replay(lambda _, start, size: sent, (), global_model[None], keys, n_clients)[0][0]
 
 
-def _serve_replay(train, flat_global, keys, n_clients: int, client_chunk: int = 0):
-    """The replay's server side for every slot: FedAvg of the calibrated updates that
-    ``train(start, size)`` sends (eq. 1; reference 0), added to ``flat_global`` [n_slots, d]."""
-    n_slots = flat_global.shape[0]
+def _serve_replay(
+    clients,
+    inputs,
+    flat_global,
+    round_keys,
+    n_clients: int,
+    client_chunk: int = 0,
+    n_devices: int = 1,
+    evaluate=lambda p, kept: (),
+    offline: tuple = (),
+    evaluate_now=None,
+):
+    """The replay's round for every slot (``engine.federated_round``): FedAvg of the
+    calibrated updates ``clients(inputs, start, size)`` send (eq. 1) added to
+    ``flat_global`` [n_slots, d]; returns (the new models, the round's metrics)."""
     zeros = jnp.zeros_like(flat_global)
-    step, _, _, _ = engine.serve(
-        train,
-        lambda _: pipeline.server_stages(),
-        None,
-        zeros,
-        jnp.zeros(n_slots, jnp.int32),
+    flat_global, _, metrics, _ = engine.federated_round(
+        clients,
+        inputs,
+        flat_global,
         jax.vmap(pipeline.server_chain().init)(zeros),
-        keys,
-        n_clients,
-        client_chunk,
+        round_keys,
+        n_clients=n_clients,
+        stages=lambda _: pipeline.server_stages(),
+        evaluate=evaluate,
+        evaluate_now=evaluate_now,
+        sends_updates=True,
+        client_chunk=client_chunk,
+        n_devices=n_devices,
+        offline=offline,
+        online=(),
     )
-    return flat_global + step
+    return flat_global, metrics
 
 
 class ReplayResult(engine.RunResult):
@@ -246,11 +262,6 @@ class _ReplayConsts(NamedTuple):
     click_index: jax.Array  # int [n_slots] row of the click table
     weights: jax.Array  # float [n_clients] 0 for the forgotten positions
     slot_keys: jax.Array  # [n_slots] the replay's own keys (not engine.run's training keys)
-
-
-class ReplayMetrics(NamedTuple):
-    offline_ndcg: jax.Array  # [n_slots]; NaN once a cell's rounds are done
-    offline_mrr: jax.Array
 
 
 def _unravel(spec: Spec):
@@ -291,7 +302,7 @@ def _replay_clients(spec: Spec, consts: _ReplayConsts, flat_global, step_keys, s
     stored = jax.lax.dynamic_slice_in_dim(stored, start, size, axis=1)
     weights = jax.lax.dynamic_slice_in_dim(consts.weights, start, size)
     return engine.Sent(
-        calibrate(new_updates, stored), jnp.broadcast_to(weights, (n_slots, size)), ()
+        calibrate(new_updates, stored), jnp.broadcast_to(weights, (n_slots, size)), {}
     )
 
 
@@ -313,7 +324,7 @@ class Replay:
     cell_rounds: tuple  # ⌈T/Δt⌉ per cell
     n_forget: int
 
-    offline = ReplayMetrics._fields
+    offline = ("offline_ndcg", "offline_mrr")  # NaN once a cell's rounds are done
 
     def repetitions(self) -> np.ndarray:
         return np.tile(np.arange(self.config.n_runs), len(self.cells))
@@ -329,24 +340,23 @@ class Replay:
         """Replayed round s of every slot (``engine.serve``); ``train_keys`` are unused:
         the replay's keys are ``consts.slot_keys``."""
         spec = self.spec
-        n_clients = consts.weights.shape[0]
         step_keys = engine.round_keys(consts.slot_keys, s)
-        replayed = _serve_replay(
-            engine.on_devices(
-                lambda inputs, start, size: _replay_clients(spec, *inputs, start, size),
-                (consts, flat_global, step_keys, s),
-                spec.config.n_devices,
-            ),
+        replayed, metrics = _serve_replay(
+            lambda inputs, start, size: _replay_clients(spec, *inputs, start, size),
+            (consts, flat_global, step_keys, s),
             flat_global,
-            engine.server_keys(step_keys, n_clients),
-            n_clients,
+            step_keys,
+            consts.weights.shape[0],
             spec.config.client_chunk,
+            spec.config.n_devices,
+            lambda p, _: self.evaluate(consts, p),
+            self.offline,
+            evaluate_now,
         )
         active = s < consts.rounds
         flat_global = jnp.where(active[:, None], replayed, flat_global)
-        offline = engine.offline_when(lambda p: self.evaluate(consts, p), flat_global, evaluate_now)
         nan = jnp.float32(jnp.nan)
-        return flat_global, ReplayMetrics(*(jnp.where(active, m, nan) for m in offline))
+        return flat_global, type(metrics)(*(jnp.where(active, m, nan) for m in metrics))
 
     def finish(self, consts: _ReplayConsts, flat_global, curves):
         cfg = self.config
@@ -444,13 +454,37 @@ class ProtocolResult(NamedTuple):
     replayed: ReplayResult
 
 
-def run_protocol(config: UnlearningConfig, train_set, test_set, progress=None) -> ProtocolResult:
-    """Trains the three configurations and unlearns ``config.forget_clients`` from the
-    malicious one in every cell (n′ × Δt × click model) of ``config.cells()``."""
+KINDS = ("honest", "malicious", "retrained")  # the trainings of the protocol, in order
+
+
+def run_protocol(
+    config: UnlearningConfig,
+    train_set,
+    test_set,
+    progress=None,
+    *,
+    train_one=None,
+    replay_one=None,
+) -> ProtocolResult:
+    """Trains the three configurations (``KINDS``) and unlearns ``config.forget_clients``
+    from the malicious one in every cell (n′ × Δt × click model) of ``config.cells()``.
+
+    ``train_one(kind, spec, arrays) -> RunResult`` runs one training (default:
+    ``federation.run`` with ``progress``); ``replay_one(replay) -> ReplayResult`` runs the
+    replay through ``replay(progress=..., checkpoint=...)`` (default: with ``progress``).
+    A binary passes its own to reuse finished trainings, resume from checkpoints and
+    report progress per phase; the protocol is the same.
+    """
+    if train_one is None:
+        train_one = lambda kind, spec, arrays: federation.run(spec, arrays, progress)
+    if replay_one is None:
+        replay_one = lambda run: run(progress=progress)
     trained = {}
-    for kind in ("honest", "malicious", "retrained"):
-        spec, arrays, trained[kind] = train(config, train_set, test_set, kind, progress)
+    for kind in KINDS:
+        spec, arrays = build_training(config, train_set, test_set, kind)
+        trained[kind] = train_one(kind, spec, arrays)
         if kind == "malicious":
             malicious = (spec, arrays)
-    replayed = replay(config, *malicious, trained["malicious"].history, progress)
+    history = trained["malicious"].history
+    replayed = replay_one(functools.partial(replay, config, *malicious, history))
     return ProtocolResult(trained, replayed)
