@@ -99,7 +99,7 @@ class Dbgd(engine.Federated):
 
 def run_dbgd(config: DbgdConfig, train, test, progress=None, checkpoint=None):
     """Federated DBGD on ``train``, evaluated on ``test``: an ``engine.RunResult``."""
-    method = Dbgd(config.validate(), max(train.max_query_length, config.top_k))
+    method = Dbgd(config, max(train.max_query_length, config.top_k))
     on_device = functools.partial(interaction.to_device, window=method.window, k=config.top_k)
     clicks = click_models.by_name(config.click_model, 5)
     arrays = (on_device(train), on_device(test, ranked=True), clicks)

@@ -225,16 +225,6 @@ class RunConfig:
         """The attack on models (attacks.names()), None for no attack or data poisoning."""
         return None if self.attack in ("none", "data_poisoning") else self.attack
 
-    def validate(self):
-        """Raises ConfigError naming the field when a shared setting is out of range
-        (``check_run``, and the attack, aggregator and malicious clients); a method's
-        config with settings of its own replaces it."""
-        self.check_run()
-        Setting(
-            n_malicious=self.n_malicious, attack=self.attack, aggregator=self.aggregator
-        ).validate(self.n_round_clients)
-        return self
-
     def check_run(self, positive: tuple = ()) -> None:
         """Raises ConfigError naming the field when a field has another type, when the
         clients, rounds, runs, chunk rounds or the fields ``positive`` are below 1, or when
