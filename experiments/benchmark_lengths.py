@@ -7,7 +7,7 @@ query with mean 120, capped at 908 documents like MSLR-WEB10K's longest query).
 The same FPDGD run (linear ranker, B = 2) is timed three ways:
 
   ladder           the default: each lane scores its query at the narrowest width of
-                   interaction.window_widths that holds it, and lists are sampled in
+                   lists.window_widths that holds it, and lists are sampled in
                    groups of similar length, each at its group's width;
   one width        the same program with a single width, the longest query: what an
                    implementation padding every query to the longest one pays;

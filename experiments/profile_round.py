@@ -20,7 +20,7 @@ stages of one round:
   several display groups and many lanes each group is scored and sampled at its own
   width);
 - clicks (``click_models.simulate_clicks`` on every lane);
-- clicks and the PDGD update (``interaction.pdgd_update_lanes``: the clicks, the
+- clicks and the PDGD update (``pdgd.pdgd_update_lanes``: the clicks, the
   debiasing weights, the vjp and the step);
 - local training (``interaction.local_training``: B steps of all of the above);
 - the server's side (``engine.serve``'s aggregation of the trained models);
@@ -50,7 +50,7 @@ from absl import app, flags
 
 from experiments import common
 from experiments.lib import program
-from foltr_jax import click_models, engine, interaction, loop, pdgd, rounds
+from foltr_jax import click_models, engine, interaction, lists, loop, pdgd, rounds
 
 FLAGS = flags.FLAGS
 common.define_data_flags()
@@ -118,7 +118,7 @@ def stage_functions(spec, arrays):
         key_query, key_rank, key_click = jnp.moveaxis(
             jax.vmap(lambda key: jax.random.split(key, 3))(keys), 1, 0
         )
-        queries, _, _ = jax.vmap(interaction.sample_query, in_axes=(0, None))(
+        queries, _, _ = jax.vmap(lists.sample_query, in_axes=(0, None))(
             key_query, data.train
         )
         return queries, key_rank, key_click
@@ -161,7 +161,7 @@ def stage_functions(spec, arrays):
         return jax.vmap(one)(key_click, lanes.click_model, queries, ranking)
 
     def pdgd_step(lane_params, key_click, queries, displayed):
-        return interaction.pdgd_update_lanes(
+        return pdgd.pdgd_update_lanes(
             lane_params,
             key_click,
             queries,

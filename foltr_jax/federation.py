@@ -28,7 +28,7 @@ from foltr_jax.config import (
     resolved,
 )
 from foltr_jax.data import DatasetError, RankingDataset
-from foltr_jax.interaction import to_device, window_widths
+from foltr_jax.lists import to_device, window_widths
 from foltr_jax.loop import ProgressFn
 from foltr_jax.rounds import (
     Arrays,

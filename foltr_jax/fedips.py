@@ -42,7 +42,7 @@ from foltr_jax import engine, lambdarank, loop, pipeline, rankers
 from foltr_jax.config import ConfigError, RunConfig, Setting, fits_float32, setting
 from foltr_jax.data import RankingDataset
 from foltr_jax.fedips_em import EmState, init_em, round_propensities
-from foltr_jax.interaction import Scoring, at_narrowest_width, window_widths
+from foltr_jax.lists import Scoring, at_narrowest_width, window_widths
 from foltr_jax.ips import (
     hinge_rank_bound,
     sample_user_gammas,
@@ -212,7 +212,7 @@ class Spec(engine.Federated):
     config: FedIpsConfig
     n_features: int
     window: int  # candidate slice width: the longest training query
-    widths: tuple  # slice widths, narrowest first (interaction.window_widths)
+    widths: tuple  # slice widths, narrowest first (lists.window_widths)
     relevant_from: int
 
     offline = ("offline_ndcg5", "offline_ndcg10")
@@ -221,7 +221,7 @@ class Spec(engine.Federated):
 
     @functools.cached_property
     def scoring(self) -> Scoring:
-        """How a user's query windows are scored (``interaction.Scoring``), built once."""
+        """How a user's query windows are scored (``lists.Scoring``), built once."""
         ranker = rankers.make_ranker(self.config.ranker, self.n_features)
         return Scoring(ranker, self.window, self.widths, self.config.top_k)
 
@@ -401,7 +401,7 @@ def local_sgd(spec: Spec, train: TrainData, params, log: ClickLog, propensities)
 
     ``propensities`` [K] are the user's p at each position.  Returns the user's new params.
     The query's candidates are scored as the lane layer scores them
-    (``interaction.Scoring.window_scores``) at the narrowest of its widths that holds the
+    (``lists.Scoring.window_scores``) at the narrowest of its widths that holds the
     user's longest clicked query (``lax.switch``).
     """
     lr, scoring = spec.config.local_lr, spec.scoring

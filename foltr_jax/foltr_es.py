@@ -40,10 +40,9 @@ from typing import NamedTuple
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
-import numpy as np
 import optax
 
-from foltr_jax import click_models, engine, interaction, metrics, pipeline, rankers
+from foltr_jax import click_models, engine, lists, metrics, rankers
 from foltr_jax.config import ConfigError, RunConfig, Setting, resolved, setting
 from foltr_jax.data import RankingDataset
 from foltr_jax.es_rewards import (
@@ -157,16 +156,16 @@ class Spec(engine.Federated):
     config: FoltrEsConfig
     ranker: object
     window: int  # candidate slice width: the longest training query, at least top_k
-    widths: tuple  # scoring widths, narrowest first (interaction.window_widths)
+    widths: tuple  # scoring widths, narrowest first (lists.window_widths)
 
     sends_updates = True
     online = ("online_ndcg", "online_max_rr")
 
     @functools.cached_property
-    def scoring(self) -> interaction.Scoring:
-        """How the lanes' lists are scored (``interaction.Scoring``), built once."""
+    def scoring(self) -> lists.Scoring:
+        """How the lanes' lists are scored (``lists.Scoring``), built once."""
         cfg = self.config
-        return interaction.Scoring(
+        return lists.Scoring(
             self.ranker, self.window, self.widths, cfg.top_k, cfg.window_scoring
         )
 
@@ -203,8 +202,8 @@ def _unraveller(ranker):
 class Arrays(NamedTuple):
     """The array part of an experiment."""
 
-    train: interaction.DeviceData
-    test: interaction.DeviceData
+    train: lists.DeviceData
+    test: lists.DeviceData
     click_model: click_models.ClickModel
     poison_model: click_models.ClickModel  # the malicious clients' clicks (data poisoning)
 
@@ -216,11 +215,11 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
     n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
-    widths = interaction.window_widths(train.max_query_length, config.top_k)
+    widths = lists.window_widths(train.max_query_length, config.top_k)
     spec = Spec(config, make_ranker(config.ranker, train.n_features), widths[-1], widths)
     arrays = Arrays(
-        interaction.to_device(train, spec.window, config.top_k),
-        interaction.to_device(test, spec.window, config.top_k, ranked=True),
+        lists.to_device(train, spec.window, config.top_k),
+        lists.to_device(test, spec.window, config.top_k, ranked=True),
         click_models.by_name(config.click_model, n_grades),
         click_models.by_name("poison", n_grades),
     )
@@ -233,7 +232,7 @@ def rank_lanes(spec: Spec, arrays: Arrays, lane_params, queries) -> jax.Array:
     ``lane_params`` = (flat_global [R, P], noise [R·N, P], run [L], client [L],
     sign [L]): lane models are not materialised; each lane builds
     φ_run + sign·ε_client when it is scored.  Scoring is the lane layer's
-    (``interaction.Scoring.score_lanes``, as FPDGD's lanes are scored).
+    (``lists.Scoring.score_lanes``, as FPDGD's lanes are scored).
     """
     flat_global, noise, run, client, sign = lane_params
     k = spec.config.top_k
@@ -319,7 +318,7 @@ def es_clients(spec: Spec, arrays: Arrays, flat_global, round_keys, start=0, siz
 
     train, k = arrays.train, cfg.top_k
     signs = jnp.asarray(interaction_signs(b, cfg.antithetic))
-    queries = jax.vmap(lambda key: interaction.sample_query(key, train)[0])(query_keys)
+    queries = jax.vmap(lambda key: lists.sample_query(key, train)[0])(query_keys)
     lane_run = jnp.repeat(jnp.arange(n_runs), n_clients * b)
     lane_client = jnp.repeat(jnp.arange(n_runs * n_clients), b)
     lane_sign = jnp.tile(signs, n_runs * n_clients)
@@ -373,7 +372,7 @@ def evaluate_runs(spec: Spec, arrays: Arrays, flat_params):
     over queries with a relevant document (``engine.evaluate_slots``)."""
     return engine.evaluate_slots(
         lambda flat, features: spec.ranker.apply(spec.unravel(flat), features),
-        functools.partial(interaction.ranking_quality, k=spec.config.top_k),
+        functools.partial(lists.ranking_quality, k=spec.config.top_k),
         arrays.test,
         flat_params,
         spec.config.n_devices,

@@ -1,12 +1,11 @@
-"""The PDGD interaction of every lane at once: scoring windows, the displayed list,
-clicks and the update (FPDGD paper Algorithm 1), local training (Algorithm 2's
-ClientUpdate) and the sharding of lanes over devices.
+"""FPDGD's lanes: the PDGD interaction of every lane at once (the displayed lists, then
+``pdgd.pdgd_update_lanes``: clicks and the update, FPDGD paper Algorithm 1), local
+training (Algorithm 2's ClientUpdate) and the sharding of lanes over devices.
 
-A *lane* is one client of one run slot; every function here maps over the
-stacked lane axis.  The layer knows no method: ``Scoring`` (how candidate windows are
-scored, shared by every method that scores lists) and ``LaneSpec`` (PDGD's local
-training) are its static description, ``LaneData`` the arrays every lane reads and
-``Lanes`` the per-lane facts.
+A *lane* is one client of one run slot; every function here maps over the stacked lane
+axis.  ``LaneSpec`` (PDGD's local training) is its static description, ``LaneData`` the
+arrays every lane reads and ``Lanes`` the per-lane facts; how candidate windows are
+scored (``lists.Scoring``) and the other list helpers every method shares are ``lists``'.
 """
 
 from __future__ import annotations
@@ -16,229 +15,11 @@ import functools
 from typing import NamedTuple
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import click_models, metrics, pdgd, plackett_luce, privacy
-from foltr_jax.data import RankingDataset
-
-
-class DeviceData(NamedTuple):
-    """A dataset as flat device arrays; ``features``/``labels`` carry ``window``
-    zero rows of padding at the end so every query's window slice is in range."""
-
-    features: jax.Array  # float32 [n_docs + window, n_features]
-    labels: jax.Array  # int32 [n_docs + window]
-    query_offsets: jax.Array  # int32 [n_queries]
-    query_lengths: jax.Array  # int32 [n_queries]
-    ideal_dcg: jax.Array  # float32 [n_queries], DCG@k of the ideal list
-    eval_buckets: tuple  # metrics.LengthBucket per width (test split only), for ranking queries
-
-
-def to_device(dataset: RankingDataset, window: int, k: int, ranked: bool = False) -> DeviceData:
-    """Flat device arrays; ``ranked`` adds the length buckets offline evaluation ranks by."""
-    pad = ((0, window), (0, 0))
-    return DeviceData(
-        features=jnp.asarray(np.pad(dataset.features, pad), jnp.float32),
-        labels=jnp.asarray(np.pad(dataset.labels, (0, window)), jnp.int32),
-        query_offsets=jnp.asarray(dataset.query_offsets, jnp.int32),
-        query_lengths=jnp.asarray(dataset.query_lengths, jnp.int32),
-        ideal_dcg=jnp.asarray(
-            metrics.ideal_dcg(dataset.labels, dataset.query_offsets, dataset.query_lengths, k)
-        ),
-        eval_buckets=metrics.length_buckets(
-            dataset.query_offsets,
-            dataset.query_lengths,
-            window_widths(dataset.max_query_length, k),
-        )
-        if ranked
-        else (),
-    )
-
-
-class InteractionOutcome(NamedTuple):
-    ndcg: jax.Array  # nDCG@k of the displayed list
-    max_rr: jax.Array  # MaxRR of the clicks
-
-
-class DisplayedList(NamedTuple):
-    """What PDGD needs to know about one displayed list."""
-
-    ranking: jax.Array  # int [k] candidate positions within the query, top first
-    scores: jax.Array  # float [k] f(d) of the displayed documents
-    rest_logsumexp: jax.Array  # log Σ e^f over the candidates not displayed (-inf if none)
-
-
-def sample_query(key, data: DeviceData):
-    """A query drawn uniformly from the client's queries: (index, first row, length)."""
-    query = jax.random.randint(key, (), 0, data.query_offsets.shape[0])
-    return query, data.query_offsets[query], data.query_lengths[query]
-
-
-def display_list(key, scores, length, k: int) -> DisplayedList:
-    """Samples the top-k list shown for a query (FPDGD eqs. 1-2, Algorithm 1 line 5).
-
-    ``scores`` cover a candidate window (float [W], W ≥ the query's length).
-    """
-    mask = jnp.arange(scores.shape[0]) < length
-    ranking = plackett_luce.sample_top_k(key, scores, mask, k)
-    shown = jnp.arange(k) < jnp.minimum(length, k)
-    rest = pdgd.unshown_logsumexp(scores, mask, ranking, shown)
-    return DisplayedList(ranking, scores[ranking], rest)
-
-
-def pdgd_update(
-    params,
-    key,
-    query,
-    displayed: DisplayedList,
-    data: DeviceData,
-    ranker,
-    click_model,
-    *,
-    learning_rate: float,
-    clip_norm=None,
-):
-    """Clicks on a displayed list and the PDGD update they cause (Algorithm 1, lines 6-12).
-
-    ``clip_norm`` (FPDGD Algorithm 3): after the update θ ← θ·min(1, clip_norm/‖θ‖);
-    a clip_norm of 0 leaves θ alone.  ``pdgd_update_lanes`` is the same for many lanes.
-    """
-    batch = functools.partial(jax.tree_util.tree_map, lambda x: jnp.asarray(x)[None])
-    params, outcome = pdgd_update_lanes(
-        batch(params),
-        batch(key),
-        batch(query),
-        batch(displayed),
-        data,
-        ranker,
-        batch(click_model),
-        learning_rate=learning_rate,
-        clip_norm=None if clip_norm is None else batch(clip_norm),
-    )
-    return jax.tree_util.tree_map(lambda x: x[0], (params, outcome))
-
-
-def pdgd_update_lanes(
-    lane_params,
-    keys,
-    queries,
-    displayed: DisplayedList,
-    data: DeviceData,
-    ranker,
-    click_model,
-    *,
-    learning_rate: float,
-    clip_norm=None,
-    lists_per_block: int = 0,
-):
-    """``pdgd_update`` of every lane (every argument but ``data`` and ``ranker`` with a
-    leading lane axis): the clicks and the step are vmapped over the lanes, the PDGD
-    coefficients computed for all lists at once (``pdgd.position_coefficients_of_lists``,
-    the lane axis minor; ``lists_per_block`` as there)."""
-    k = displayed.ranking.shape[1]
-
-    def clicked(key, query, ranking, model):
-        start, length = data.query_offsets[query], data.query_lengths[query]
-        shown = jnp.arange(k) < jnp.minimum(length, k)
-        rows = start + ranking
-        shown_labels = jnp.where(shown, data.labels[rows], 0)
-        clicks = click_models.simulate_clicks(key, model, shown_labels, shown)
-        return shown, rows, shown_labels, clicks
-
-    shown, rows, shown_labels, clicks = jax.vmap(clicked)(
-        keys, queries, displayed.ranking, click_model
-    )
-    coefficients = pdgd.position_coefficients_of_lists(
-        displayed.scores, shown, clicks, displayed.rest_logsumexp, lists_per_block
-    )
-    coefficients = jnp.where(shown, coefficients, 0.0).astype(displayed.scores.dtype)
-
-    def step(params, rows, coefficients, norm):
-        _, pullback = jax.vjp(lambda p: ranker.apply(p, data.features[rows]), params)
-        (gradient,) = pullback(coefficients)
-        params = jax.tree_util.tree_map(lambda p, g: p + learning_rate * g, params, gradient)
-        if norm is not None:
-            flat, unravel = jax.flatten_util.ravel_pytree(params)
-            params = unravel(jnp.where(norm > 0, privacy.clip(flat, norm, 1.0), flat))
-        return params
-
-    params = jax.vmap(step)(lane_params, rows, coefficients, clip_norm)
-    outcome = InteractionOutcome(
-        jax.vmap(metrics.ndcg_of_list)(shown_labels, shown, data.ideal_dcg[queries]),
-        jax.vmap(metrics.max_reciprocal_rank)(clicks),
-    )
-    return params, outcome
-
-
-def window_widths(max_length: int, k: int) -> tuple:
-    """Scoring widths: a ladder growing by ~1.5x from 16 up to the longest query.
-
-    Each client scores its query's candidates at the narrowest width that holds
-    them, so scoring cost follows the query's length, not the longest query's.
-    """
-    longest = max(int(max_length), k)
-    widths, width = [], max(16, k)
-    while width < longest:
-        widths.append(width)
-        width = -(-int(width * 1.5) // 8) * 8
-    return tuple(widths) + (longest,)
-
-
-def at_narrowest_width(widths: tuple, length, fn, *args):
-    """``fn(width, *args)`` at the narrowest of ``widths`` that holds ``length`` (a traced
-    query length): one ``lax.switch`` branch per width, so the work of scoring a window
-    follows the query's own length, not the longest query's.  Every method that scores
-    candidate windows (FPDGD, FOLtR-ES, FedIPS) picks its width here."""
-    branches = [functools.partial(fn, width) for width in widths]
-    return jax.lax.switch(jnp.searchsorted(jnp.asarray(widths), length), branches, *args)
-
-
-@dataclasses.dataclass(frozen=True)
-class Scoring:
-    """How a method scores candidate windows (static, hashable): the ranker, the window
-    (the longest training query, at least top-k), the scoring widths (``window_widths``),
-    the displayed list's length and how lanes are scored: ``'map'`` walks the lanes one
-    after another (``lax.map``: XLA:CPU turns a vmapped ``dynamic_slice`` into a slow
-    general gather), each at the narrowest width that holds its query; ``'vmap'`` (for
-    accelerators) scores every lane batched at full width."""
-
-    ranker: object
-    window: int
-    widths: tuple
-    top_k: int
-    window_scoring: str = "map"
-
-    def window_scores(self, params, data, query, width: int):
-        """float [width]: the ranker's scores of the ``width`` rows from ``query``'s first
-        candidate in ``data`` (flat ``features``, ``query_offsets``; rows past the query's
-        end are its neighbours' or padding)."""
-        start = data.query_offsets[query]
-        window = jax.lax.dynamic_slice_in_dim(data.features, start, width, axis=0)
-        return self.ranker.apply(params, window)
-
-    def score_lanes(self, data, lane_args, queries, finish, params_of=None):
-        """``finish(width, scores [width], length)`` of every lane's query window, scored
-        with the lane's params ``params_of(lane_args)`` (default: ``lane_args`` are the
-        params) as ``window_scoring`` says; ``finish`` gives every width one shape."""
-        params_of = params_of or (lambda args: args)
-
-        def at_width(width, params, query):
-            scores = self.window_scores(params, data, query, width)
-            return finish(width, scores, data.query_lengths[query])
-
-        if self.window_scoring == "vmap":
-            return jax.vmap(lambda args, query: at_width(self.window, params_of(args), query))(
-                lane_args, queries
-            )
-
-        def one(args):
-            args, query = args
-            length = data.query_lengths[query]
-            return at_narrowest_width(self.widths, length, at_width, params_of(args), query)
-
-        return jax.lax.map(one, (lane_args, queries))
+from foltr_jax import click_models, metrics, pdgd
+from foltr_jax.lists import DeviceData, Scoring, at_narrowest_width, sample_query
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,7 +148,7 @@ def _lane_sampler(lane_spec: LaneSpec, lanes_per_block=None):
     if lanes_per_block is None:
         lanes_per_block = sampling_block(lane_spec.scoring)
     return in_lane_blocks(
-        jax.vmap(functools.partial(display_list, k=lane_spec.scoring.top_k)), lanes_per_block
+        jax.vmap(functools.partial(pdgd.display_list, k=lane_spec.scoring.top_k)), lanes_per_block
     )
 
 
@@ -517,7 +298,7 @@ def interaction_step(
             )
         )(keys)
         click_model = jax.tree_util.tree_map(lambda x: x[draw], pool)
-    params, outcome = pdgd_update_lanes(
+    params, outcome = pdgd.pdgd_update_lanes(
         lane_params,
         key_click,
         queries,
@@ -584,7 +365,7 @@ def local_training(
     With ``data.prox_mu`` (FedProx, thesis §4.3.3) every step also pulls the model
     towards its starting (global) model: θ ← θ + η∇ − ημ(θ − θ_global).
     Returns:
-        (trained lane params, InteractionOutcome with leaves [lanes, B]).
+        (trained lane params, pdgd.InteractionOutcome with leaves [lanes, B]).
     """
     mu = data.prox_mu
 
@@ -648,17 +429,3 @@ def train_lanes(
         out_specs=split,
         check_vma=False,
     )(data, lane_params, lane_keys, lanes, global_scores, lane_steps)
-
-
-def ranking_quality(scores, test: DeviceData, k: int):
-    """Mean nDCG@k and MRR@k of ranking ``test`` by ``scores`` (float [n_docs + pad]),
-    over the queries with a relevant document (FPDGD paper §4)."""
-    ndcg, rr = metrics.per_query_rank_metrics(
-        scores, test.labels, test.ideal_dcg, test.eval_buckets, k
-    )
-    relevant = test.ideal_dcg > 0
-    n_relevant = jnp.maximum(jnp.sum(relevant), 1)
-    return (
-        jnp.sum(jnp.where(relevant, ndcg, 0.0)) / n_relevant,
-        jnp.sum(jnp.where(relevant, rr, 0.0)) / n_relevant,
-    )

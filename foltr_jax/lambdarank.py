@@ -13,7 +13,7 @@ import numpy as np
 
 from foltr_jax import engine, metrics, rankers
 from foltr_jax.data import RankingDataset
-from foltr_jax.interaction import window_widths
+from foltr_jax.lists import window_widths
 
 
 class RankBatch(NamedTuple):

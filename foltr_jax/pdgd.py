@@ -1,5 +1,7 @@
 """Pairwise Differentiable Gradient Descent for one interaction (FPDGD paper §3.1,
-Algorithm 1, eqs. 3-6; Oosterhuis & de Rijke 2018).
+Algorithm 1, eqs. 3-6; Oosterhuis & de Rijke 2018): the displayed list
+(``display_list``), the clicks on it and the update they cause (``pdgd_update``,
+``pdgd_update_lanes``), from the preference pairs and weights below.
 
 Preferences: every clicked document is preferred over every unclicked document
 shown above the last click and over the one unclicked document directly after the
@@ -28,8 +30,14 @@ coefficient per displayed position so any ranker can apply it with a vjp.
 
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
+
+from foltr_jax import click_models, metrics, plackett_luce, privacy
 
 
 def preference_pairs(clicks: jax.Array, shown: jax.Array) -> jax.Array:
@@ -167,3 +175,118 @@ def unshown_logsumexp(
     """log Σ e^{f(d)} over the valid candidates that were not displayed (-inf if none)."""
     displayed = jnp.zeros(scores.shape, jnp.int32).at[ranking].add(shown.astype(jnp.int32)) > 0
     return jax.nn.logsumexp(jnp.where(mask & ~displayed, scores, -jnp.inf))
+
+
+# ---------------------------------------------------------------------------------------------
+# The displayed list and the update of an interaction (FPDGD paper Algorithm 1, lines 5-12)
+# ---------------------------------------------------------------------------------------------
+
+
+class InteractionOutcome(NamedTuple):
+    ndcg: jax.Array  # nDCG@k of the displayed list
+    max_rr: jax.Array  # MaxRR of the clicks
+
+
+class DisplayedList(NamedTuple):
+    """What PDGD needs to know about one displayed list."""
+
+    ranking: jax.Array  # int [k] candidate positions within the query, top first
+    scores: jax.Array  # float [k] f(d) of the displayed documents
+    rest_logsumexp: jax.Array  # log Σ e^f over the candidates not displayed (-inf if none)
+
+
+def display_list(key, scores, length, k: int) -> DisplayedList:
+    """Samples the top-k list shown for a query (FPDGD eqs. 1-2, Algorithm 1 line 5).
+
+    ``scores`` cover a candidate window (float [W], W ≥ the query's length).
+    """
+    mask = jnp.arange(scores.shape[0]) < length
+    ranking = plackett_luce.sample_top_k(key, scores, mask, k)
+    shown = jnp.arange(k) < jnp.minimum(length, k)
+    rest = unshown_logsumexp(scores, mask, ranking, shown)
+    return DisplayedList(ranking, scores[ranking], rest)
+
+
+def pdgd_update(
+    params,
+    key,
+    query,
+    displayed: DisplayedList,
+    data,
+    ranker,
+    click_model,
+    *,
+    learning_rate: float,
+    clip_norm=None,
+):
+    """Clicks on a displayed list and the PDGD update they cause (Algorithm 1, lines 6-12);
+    ``data`` is the training split's ``lists.DeviceData``, ``ranker`` a registered ranker.
+
+    ``clip_norm`` (FPDGD Algorithm 3): after the update θ ← θ·min(1, clip_norm/‖θ‖);
+    a clip_norm of 0 leaves θ alone.  ``pdgd_update_lanes`` is the same for many lanes.
+    """
+    batch = functools.partial(jax.tree_util.tree_map, lambda x: jnp.asarray(x)[None])
+    params, outcome = pdgd_update_lanes(
+        batch(params),
+        batch(key),
+        batch(query),
+        batch(displayed),
+        data,
+        ranker,
+        batch(click_model),
+        learning_rate=learning_rate,
+        clip_norm=None if clip_norm is None else batch(clip_norm),
+    )
+    return jax.tree_util.tree_map(lambda x: x[0], (params, outcome))
+
+
+def pdgd_update_lanes(
+    lane_params,
+    keys,
+    queries,
+    displayed: DisplayedList,
+    data,
+    ranker,
+    click_model,
+    *,
+    learning_rate: float,
+    clip_norm=None,
+    lists_per_block: int = 0,
+):
+    """``pdgd_update`` of every lane (every argument but ``data`` and ``ranker`` with a
+    leading lane axis): the clicks and the step are vmapped over the lanes, the PDGD
+    coefficients computed for all lists at once (``position_coefficients_of_lists``,
+    the lane axis minor; ``lists_per_block`` as there)."""
+    k = displayed.ranking.shape[1]
+
+    def clicked(key, query, ranking, model):
+        start, length = data.query_offsets[query], data.query_lengths[query]
+        shown = jnp.arange(k) < jnp.minimum(length, k)
+        rows = start + ranking
+        shown_labels = jnp.where(shown, data.labels[rows], 0)
+        clicks = click_models.simulate_clicks(key, model, shown_labels, shown)
+        return shown, rows, shown_labels, clicks
+
+    shown, rows, shown_labels, clicks = jax.vmap(clicked)(
+        keys, queries, displayed.ranking, click_model
+    )
+    coefficients = position_coefficients_of_lists(
+        displayed.scores, shown, clicks, displayed.rest_logsumexp, lists_per_block
+    )
+    coefficients = jnp.where(shown, coefficients, 0.0).astype(displayed.scores.dtype)
+
+    def step(params, rows, coefficients, norm):
+        _, pullback = jax.vjp(lambda p: ranker.apply(p, data.features[rows]), params)
+        (gradient,) = pullback(coefficients)
+        params = jax.tree_util.tree_map(lambda p, g: p + learning_rate * g, params, gradient)
+        if norm is not None:
+            flat, unravel = jax.flatten_util.ravel_pytree(params)
+            params = unravel(jnp.where(norm > 0, privacy.clip(flat, norm, 1.0), flat))
+        return params
+
+    params = jax.vmap(step)(lane_params, rows, coefficients, clip_norm)
+    outcome = InteractionOutcome(
+        jax.vmap(metrics.ndcg_of_list)(shown_labels, shown, data.ideal_dcg[queries]),
+        jax.vmap(metrics.max_reciprocal_rank)(clicks),
+    )
+    return params, outcome

@@ -21,15 +21,8 @@ import numpy as np
 from foltr_jax import click_models, engine, pipeline
 from foltr_jax.client_plan import ClientArrays
 from foltr_jax.config import FederationConfig, RunSettings, resolved
-from foltr_jax.interaction import (
-    DeviceData,
-    Lanes,
-    LaneData,
-    LaneSpec,
-    Scoring,
-    ranking_quality,
-    train_lanes,
-)
+from foltr_jax.interaction import Lanes, LaneData, LaneSpec, train_lanes
+from foltr_jax.lists import DeviceData, Scoring, ranking_quality
 
 
 @dataclasses.dataclass(frozen=True)

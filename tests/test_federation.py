@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import reference_fpdgd
 
-from foltr_jax import click_models, data, federation, interaction, rounds
+from foltr_jax import click_models, data, federation, pdgd, rounds
 from foltr_jax.config import centralised
 
 
@@ -183,9 +183,9 @@ def test_one_interaction_matches_the_reference_update(tiny, seed, ranker):
     start, length = int(train.query_offsets[query]), int(train.query_lengths[query])
     key_rank, key_click = jax.random.split(jax.random.PRNGKey(seed))
     scores = spec.ranker.apply(params, arrays.train.features[start : start + spec.window])
-    displayed = interaction.display_list(key_rank, scores, length, 10)
+    displayed = pdgd.display_list(key_rank, scores, length, 10)
     click_model = jax.tree_util.tree_map(lambda x: x[0], arrays.click_table)
-    new, outcome = interaction.pdgd_update(
+    new, outcome = pdgd.pdgd_update(
         params,
         key_click,
         query,

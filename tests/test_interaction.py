@@ -8,16 +8,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import data, interaction, rankers
+from foltr_jax import data, interaction, lists, pdgd, rankers
 
 K = 10
 
 
 def lane_spec(window: int, display_groups: int, window_scoring: str = "map"):
-    scoring = interaction.Scoring(
+    scoring = lists.Scoring(
         ranker=None,
         window=window,
-        widths=interaction.window_widths(window, K),
+        widths=lists.window_widths(window, K),
         top_k=K,
         window_scoring=window_scoring,
     )
@@ -31,7 +31,7 @@ def lanes(n: int, window: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     lengths = np.minimum(rng.geometric(1 / 20, n) + 1, window).astype(np.int32)
     lengths[:3] = (2, window, 5)
-    widths = np.asarray(interaction.window_widths(window, K))
+    widths = np.asarray(lists.window_widths(window, K))
     scored = widths[np.searchsorted(widths, lengths)]
     scores = (rng.normal(size=(n, window)) * 3).astype(np.float32)
     scores = np.where(np.arange(window)[None] < scored[:, None], scores, -np.inf)
@@ -72,7 +72,7 @@ def test_sampling_in_blocks_equals_every_lane_at_once_bit_for_bit(n, display_gro
     # every lane's list is its own Plackett-Luce draw: the ranking display_list gives
     # the lane alone, at its full window
     ranking = np.asarray(blocked.ranking)
-    alone = jax.jit(functools.partial(interaction.display_list, k=K))
+    alone = jax.jit(functools.partial(pdgd.display_list, k=K))
     for lane in range(0, n, 7):
         mine = alone(keys[lane], scores[lane], lengths[lane])
         shown = min(int(lengths[lane]), K)
@@ -152,7 +152,7 @@ def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
         max_docs_per_query=90,
     )
     window = int(train.max_query_length)
-    device = interaction.to_device(train, window, K)
+    device = lists.to_device(train, window, K)
     ranker = rankers.make_ranker(ranker_name, 8)
     n = 600
     lane_params = jax.vmap(ranker.init)(jax.random.split(jax.random.PRNGKey(5), n))

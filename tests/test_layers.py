@@ -24,7 +24,7 @@ LAYERS = {
     "data": {"ranking_dataset", "letor_blocks", "letor", "synthetic", "dataset_cache", "data"},
     "server pipeline": {"aggregators", "attacks", "pipeline"},
     "configs": {"config"},
-    "engine": {"interaction", "client_plan", "loop", "engine"},
+    "engine": {"lists", "interaction", "client_plan", "loop", "engine"},
     "methods": {
         "rounds", "federation", "foltr_es", "fedips", "fedips_em", "lambdarank",
         "unlearning", "noniid",

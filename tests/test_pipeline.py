@@ -9,7 +9,7 @@ import numpy as np
 import optax
 import pytest
 
-from foltr_jax import data, federation, interaction, pipeline
+from foltr_jax import data, federation, pdgd, pipeline
 
 
 @pytest.fixture(scope="module")
@@ -115,11 +115,11 @@ def test_local_clipping_bounds_the_model(tiny):
     spec, arrays = federation.build(CONFIG, *tiny)
     params = {"w": jnp.full(8, 3.0)}
     scores = spec.ranker.apply(params, arrays.train.features[: spec.window])
-    displayed = interaction.display_list(jax.random.PRNGKey(0), scores, 20, 10)
+    displayed = pdgd.display_list(jax.random.PRNGKey(0), scores, 20, 10)
     click = jax.tree_util.tree_map(lambda x: x[0], arrays.click_table)
 
     def update(clip_norm):
-        new, _ = interaction.pdgd_update(
+        new, _ = pdgd.pdgd_update(
             params,
             jax.random.PRNGKey(1),
             0,

@@ -50,7 +50,7 @@ def library_modules() -> list:
 PUBLIC_MODULES = (
     "config", "engine", "data", "metrics", "registry", "aggregators", "attacks",
     "click_models", "rankers", "client_plan", "noniid", "federation", "foltr_es", "fedips",
-    "unlearning", "privacy", "pipeline",
+    "unlearning", "privacy", "pipeline", "lists",
 )
 
 
