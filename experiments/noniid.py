@@ -425,7 +425,7 @@ def run_cell(
             )
         with common.stop_cleanly([f"{cell.name} warm-up"], cell.config.n_runs):
             try:
-                initial, _ = noniid.warm_up(
+                initial, _ = federation.warm_up(
                     cell.config,
                     cell.warmup,
                     cell.test,

@@ -211,3 +211,28 @@ def run(
     if initial_params is not None:
         arrays = arrays._replace(initial_params=initial_params)
     return engine.run(spec, arrays, progress, checkpoint)
+
+
+def warm_up(
+    config: FederationConfig,
+    shared: RankingDataset,
+    test: RankingDataset,
+    interactions: int,
+    checkpoint: str | None = None,
+):
+    """Data sharing's warm-up (thesis §4.4.3): a model per run from centralised PDGD (one
+    client, one interaction per update) for ``interactions`` updates on the shared data
+    G (``noniid.share_queries``), from the runs' usual initial models.  Returns (final
+    params [n_runs, ...], its RunResult).
+    ``checkpoint``: a file to save and resume the warm-up from (``run``)."""
+    central = dataclasses.replace(
+        config,
+        n_clients=1,
+        local_updates=1,
+        rounds=interactions,
+        chunk_rounds=min(config.chunk_rounds * config.local_updates, interactions),
+        eval_every=min(config.eval_every, interactions),
+    )
+    spec, arrays = build(central, shared, test)
+    result = run(spec, arrays, checkpoint=checkpoint)
+    return result.final_params, result

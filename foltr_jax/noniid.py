@@ -1,7 +1,7 @@
-"""Non-IID data across FOLtR clients and its remedies (thesis ch. 4).
+"""Non-IID data across FOLtR clients (thesis ch. 4): the data layer's part.
 
 Every type is a data transformation feeding the same vectorised FPDGD round
-(federation.ClientPlan): per-client datasets are concatenated into one flat
+(``client_plan.ClientPlan``): per-client datasets are concatenated into one flat
 training set and each client samples from its own query list.
 
 * Type 1, document preference (§4.3.1): one intent per client; the training set is
@@ -21,8 +21,8 @@ training set and each client samples from its own query list.
   draws one of them.
 * Type 4, data quantity (§4.5.2): per-client numbers of local interactions.
 
-Remedies (§4.3.3, §4.4.3): FedProx and FedPer (federation.ClientPlan), data sharing
-(:func:`share_queries`, :func:`warm_up`).
+Remedies (§4.3.3, §4.4.3): FedProx and FedPer (``client_plan.ClientPlan``), data sharing
+(:func:`share_queries` here, and FPDGD's ``federation.warm_up`` on the shared queries).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import re
 
 import numpy as np
 
-from foltr_jax import data, federation
+from foltr_jax import data
 from foltr_jax.data import DatasetError, LetorFormatError, RankingDataset, read_letor
 
 CCM_CLIENTS = ("perfect", "navigational", "informational")  # §4.5.1, 3 clients
@@ -534,32 +534,3 @@ def type2_setup(
     if shared is not None:
         lists = [np.concatenate([q, lists[-1]]) for q in lists[:-1]]
     return train, {"queries": pad_lists(lists)}, holders
-
-
-# ---------------------------------------------------------------------------
-# Data sharing's warm-up (§4.4.3)
-# ---------------------------------------------------------------------------
-
-
-def warm_up(
-    config: federation.FederationConfig,
-    shared: RankingDataset,
-    test: RankingDataset,
-    interactions: int,
-    checkpoint: str | None = None,
-):
-    """A warm-up model per run: centralised PDGD (one client, one interaction per
-    update) for ``interactions`` updates on the shared data G, from the runs' usual
-    initial models.  Returns (final params [n_runs, ...], its RunResult).
-    ``checkpoint``: a file to save and resume the warm-up from (``federation.run``)."""
-    central = dataclasses.replace(
-        config,
-        n_clients=1,
-        local_updates=1,
-        rounds=interactions,
-        chunk_rounds=min(config.chunk_rounds * config.local_updates, interactions),
-        eval_every=min(config.eval_every, interactions),
-    )
-    spec, arrays = federation.build(central, shared, test)
-    result = federation.run(spec, arrays, checkpoint=checkpoint)
-    return result.final_params, result

@@ -21,13 +21,14 @@ LAYERS = {
         "registry", "files", "multiprocess", "metrics", "rankers", "plackett_luce", "pdgd",
         "click_models", "ips", "es_rewards", "privacy",
     },
-    "data": {"ranking_dataset", "letor_blocks", "letor", "synthetic", "dataset_cache", "data"},
+    "data": {
+        "ranking_dataset", "letor_blocks", "letor", "synthetic", "dataset_cache", "data", "noniid",
+    },
     "server pipeline": {"aggregators", "attacks", "pipeline"},
     "configs": {"config"},
     "engine": {"lists", "interaction", "client_plan", "loop", "engine"},
     "methods": {
-        "rounds", "federation", "foltr_es", "fedips", "fedips_em", "lambdarank",
-        "unlearning", "noniid",
+        "rounds", "federation", "foltr_es", "fedips", "fedips_em", "lambdarank", "unlearning",
     },
     "front door": {"__init__"},
 }

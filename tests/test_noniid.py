@@ -483,7 +483,7 @@ def test_data_sharing_warm_up(tiny):
     config = _config(n_runs=1)
     shared, rest = noniid.share_queries(train, 0.1, seed=0)
     assert shared.n_queries == 4 and rest.n_queries == 36
-    params, warm = noniid.warm_up(config, shared, test, interactions=30)
+    params, warm = federation.warm_up(config, shared, test, interactions=30)
     assert warm.offline_ndcg.shape == (1, 30) and np.any(params["w"] != 0)
     flat, extra, _ = noniid.type2_setup(rest, 5, 1, seed=0, shared=shared)
     lists = extra["queries"]
