@@ -84,15 +84,15 @@ def build(
     names = click_table_names({s.click_model for s in settings} | plan_names)
     spec = _spec(config, train, settings, history_every, clients)
     table = [click_models.by_name(name, n_grades) for name in names]
-    run_settings = _run_settings(spec, settings, names)
+    cells = run_settings(spec, settings, names)
     if config.chunked:  # the stages depend on the spec, not on a setting's values
-        slot = jax.tree_util.tree_map(lambda x: x[0], run_settings)
+        slot = jax.tree_util.tree_map(lambda x: x[0], cells)
         engine.check_streams(server_stages(spec, slot))
     arrays = Arrays(
         to_device(train, spec.window, config.top_k),
         to_device(test, spec.window, config.top_k, ranked=True),
         jax.tree_util.tree_map(lambda *x: jnp.stack(x), *table),
-        run_settings,
+        cells,
         jnp.asarray(client_ids, jnp.int32),
     )
     if clients is not None:
@@ -137,7 +137,7 @@ def _spec(config, train: RankingDataset, settings, history_every: int, clients) 
     )
 
 
-def _run_settings(spec: Spec, settings, click_names) -> RunSettings:
+def run_settings(spec: Spec, settings, click_names) -> RunSettings:
     """The grid's cells as arrays (one row per cell), indexing the click table
     ``click_names`` and the Spec's aggregator and attack names."""
     return RunSettings(

@@ -342,6 +342,9 @@ class _Round(NamedTuple):
     global_params: object  # leaves [n_slots, ...]
     global_scores: jax.Array | None  # first-step scores (first_step_scores)
     personal: dict | None  # FedPer's personal layers, leaves [n_slots, n_clients, ...]
+    # int [n_slots]: the local steps every client of a slot takes, with equal FedAvg weights
+    # (the unlearning replay's n′); None: B each, or Type 4's own counts
+    steps: jax.Array | None = None
 
 
 def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int) -> engine.Sent:
@@ -370,6 +373,8 @@ def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int) -> 
     if clients is not None and clients.steps is not None:  # Type 4: own step counts
         steps = jax.lax.dynamic_slice_in_dim(clients.steps, start, size)
         lane_steps, weights = jnp.tile(steps, n_slots), steps.astype(jnp.float32)
+    elif rnd.steps is not None:  # the slot's steps for every client, equal weights
+        lane_steps, weights = jnp.repeat(rnd.steps, size), 1.0
     client_params, outcome = train_lanes(
         spec.lane_spec,
         lane_data(arrays),

@@ -3,9 +3,10 @@
 Training stores every client's local update ΔM_{i,t} at rounds 1, 1 + Δt, ...
 (``federation.build(..., history_every=Δt)``).  To forget clients F, the server
 replays those ⌈T/Δt⌉ rounds from the initial model: every remaining client does
-n′ local PDGD steps from the current global model on fresh interactions, rescales
-its new update to the stored update's norm (eq. 2), and the server aggregates
-with FedAvg (eq. 1).  The replay is one ``lax.scan`` over the stored history;
+n′ local PDGD steps from the current global model on fresh interactions (FPDGD's own
+client training, ``rounds.train_clients``), and the replay's server chain rescales
+each new update to the stored update's norm (eq. 2, the ``calibration`` stage) and
+aggregates with FedAvg (eq. 1).  The replay is one ``lax.scan`` over the stored history;
 F is a set of positions, so forgetting one client or several is one program.
 
 Evaluation (§3.4): the clients to forget are malicious, M = −z·M_local with
@@ -29,16 +30,16 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import attacks, engine, federation, interaction, loop, pipeline
+from foltr_jax import attacks, engine, federation, loop, pipeline
+from foltr_jax.config import RunSettings
 from foltr_jax.rounds import (
     Arrays,
     Spec,
-    client_lane_keys,
+    _Round,
     evaluate,
     first_step_scores,
     history_length,
-    lane_data,
-    to_lanes,
+    train_clients,
 )
 
 NEGATION_Z = attacks.NEGATION_Z  # z of the malicious client to forget (§3.4)
@@ -196,46 +197,13 @@ def calibrate(new_updates: jax.Array, stored_updates: jax.Array) -> jax.Array:
 def unlearning_round(global_model, new_updates, stored_updates, weights):
     """M ← M + Σ_i w_i ΔM_i^unlearn / Σ_i w_i (eqs. 1-2); forgotten clients have w_i = 0.
 
-    One slot of the replay's server side (``_serve_replay``) on given updates."""
-    sent = engine.Sent(calibrate(new_updates, stored_updates)[None], weights[None], {})
-    keys = jax.random.PRNGKey(0)[None]
-    n_clients = new_updates.shape[0]
-    return _serve_replay(lambda _, start, size: sent, (), global_model[None], keys, n_clients)[0][0]
-
-
-def _serve_replay(
-    clients,
-    inputs,
-    flat_global,
-    round_keys,
-    n_clients: int,
-    client_chunk: int = 0,
-    n_devices: int = 1,
-    evaluate=lambda p, kept: (),
-    offline: tuple = (),
-    evaluate_now=None,
-):
-    """The replay's round for every slot (``engine.federated_round``): FedAvg of the
-    calibrated updates ``clients(inputs, start, size)`` send (eq. 1) added to
-    ``flat_global`` [n_slots, d]; returns (the new models, the round's metrics)."""
-    zeros = jnp.zeros_like(flat_global)
-    flat_global, _, metrics, _ = engine.federated_round(
-        clients,
-        inputs,
-        flat_global,
-        jax.vmap(pipeline.server_chain().init)(zeros),
-        round_keys,
-        n_clients=n_clients,
-        stages=lambda _: pipeline.server_stages(),
-        evaluate=evaluate,
-        evaluate_now=evaluate_now,
-        sends_updates=True,
-        client_chunk=client_chunk,
-        n_devices=n_devices,
-        offline=offline,
-        online=(),
-    )
-    return flat_global, metrics
+    One slot of the replay's server chain (``replay_stages``) on the models the clients
+    send (M + their new updates)."""
+    zeros = jnp.zeros_like(global_model)
+    sent = pipeline.ClientUpdates(global_model + new_updates, weights, zeros, 0, zeros)
+    chain = pipeline.chain(*replay_stages((stored_updates, global_model)))
+    out, _ = chain.update(chain.init(zeros), sent, jax.random.PRNGKey(0))
+    return global_model + out.aggregate
 
 
 class ReplayResult(engine.RunResult):
@@ -259,8 +227,7 @@ class _ReplayConsts(NamedTuple):
     stride: jax.Array  # int [n_slots] Δt / store_every
     rounds: jax.Array  # int [n_slots] ⌈T/Δt⌉
     local_steps: jax.Array  # int [n_slots] n′
-    click_index: jax.Array  # int [n_slots] row of the click table
-    weights: jax.Array  # float [n_clients] 0 for the forgotten positions
+    settings: RunSettings  # [n_slots]: the cell's click model, the forgotten clients absent
     slot_keys: jax.Array  # [n_slots] the replay's own keys (not engine.run's training keys)
 
 
@@ -271,39 +238,25 @@ def _unravel(spec: Spec):
     return jax.flatten_util.ravel_pytree(zeros)[1]
 
 
-def _replay_clients(spec: Spec, consts: _ReplayConsts, flat_global, step_keys, s, start, size):
-    """The replay's client update as ``engine.serve`` takes it: clients ``start .. start +
-    size − 1`` take n′ local PDGD steps from the global model on fresh interactions and
-    send their new updates rescaled to the stored ones' norms (eq. 2), weighted 0 for the
-    forgotten clients and 1 for the others (eq. 1's FedAvg)."""
-    n_slots, arrays = step_keys.shape[0], consts.arrays
-    global_params = jax.vmap(_unravel(spec))(flat_global)
-    ids = jax.lax.dynamic_slice_in_dim(arrays.client_ids, start, size)
-    slot = jnp.repeat(jnp.arange(n_slots), size)
-    lanes = interaction.Lanes(
-        slot=slot,
-        click_model=jax.tree_util.tree_map(
-            lambda x: x[consts.click_index[slot]], arrays.click_table
-        ),
-        clip_norm=None,
-    )
-    client_params, _ = interaction.local_training(
-        spec.lane_spec,
-        lane_data(arrays),
-        to_lanes(global_params, size),
-        client_lane_keys(step_keys, ids),
-        lanes,
-        first_step_scores(spec, arrays, global_params),
-        consts.local_steps[slot],
-    )
-    new_updates = engine.flatten(client_params).reshape(n_slots, size, -1) - flat_global[:, None]
-    index = jnp.minimum(s * consts.stride, consts.history.shape[1] - 1)
-    stored = consts.history[consts.history_slot, index]  # [n_slots, n_clients, d]
-    stored = jax.lax.dynamic_slice_in_dim(stored, start, size, axis=1)
-    weights = jax.lax.dynamic_slice_in_dim(consts.weights, start, size)
-    return engine.Sent(
-        calibrate(new_updates, stored), jnp.broadcast_to(weights, (n_slots, size)), {}
-    )
+def calibration(stored, global_models) -> pipeline.Stage:
+    """The replay's calibration stage (eq. 2), first in its server chain: each client's
+    new update, its model − the global model it started from (``global_models`` [d]),
+    rescaled to the norm of its stored update (``stored`` [n_clients, d], the rows from
+    the messages' ``first_client`` on); the messages become these updates.  It changes
+    each client's row on its own, so a round streams over client chunks."""
+
+    def apply(updates: pipeline.ClientUpdates, key):
+        rows = jax.lax.dynamic_slice_in_dim(stored, updates.first_client, updates.models.shape[0])
+        return updates._replace(models=calibrate(updates.models - global_models, rows))
+
+    return pipeline.stateless(apply, name="calibration", per_client=True)
+
+
+def replay_stages(settings) -> tuple:
+    """One slot's server chain of the replay: calibration, then FedAvg of the calibrated
+    updates (eq. 1; the forgotten clients weigh 0).  ``settings`` = (the slot's stored
+    updates of the replayed round [n_clients, d], its global model [d])."""
+    return (calibration(*settings),) + pipeline.server_stages()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,19 +292,35 @@ class Replay:
     def round(self, consts: _ReplayConsts, flat_global, train_keys, s, evaluate_now):
         """Replayed round s of every slot (``engine.serve``); ``train_keys`` are unused:
         the replay's keys are ``consts.slot_keys``."""
-        spec = self.spec
+        spec, arrays = self.spec, consts.arrays
         step_keys = engine.round_keys(consts.slot_keys, s)
-        replayed, metrics = _serve_replay(
-            lambda inputs, start, size: _replay_clients(spec, *inputs, start, size),
-            (consts, flat_global, step_keys, s),
-            flat_global,
+        params = jax.vmap(_unravel(spec))(flat_global)
+        rnd = _Round(
+            consts.settings,
             step_keys,
-            consts.weights.shape[0],
-            spec.config.client_chunk,
-            spec.config.n_devices,
-            lambda p, _: self.evaluate(consts, p),
-            self.offline,
-            evaluate_now,
+            params,
+            first_step_scores(spec, arrays, params),
+            None,
+            consts.local_steps,
+        )
+        index = jnp.minimum(s * consts.stride, consts.history.shape[1] - 1)
+        stored = consts.history[consts.history_slot, index]  # [n_slots, n_clients, d]
+        replayed, _, metrics, _ = engine.federated_round(
+            lambda inputs, start, size: train_clients(spec, *inputs, start, size),
+            (arrays, rnd),
+            flat_global,
+            jax.vmap(pipeline.chain(*replay_stages((None, None))).init)(jnp.zeros_like(flat_global)),
+            step_keys,
+            n_clients=self.config.n_clients,
+            stages=replay_stages,
+            settings=(stored, flat_global),
+            evaluate=lambda p, _: self.evaluate(consts, p),
+            evaluate_now=evaluate_now,
+            sends_updates=True,
+            client_chunk=spec.config.client_chunk,
+            n_devices=1,  # FPDGD's client training splits its lanes over the devices itself
+            offline=self.offline,
+            online=(),
         )
         active = s < consts.rounds
         flat_global = jnp.where(active[:, None], replayed, flat_global)
@@ -400,7 +369,7 @@ def replay(
     method = Replay(
         config=dataclasses.replace(replay_config, rounds=max(rounds), eval_every=1),
         spec=dataclasses.replace(
-            spec, config=replay_config, n_settings=len(cells), history_every=0
+            spec, config=replay_config, n_settings=len(cells), history_every=0, attack_names=()
         ),
         cells=tuple(cells),
         cell_rounds=tuple(rounds),
@@ -417,8 +386,14 @@ def replay(
         stride=per_cell([dt // every for _, _, dt in cells]),
         rounds=per_cell(rounds),
         local_steps=per_cell([steps for _, steps, _ in cells]),
-        click_index=per_cell([click_names.index(c) for c, _, _ in cells]),
-        weights=jnp.where(jnp.arange(cfg.n_clients) < config.n_forget, 0.0, 1.0),
+        settings=jax.tree_util.tree_map(
+            lambda x: jnp.repeat(x, n_runs),
+            federation.run_settings(
+                method.spec,
+                [federation.Setting(click_model=c, n_absent=config.n_forget) for c, _, _ in cells],
+                click_names,
+            ),
+        ),
         slot_keys=jax.vmap(lambda k: jax.random.fold_in(k, _REPLAY_STREAM))(
             loop.repetition_keys(cfg.seed, runs)
         ),
