@@ -45,16 +45,17 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
-from experiments.lib import plugins, program, runs
+from experiments.lib import plugins, program, runs, shared_flags
+from experiments.lib.cli import UserError, need_report_extra
+from experiments.lib.output import Output, write_json_atomic
 
-common.need_report_extra("batch")  # the figures and pages: matplotlib, scipy
+need_report_extra("batch")  # the figures and pages: matplotlib, scipy
 from experiments.lib import figures as report  # noqa: E402
 from experiments.lib import paper_figures  # noqa: E402
 from experiments.lib.recipes import CLICKS, DP_GRID, Recipe, Run, recipes  # noqa: F401
 
 FLAGS = flags.FLAGS
-common.define_plugin_flag()  # imported before the recipes are read, passed on to every run
+shared_flags.define_plugin_flag()  # imported before the recipes are read, passed on to every run
 flags.DEFINE_list("recipe", [], "Recipes to run (see --list), or 'all'.")
 flags.DEFINE_bool("list", False, "List the recipes and exit.")
 flags.DEFINE_bool("quick", False, "A small version of every run (minutes on a laptop).")
@@ -148,14 +149,14 @@ def claim_recipe_folder(folder: pathlib.Path, batch: dict) -> None:
     found = runs.read_object(marker)
     if os.path.lexists(marker) and found != batch:
         if not isinstance(found, dict):
-            raise common.UserError(f"--results_dir: {marker} cannot be read; remove it")
+            raise UserError(f"--results_dir: {marker} cannot be read; remove it")
         kind = {True: "a --quick batch", False: "a full batch"}
         differs = [
             f"{key} {found.get(key)!r} there, {batch[key]!r} now"
             for key in batch
             if found.get(key) != batch[key]
         ]
-        raise common.UserError(
+        raise UserError(
             f"--results_dir: {folder} holds the runs of "
             f"{kind.get(found.get('quick'), 'another batch')} ({'; '.join(differs)}); "
             "a recipe's folder never mixes two batches' runs: give "
@@ -163,9 +164,9 @@ def claim_recipe_folder(folder: pathlib.Path, batch: dict) -> None:
         )
     if found is None:
         try:
-            common.write_json_atomic(marker, batch)
+            write_json_atomic(marker, batch)
         except OSError as error:
-            raise common.UserError(
+            raise UserError(
                 f"--results_dir: cannot write {marker} ({error.strerror or error})"
             ) from None
 
@@ -178,16 +179,16 @@ def run() -> program.Done:
         return program.Done()
     names = list(available) if FLAGS.recipe == ["all"] else FLAGS.recipe
     if not names:
-        raise common.UserError("--recipe: name one or more recipes (see --list), or 'all'")
+        raise UserError("--recipe: name one or more recipes (see --list), or 'all'")
     unknown = [n for n in names if n not in available]
     if unknown:
-        raise common.UserError(f"--recipe: unknown recipe(s) {unknown}; see --list")
+        raise UserError(f"--recipe: unknown recipe(s) {unknown}; see --list")
     if FLAGS.jobs < 1:
-        raise common.UserError(f"--jobs must be at least 1, got {FLAGS.jobs}")
+        raise UserError(f"--jobs must be at least 1, got {FLAGS.jobs}")
     if FLAGS.n_devices < 1:
-        raise common.UserError(f"--n_devices must be at least 1, got {FLAGS.n_devices}")
+        raise UserError(f"--n_devices must be at least 1, got {FLAGS.n_devices}")
     if FLAGS.n_runs < 0:
-        raise common.UserError(f"--n_runs must be at least 0, got {FLAGS.n_runs}")
+        raise UserError(f"--n_runs must be at least 0, got {FLAGS.n_runs}")
     # a dry run fetches nothing
     data_root = runs.default_data_root(FLAGS.data_root, FLAGS.quick, fetch=not FLAGS.dry_run)
     folds = runs.dataset_flags(data_root)
@@ -195,7 +196,7 @@ def run() -> program.Done:
     results_dir = pathlib.Path(FLAGS.results_dir)
     claimed = None
     if not FLAGS.dry_run:  # one batch at a time in a results folder, writable, before any run
-        claimed = common.Output(results_dir, outputs=(), flag="results_dir")
+        claimed = Output(results_dir, outputs=(), flag="results_dir")
         data = os.path.abspath(data_root) if data_root else "synthetic"
         batch = {"quick": FLAGS.quick, "data": data, "folds": [fold for fold, _ in folds]}
         for name in names:  # every recipe's folder checked before any run

@@ -35,14 +35,17 @@ import time
 import jax
 from absl import app, flags
 
-from experiments import common
-from experiments.lib import config_flags, program
+from experiments.lib import config_flags, program, shared_flags
+from experiments.lib.cli import UserError
+from experiments.lib.distributed import is_writer, on_every_process
+from experiments.lib.output import probe_output_file, stop_cleanly, write_output_file
+from experiments.lib.results import dataset_summary, peak_rss_mb, versions
 from foltr_jax import federation
 
 FLAGS = flags.FLAGS
-common.define_data_flags()
-CONFIG_FLAGS = common.define_federation_flags()
-flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+shared_flags.define_data_flags()
+CONFIG_FLAGS = shared_flags.define_federation_flags()
+flags.adopt_module_key_flags(shared_flags)  # --help lists the shared flags too
 flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_integer("repeats", 1, "Timed repetitions of the whole run; the best is reported.")
 flags.DEFINE_bool("suite", False, "Run the performance record (see the module doc).")
@@ -105,21 +108,21 @@ def run_suite() -> int:
     the exit status: 1 when every case failed."""
     unknown = set(FLAGS.suite_variants) - set(VARIANTS)
     if unknown:
-        raise common.UserError(f"--suite_variants: unknown {sorted(unknown)}; use {list(VARIANTS)}")
+        raise UserError(f"--suite_variants: unknown {sorted(unknown)}; use {list(VARIANTS)}")
     try:
         clients = [int(c) for c in FLAGS.suite_clients]
     except ValueError:
-        raise common.UserError(
+        raise UserError(
             f"--suite_clients must be integers, got {FLAGS.suite_clients}"
         ) from None
     if not clients or min(clients) < 1:
-        raise common.UserError(
+        raise UserError(
             f"--suite_clients: client counts must be at least 1, got {FLAGS.suite_clients}"
         )
     cases = suite_cases()
     if not cases:
-        raise common.UserError("--suite_rankers/--suite_variants: the suite has no case")
-    output = common.probe_output_file(FLAGS.suite_output, "suite_output")  # before any case
+        raise UserError("--suite_rankers/--suite_variants: the suite has no case")
+    output = probe_output_file(FLAGS.suite_output, "suite_output")  # before any case
     rows = []
     print(f"{'case':<34}{'interactions/s':>16}{'peak RSS':>11}{'compile':>9}", flush=True)
     for name, args in cases:
@@ -146,9 +149,9 @@ def run_suite() -> int:
     record = {
         "cases": rows,
         "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
-        "versions": common.versions(),
+        "versions": versions(),
     }
-    common.write_output_file(output, record, "suite_output")  # the table keeps the numbers
+    write_output_file(output, record, "suite_output")  # the table keeps the numbers
     print(f"suite written to {FLAGS.suite_output}")
     if all("error" in row for row in rows):
         print(f"benchmark: every case of the suite failed ({len(rows)})", file=sys.stderr)
@@ -159,28 +162,28 @@ def run_suite() -> int:
 def run() -> program.Done:
     if FLAGS.suite:
         return program.Done(status=run_suite())
-    config = common.federation_config(CONFIG_FLAGS)
-    train, test, source = common.on_every_process(common.load_datasets)
-    spec, arrays = common.on_every_process(common.build, config, train, test)
-    with common.stop_cleanly():
+    config = shared_flags.federation_config(CONFIG_FLAGS)
+    train, test, source = on_every_process(shared_flags.load_datasets)
+    spec, arrays = on_every_process(shared_flags.build, config, train, test)
+    with stop_cleanly():
         results = [federation.run(spec, arrays) for _ in range(max(FLAGS.repeats, 1))]
     best = min(results, key=lambda r: r.run_seconds)
     compile_seconds = results[0].compile_seconds  # later repeats reuse the compiled program
-    if not common.is_writer():  # process 0 of a --distributed run reports
+    if not is_writer():  # process 0 of a --distributed run reports
         return program.Done()
     print(f"compile_seconds {compile_seconds:.2f}")
     record = {
         "interactions_per_second": round(best.interactions_per_second, 1),
-        "peak_rss_mb": round(common.peak_rss_mb(), 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "seconds": round(best.run_seconds, 4),
         "compile_seconds": round(compile_seconds, 3),
         "interactions": best.interactions,
         "config": dataclasses.asdict(config),
-        "data": {**source, "train": common.dataset_summary(train)},
+        "data": {**source, "train": dataset_summary(train)},
         "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
         "devices": [str(d) for d in jax.devices()],
         "processes": jax.process_count(),
-        "versions": common.versions(),
+        "versions": versions(),
     }
     return program.Done(message=json.dumps(record))
 

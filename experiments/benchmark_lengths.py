@@ -29,8 +29,10 @@ import platform
 import numpy as np
 from absl import app, flags
 
-from experiments import common
 from experiments.lib import program
+from experiments.lib.cli import fail, quiet_logs
+from experiments.lib.output import write_json_atomic
+from experiments.lib.results import versions
 from foltr_jax import data, federation
 
 FLAGS = flags.FLAGS
@@ -56,14 +58,14 @@ def variants(config: federation.FederationConfig) -> dict:
 
 
 def main(argv):
-    common.quiet_logs()
+    quiet_logs()
     if len(argv) > 1:
-        common.fail("benchmark_lengths", f"unexpected arguments {argv[1:]}")
+        fail("benchmark_lengths", f"unexpected arguments {argv[1:]}")
     for name in ("n_clients", "rounds", "queries", "repeats"):
         if getattr(FLAGS, name) < 1:
-            common.fail("benchmark_lengths", f"--{name} must be at least 1")
+            fail("benchmark_lengths", f"--{name} must be at least 1")
     if not 2 <= FLAGS.mean_docs <= FLAGS.max_docs:
-        common.fail("benchmark_lengths", "--mean_docs must lie in [2, --max_docs]")
+        fail("benchmark_lengths", "--mean_docs must lie in [2, --max_docs]")
     train, test = data.synthetic_train_test(
         0,
         n_train_queries=FLAGS.queries,
@@ -120,10 +122,10 @@ def main(argv):
         },
         "config": dataclasses.asdict(config),
         "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
-        "versions": common.versions(),
+        "versions": versions(),
     }
     if FLAGS.output:
-        common.write_json_atomic(pathlib.Path(FLAGS.output), record)
+        write_json_atomic(pathlib.Path(FLAGS.output), record)
     print(json.dumps(record))
 
 

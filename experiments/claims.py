@@ -40,12 +40,18 @@ import time
 
 from absl import app, flags
 
-from experiments import common
 from experiments.lib import program, runs
+from experiments.lib.cli import UserError, need_report_extra
+from experiments.lib.output import write_text_atomic
 
-common.need_report_extra("claims")  # the t-tests: scipy
-from experiments.lib.claims import CLAIMS, EVERY_ROUND, PAPERS, RUNS  # noqa: E402
-from experiments.lib.claims import pages  # noqa: E402
+need_report_extra("claims")  # the t-tests: scipy
+from experiments.lib.claims import (  # noqa: E402
+    CLAIMS,
+    EVERY_ROUND,
+    PAPERS,
+    RUNS,
+    pages,  # noqa: E402
+)
 from experiments.lib.claims.core import Claim, MissingResults, Results  # noqa: E402
 from experiments.lib.claims.table import document, evaluate  # noqa: E402
 
@@ -84,7 +90,7 @@ def selected(names, reduced: bool) -> list[Claim]:
     by_key = {c.key: c for c in CLAIMS}
     unknown = [n for n in names if n not in by_key]
     if unknown:
-        raise common.UserError(f"--claims: unknown claim(s) {unknown}; see --list")
+        raise UserError(f"--claims: unknown claim(s) {unknown}; see --list")
     chosen = [by_key[n] for n in names] if names else list(CLAIMS)
     return [c for c in chosen if c.reduced] if reduced else chosen
 
@@ -136,12 +142,12 @@ def diagnose(claims, rows, results_dir, folds, jobs) -> tuple[dict, list]:
 
 def write_docs(payload: dict, text: str) -> None:
     """Records the table as the documentation's and regenerates the pages' claims blocks."""
-    common.write_text_atomic(pages.TABLE, text)
-    common.write_text_atomic(pages.RECORD, json.dumps(payload, indent=1) + "\n")
+    write_text_atomic(pages.TABLE, text)
+    write_text_atomic(pages.RECORD, json.dumps(payload, indent=1) + "\n")
     modules = {p.__name__.rsplit(".", 1)[-1]: [c.key for c in p.CLAIMS] for p in PAPERS}
     for path, block in pages.blocks(payload, modules).items():
         target = pages.REPO / path
-        common.write_text_atomic(target, pages.replace(target.read_text(), block, path))
+        write_text_atomic(target, pages.replace(target.read_text(), block, path))
         print(f"[claims] rewrote the claims block of {path}", file=sys.stderr)
 
 
@@ -160,7 +166,7 @@ def resolve_data_root(data_root: str) -> str:
         return data_root
     found = runs.find_or_fetch_excerpt()
     if found is None:
-        raise common.UserError(
+        raise UserError(
             "--data_root: the MSLR excerpt is absent and could not be fetched "
             "(third_party/mslr_sample/fetch.py); give a dataset, or --data_root=synthetic"
         )
@@ -170,7 +176,7 @@ def resolve_data_root(data_root: str) -> str:
 def run() -> program.Done:
     claims = selected([n for n in FLAGS.claims if n], FLAGS.reduced)
     if FLAGS.write_docs and (FLAGS.claims or FLAGS.reduced):
-        raise common.UserError("--write_docs: records the full claims only (no --claims, --reduced)")
+        raise UserError("--write_docs: records the full claims only (no --claims, --reduced)")
     if FLAGS.list:
         for c in claims:
             cells = "; ".join(cell.label for cell in c.cells)
@@ -180,7 +186,7 @@ def run() -> program.Done:
     for name, least in (("n_runs", 2), ("eval_every", 1), ("jobs", 1)):  # 2: a t-test
         value = getattr(FLAGS, name)
         if value < least:
-            raise common.UserError(f"--{name}: must be at least {least}, got {value}")
+            raise UserError(f"--{name}: must be at least {least}, got {value}")
     data_root = resolve_data_root(FLAGS.data_root)
     folds = runs.dataset_flags(data_root)
     results_dir = pathlib.Path(FLAGS.results_dir)
@@ -202,8 +208,8 @@ def run() -> program.Done:
     payload = {"data": data, "seconds": seconds, "ran": FLAGS.run, "n_runs": FLAGS.n_runs,
                "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs, "claims": rows}  # fmt: skip
     text = document(payload)
-    common.write_text_atomic(results_dir / "claims.json", json.dumps(payload, indent=1) + "\n")
-    common.write_text_atomic(results_dir / "claims.md", text)
+    write_text_atomic(results_dir / "claims.json", json.dumps(payload, indent=1) + "\n")
+    write_text_atomic(results_dir / "claims.md", text)
     if FLAGS.write_docs:
         write_docs(payload, text)
     print(text)

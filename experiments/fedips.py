@@ -20,19 +20,22 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
-from experiments.lib import config_flags, program, results
+from experiments.lib import config_flags, program, results, shared_flags
+from experiments.lib.cli import ProgressLog, UserError
+from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
+from experiments.lib.output import claim_output, stop_cleanly
+from experiments.lib.results import curve_summary, timings
 from foltr_jax import federation, fedips, lambdarank, rankers
 
 FLAGS = flags.FLAGS
 NO_CLICK_MODEL = "(no click_model)"  # a report's panel for the FedIPS users' clicks
-common.define_data_flags()
-common.define_checkpoint_flag()
-common.define_distributed_flags()
+shared_flags.define_data_flags()
+shared_flags.define_checkpoint_flag()
+shared_flags.define_distributed_flags()
 # Config fields whose flag has another name.
 FLAG_OF_FIELD = {"local_lr": "local_learning_rate", "global_lr": "global_learning_rate"}
 CONFIG_FLAGS = config_flags.define(fedips.FedIpsConfig, rename=FLAG_OF_FIELD)
-flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+flags.adopt_module_key_flags(shared_flags)  # --help lists the shared flags too
 flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string(
     "baseline", "none", "none: FedIPS/FedAvg; lambdarank: full-information linear LambdaRank."
@@ -48,15 +51,15 @@ BASELINES = ("none", "lambdarank")
 def config_from_flags() -> fedips.FedIpsConfig:
     config = CONFIG_FLAGS.build()
     if FLAGS.baseline not in BASELINES:
-        raise common.UserError(f"--baseline: must be one of {BASELINES}, got {FLAGS.baseline!r}")
+        raise UserError(f"--baseline: must be one of {BASELINES}, got {FLAGS.baseline!r}")
     if FLAGS.baseline == "lambdarank":
         if not 0 < FLAGS.lambdarank_learning_rate < math.inf:
-            raise common.UserError(
+            raise UserError(
                 "--lambdarank_learning_rate: must be positive and finite, got "
                 f"{FLAGS.lambdarank_learning_rate}"
             )
         if FLAGS.lambdarank_steps < 1:
-            raise common.UserError(
+            raise UserError(
                 f"--lambdarank_steps: must be at least 1, got {FLAGS.lambdarank_steps}"
             )
     return config
@@ -69,13 +72,13 @@ def method_name(config: fedips.FedIpsConfig) -> str:
 
 
 def run_experiment(config, checkpoint: str | None = None) -> dict:
-    train, test, source = common.load_datasets()
+    train, test, source = shared_flags.load_datasets()
     try:
         spec, arrays, prepared = fedips.build(config, train, test)
     except federation.ConfigError as error:
         raise CONFIG_FLAGS.error(error) from None
     except ValueError as error:
-        raise common.UserError(str(error)) from None
+        raise UserError(str(error)) from None
     method = method_name(config)
     data = results.data_summary(
         source,
@@ -108,8 +111,8 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
     if method == "lambdarank":
         cell, rest = run_lambdarank(prepared, arrays)
         return document(cell, **rest)
-    common.check_same_everywhere(spec, arrays)
-    writer = common.is_writer()
+    check_same_everywhere(spec, arrays)
+    writer = is_writer()
     if writer:
         print(
             f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_users} users "
@@ -118,8 +121,8 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
             f"queries; f₀ NDCG@5 {prepared.logging_ndcg5:.4f}",
             file=sys.stderr,
         )
-    log = common.ProgressLog(method)
-    with common.stop_cleanly():
+    log = ProgressLog(method)
+    with stop_cleanly():
         result = fedips.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
     n5, n10 = result.offline_ndcg5, result.offline_ndcg10
     propensities = result.estimated_propensities
@@ -143,7 +146,7 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
         seconds=result.run_seconds,
         compile_seconds=result.compile_seconds,
         interactions_per_second=result.interactions_per_second,
-        timings=common.timings(log),
+        timings=timings(log),
     )
 
 
@@ -151,7 +154,7 @@ def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> tuple[di
     """The λLinear baseline, full-batch linear LambdaRank on every training query's labels:
     (its cell's curves and values, the file's fields)."""
     steps, lr = FLAGS.lambdarank_steps, FLAGS.lambdarank_learning_rate
-    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    writer = is_writer()  # process 0 of a --distributed run prints and writes
     if writer:
         print(
             f"lambdarank: {steps} full-batch steps, learning rate {lr}, "
@@ -191,7 +194,7 @@ def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> tuple[di
 def summary(results: dict) -> str:
     """One line: the mean offline NDCG@5 curve at a few rounds, f₀'s NDCG@5, and the speed."""
     unit = "step" if results["method"] == "lambdarank" else "round"
-    curve = common.curve_summary(results, "ndcg5", "NDCG@5", unit)
+    curve = curve_summary(results, "ndcg5", "NDCG@5", unit)
     return (
         f"{results['method']}: {curve}; f₀ {results['logging_policy']['offline_ndcg5']:.4f}; "
         f"{results['interactions_per_second']:,.0f} lists/s"
@@ -200,7 +203,7 @@ def summary(results: dict) -> str:
 
 def run() -> program.Done:
     config = config_from_flags()
-    output = common.on_every_process(common.claim_output)  # before any work
+    output = on_every_process(claim_output)  # before any work
     results = run_experiment(config, output.checkpoint())
     path = output.write_json("results.json", results)
     return program.Done(output, summary(results) + f"; results in {path}")

@@ -19,29 +19,32 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
-from experiments.lib import config_flags, program
+from experiments.lib import config_flags, program, shared_flags
+from experiments.lib.cli import ProgressLog
+from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
+from experiments.lib.output import claim_output, stop_cleanly
+from experiments.lib.results import curve_summary, results_file
 from foltr_jax import federation, foltr_es
 
 FLAGS = flags.FLAGS
-common.define_data_flags()
-common.define_checkpoint_flag()
-common.define_distributed_flags()
+shared_flags.define_data_flags()
+shared_flags.define_checkpoint_flag()
+shared_flags.define_distributed_flags()
 CONFIG_FLAGS = config_flags.define(foltr_es.FoltrEsConfig, skip=("top_k",))
-flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+flags.adopt_module_key_flags(shared_flags)  # --help lists the shared flags too
 flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("output_dir", "results/foltr_es", "Folder for results.json.")
 
 
 def run_experiment(config, checkpoint: str | None = None) -> dict:
-    train, test, source = common.load_datasets()
+    train, test, source = shared_flags.load_datasets()
     try:
         spec, arrays = foltr_es.build(config, train, test)
     except federation.ConfigError as error:
         raise CONFIG_FLAGS.error(error) from None
-    common.check_same_everywhere(spec, arrays)
+    check_same_everywhere(spec, arrays)
     epsilon = config.epsilon
-    writer = common.is_writer()
+    writer = is_writer()
     if writer:
         print(
             f"foltr_es: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_clients} "
@@ -50,10 +53,10 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
             f"{train.n_queries} training queries",
             file=sys.stderr,
         )
-    log = common.ProgressLog("foltr_es")
-    with common.stop_cleanly():
+    log = ProgressLog("foltr_es")
+    with stop_cleanly():
         result = foltr_es.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
-    results = common.results_file("foltr_es", config, result, train, test, source, log=log)
+    results = results_file("foltr_es", config, result, train, test, source, log=log)
     results["epsilon"] = epsilon if math.isfinite(epsilon) else None
     return results
 
@@ -63,14 +66,14 @@ def summary(results: dict) -> str:
     epsilon = results["epsilon"]
     privacy = "no privatisation" if epsilon is None else f"epsilon <= {epsilon:.2f}"
     return (
-        f"{common.curve_summary(results)}; {privacy}; "
+        f"{curve_summary(results)}; {privacy}; "
         f"{results['interactions_per_second']:,.0f} interactions/s"
     )
 
 
 def run() -> program.Done:
     config = CONFIG_FLAGS.build()
-    output = common.on_every_process(common.claim_output)  # before any work
+    output = on_every_process(claim_output)  # before any work
     results = run_experiment(config, output.checkpoint())
     path = output.write_json("results.json", results)
     return program.Done(output, summary(results) + f"; results in {path}")

@@ -25,15 +25,18 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
-from experiments.lib import config_flags, program
+from experiments.lib import config_flags, program, shared_flags
+from experiments.lib.cli import ProgressLog, UserError
+from experiments.lib.distributed import is_writer, on_every_process
+from experiments.lib.output import claim_output, stop_cleanly, unique_names
+from experiments.lib.results import curve_summary, results_file
 from foltr_jax import federation
 
 FLAGS = flags.FLAGS
-common.define_data_flags()
-CONFIG_FLAGS = common.define_federation_flags()
-common.define_checkpoint_flag()
-flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+shared_flags.define_data_flags()
+CONFIG_FLAGS = shared_flags.define_federation_flags()
+shared_flags.define_checkpoint_flag()
+flags.adopt_module_key_flags(shared_flags)  # --help lists the shared flags too
 flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("output_dir", "results/fpdgd", "Folder for results.json.")
 flags.DEFINE_list(
@@ -58,7 +61,7 @@ def grid_settings(config: federation.FederationConfig) -> list | None:
         try:
             epsilon, delta = (float(x) for x in item.split(":"))
         except ValueError:
-            raise common.UserError(
+            raise UserError(
                 f"--privacy_grid: expected ε:Δ pairs such as 4.5:5, got {item!r}"
             ) from None
         pairs.append((epsilon, delta))
@@ -72,7 +75,7 @@ def grid_settings(config: federation.FederationConfig) -> list | None:
                 setting.validate(config.n_clients)
             except federation.ConfigError as error:
                 flag = {"click_model": "click_models"}.get(error.field, "privacy_grid")
-                raise common.UserError(f"--{flag}: {error.message}") from None
+                raise UserError(f"--{flag}: {error.message}") from None
             settings.append(setting)
     return settings
 
@@ -84,27 +87,27 @@ def cell_name(setting: federation.Setting, exact: bool = False) -> str:
 
 
 def cell_names(settings) -> list:
-    """The grid's folder names, unique by construction (``common.unique_names``): cells
+    """The grid's folder names, unique by construction (``unique_names``): cells
     whose ε or Δ print alike with 6 digits get their exact values."""
     flag = (
         "click_models"
         if len(set(FLAGS.click_models)) < len(FLAGS.click_models)
         else ("privacy_grid")
     )
-    return common.unique_names(
+    return unique_names(
         [cell_name(s) for s in settings], [cell_name(s, exact=True) for s in settings], flag
     )
 
 
 def run_experiment(config, settings, checkpoint: str | None = None) -> list:
     """[(cell folder or None, results)]: one entry, or one per grid cell."""
-    train, test, source = common.on_every_process(common.load_datasets)
-    spec, arrays = common.on_every_process(common.build, config, train, test, settings)
+    train, test, source = on_every_process(shared_flags.load_datasets)
+    spec, arrays = on_every_process(shared_flags.build, config, train, test, settings)
     method = f"centralised_pdgd/{FLAGS.centralised_form}" if FLAGS.centralised else "fpdgd"
     what = (
         f"{len(settings)} settings in one program" if settings else f"{config.click_model} clicks"
     )
-    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    writer = is_writer()  # process 0 of a --distributed run prints and writes
     if writer:
         print(
             f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_clients} "
@@ -112,9 +115,9 @@ def run_experiment(config, settings, checkpoint: str | None = None) -> list:
             f"{what}, {train.n_queries} training queries",
             file=sys.stderr,
         )
-    log = common.ProgressLog(method)
+    log = ProgressLog(method)
     names = cell_names(settings) if settings else []
-    with common.stop_cleanly(names, config.n_runs):
+    with stop_cleanly(names, config.n_runs):
         result = federation.run(
             spec, arrays, progress=log if writer else None, checkpoint=checkpoint
         )
@@ -140,22 +143,22 @@ def run_experiment(config, settings, checkpoint: str | None = None) -> list:
 
 def results_of(method, config, result, slots, train, test, source, log) -> dict:
     """The results file of the runs in ``slots`` (one setting's repetitions)."""
-    results = common.results_file(method, config, result, train, test, source, slots, log)
+    results = results_file(method, config, result, train, test, source, slots, log)
     runs = len(results["cells"][0]["per_run"]["final_offline_ndcg"])
     results["program_cells"] = len(result.offline_ndcg) // runs
     return results
 
 
 def run() -> program.Done:
-    config = common.federation_config(CONFIG_FLAGS)
+    config = shared_flags.federation_config(CONFIG_FLAGS)
     settings = grid_settings(config)
     names = cell_names(settings) if settings else []
     files = [f"{n}/results.json" for n in names] + ["grid.json"] if names else ["results.json"]
-    output = common.on_every_process(common.claim_output, files)  # before any work
+    output = on_every_process(claim_output, files)  # before any work
     cells = run_experiment(config, settings, output.checkpoint())
     for name, results in cells:
         path = output.write_json(f"{name}/results.json" if name else "results.json", results)
-        if common.is_writer():
+        if is_writer():
             print((f"{name}: " if name else "") + summary(results) + f"; results in {path}")
     if names:
         output.write_json("grid.json", {"cells": names})
@@ -165,7 +168,7 @@ def run() -> program.Done:
 def summary(results: dict) -> str:
     """One line: the mean offline nDCG@10 curve at a few rounds, and the speed."""
     return (
-        f"{common.curve_summary(results)}; {results['interactions_per_second']:,.0f} interactions/s"
+        f"{curve_summary(results)}; {results['interactions_per_second']:,.0f} interactions/s"
     )
 
 

@@ -23,8 +23,10 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from experiments import common
-from experiments.lib import cli, config_flags, plugins, program, results
+from experiments.lib import cli, config_flags, plugins, program, shared_flags
+from experiments.lib.cli import ProgressLog
+from experiments.lib.output import claim_output, stop_cleanly
+from experiments.lib.results import curve_summary, results_file
 from foltr_jax import engine
 
 FLAGS = flags.FLAGS
@@ -69,9 +71,9 @@ def _chosen_method() -> tuple:
 
 EARLY_PLUGINS: list = []  # the --plugin values imported to choose the method
 METHOD, ENTRY = _chosen_method()
-common.define_data_flags()
-common.define_checkpoint_flag()
-common.define_distributed_flags()
+shared_flags.define_data_flags()
+shared_flags.define_checkpoint_flag()
+shared_flags.define_distributed_flags()
 flags.DEFINE_string("method", "fpdgd", f"The method to run: {engine.METHODS.help_text()}.")
 flags.DEFINE_string("output_dir", f"results/{METHOD}", "Folder for results.json.")
 
@@ -106,7 +108,7 @@ def _config_flags() -> config_flags.ConfigFlags:
 
 
 CONFIG_FLAGS = _config_flags()
-flags.adopt_module_key_flags(common)
+flags.adopt_module_key_flags(shared_flags)
 flags.adopt_module_key_flags(config_flags)
 
 
@@ -192,32 +194,6 @@ def check_method_result(result) -> None:
             )
 
 
-def method_results(config, result, train, test, source, log) -> dict:
-    """results.json (the results format) of a registered method's run: one cell with
-    every curve the method returns, by name, and the per-run numbers its curves give."""
-    curves = {name: np.asarray(values).tolist() for name, values in result.curves.items()}
-    per_run = {f"initial_{name}": np.asarray(result.initial[name]).tolist() for name in result.offline}
-    if "offline_ndcg" in result.curves:
-        per_run["final_offline_ndcg"] = np.asarray(result.offline_ndcg)[:, -1].tolist()
-    if "online_ndcg" in result.curves:
-        per_run["online_performance"] = np.asarray(result.online_performance).tolist()
-    panel = getattr(config, "click_model", METHOD)
-    one = results.cell(
-        panel,
-        labels=results.labels(METHOD, panel),
-        evaluated_rounds=results.evaluated_rounds(config, result),
-        curves=curves,
-        per_run=per_run,
-    )
-    return results.document(
-        METHOD,
-        dataclasses.asdict(config),
-        results.data_summary(source, train, test, normalise=FLAGS.normalise),
-        [one],
-        **results.totals(result, log),
-    )
-
-
 def check_read_as_chosen() -> None:
     """UserError when absl read --method or --plugin otherwise than they were read to
     choose the method's flags (a spelling absl reads and ``early_values`` does not): the
@@ -243,12 +219,12 @@ def run() -> program.Done:
             check_shared_settings(config)
         except engine.ConfigError as error:
             raise CONFIG_FLAGS.error(error) from None
-    output = common.claim_output()  # before any work
-    train, test, source = common.load_datasets()
+    output = claim_output()  # before any work
+    train, test, source = shared_flags.load_datasets()
     print(f"{METHOD}: {ENTRY.summary}; {train.n_queries} training queries", file=sys.stderr)
-    log = common.ProgressLog(METHOD)
+    log = ProgressLog(METHOD)
     try:
-        with common.stop_cleanly():
+        with stop_cleanly():
             result = ENTRY.run(config, train, test, progress=log, checkpoint=output.checkpoint())
     except engine.ConfigError as error:
         raise CONFIG_FLAGS.error(error) from None
@@ -257,9 +233,9 @@ def run() -> program.Done:
             raise
         raise cli.UserError(f"--method: {METHOD}: {plugins.where_it_failed(error)}") from None
     check_method_result(result)
-    results = method_results(config, result, train, test, source, log)
+    results = results_file(METHOD, config, result, train, test, source, log=log)
     path = output.write_json("results.json", results)
-    return program.Done(output, f"{common.curve_summary(results)}; results in {path}")
+    return program.Done(output, f"{curve_summary(results)}; results in {path}")
 
 
 main = program.main(PROGRAM, run, distributed=False, what="experiments.method")

@@ -41,16 +41,27 @@ import time
 import numpy as np
 from absl import app, flags
 
-from experiments import common
-from experiments.lib import config_flags, program, results
+from experiments.lib import config_flags, program, results, shared_flags
+from experiments.lib.cli import ProgressLog, UserError
+from experiments.lib.config_flags import user_error
+from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
+from experiments.lib.output import (
+    FinishedParts,
+    Output,
+    claim_output,
+    refuse_repeats,
+    stop_cleanly,
+    unique_names,
+)
+from experiments.lib.results import dataset_summary, timings
 from foltr_jax import click_models, data, federation, loop, noniid
 from foltr_jax.client_plan import PERSONAL_EVALUATIONS
 
 FLAGS = flags.FLAGS
-common.define_data_flags()
-common.define_checkpoint_flag()
-common.define_distributed_flags()
-flags.adopt_module_key_flags(common)
+shared_flags.define_data_flags()
+shared_flags.define_checkpoint_flag()
+shared_flags.define_distributed_flags()
+flags.adopt_module_key_flags(shared_flags)
 flags.DEFINE_string(
     "type", "2", "Non-IID type: 1 (intents) | 2 (labels) | 3 (clicks) | 4 (quantity)."
 )
@@ -91,7 +102,7 @@ flags.DEFINE_string("output_dir", "results/noniid", "Folder for results.json and
 # FPDGD's settings; the thesis's defaults (T = 10,000, 5 runs); |C| and B follow the type.
 CONFIG_FLAGS = config_flags.define(
     federation.FederationConfig,
-    skip=common.FEDERATION_INTERNAL,
+    skip=shared_flags.FEDERATION_INTERNAL,
     defaults={
         "n_clients": 0,
         "local_updates": 0,
@@ -123,7 +134,7 @@ class Cell:
 
 def _parse():
     """Flag values checked; UserError '--flag: ...' otherwise."""
-    err = common.UserError
+    err = UserError
     if FLAGS.type not in ("1", "2", "3", "4"):
         raise err(f"--type: must be 1, 2, 3 or 4, got {FLAGS.type!r}")
     kind = int(FLAGS.type)
@@ -147,7 +158,7 @@ def _parse():
     if any(s < 1 for s in steps):
         raise err(f"--steps: must be at least 1, got {FLAGS.steps}")
     for name, values in (("remedies", remedies), ("prox_mu", mus), ("steps", steps)):
-        common.refuse_repeats(values, name)
+        refuse_repeats(values, name)
     if FLAGS.fedper_eval not in PERSONAL_EVALUATIONS:
         raise err(
             f"--fedper_eval: must be one of {PERSONAL_EVALUATIONS}, got {FLAGS.fedper_eval!r}"
@@ -182,7 +193,7 @@ def _config(n_clients: int, local_updates: int, n_grades: int) -> federation.Fed
 def _load_intents() -> tuple[noniid.MultiIntentDataset, dict]:
     if FLAGS.train_path or FLAGS.intent_files:
         if not (FLAGS.train_path and FLAGS.intent_files):
-            raise common.UserError("--intent_files: Type 1 files need --train_path and intents")
+            raise UserError("--intent_files: Type 1 files need --train_path and intents")
         try:
             mi = noniid.read_multi_intent(
                 FLAGS.train_path,
@@ -191,8 +202,8 @@ def _load_intents() -> tuple[noniid.MultiIntentDataset, dict]:
                 cache_dir=FLAGS.cache_dir or None,
             )
         except (data.LetorFormatError, data.DatasetError) as error:
-            raise common.UserError(str(error)) from None
-        common.note_data_files(FLAGS.train_path, *FLAGS.intent_files, flag="intent_files")
+            raise UserError(str(error)) from None
+        shared_flags.note_data_files(FLAGS.train_path, *FLAGS.intent_files, flag="intent_files")
         return mi, {"train_path": FLAGS.train_path, "intent_files": list(FLAGS.intent_files)}
     mi = noniid.synthetic_multi_intent(
         FLAGS.synthetic_seed,
@@ -210,12 +221,12 @@ def _partition(dataset, n_clients, shared=None):
             dataset, n_clients, FLAGS.grades_per_client, FLAGS.seed, shared=shared
         )
     except noniid.PartitionError as error:
-        raise common.UserError(
+        raise UserError(
             f"--n_clients: {error} (with --grades_per_client={FLAGS.grades_per_client}); "
             "use fewer clients or more data"
         ) from None
     except ValueError as error:
-        raise common.UserError(f"--n_clients: {error}") from None
+        raise UserError(f"--n_clients: {error}") from None
 
 
 def _load_data(intents: bool):
@@ -223,7 +234,7 @@ def _load_data(intents: bool):
     if intents:
         mi, source = _load_intents()
         return mi, mi.merged(), mi.stacked(), source
-    full_train, full_test, source = common.load_datasets()
+    full_train, full_test, source = shared_flags.load_datasets()
     return None, full_train, full_test, source
 
 
@@ -239,14 +250,14 @@ def _clients(kind, mix, mi, steps):
         default_clients = 5 if FLAGS.grades_per_client == 1 else 10
     n_clients = FLAGS.n_clients or default_clients
     if mi is not None and n_clients != mi.n_intents:
-        raise common.UserError(f"--n_clients: Type 1 has one client per intent ({mi.n_intents})")
+        raise UserError(f"--n_clients: Type 1 has one client per intent ({mi.n_intents})")
     if kind == 4 and len(steps) != n_clients:
-        raise common.UserError(f"--steps: needs one value per client ({n_clients}), got {steps}")
+        raise UserError(f"--steps: needs one value per client ({n_clients}), got {steps}")
     clicks = None
     if kind == 3:
         clicks = noniid.CCM_CLIENTS if FLAGS.clicks == "ccm" else noniid.PBM_CLIENTS
         if n_clients != len(clicks):
-            raise common.UserError(
+            raise UserError(
                 f"--n_clients: --clicks={FLAGS.clicks} has one client per click model "
                 f"({len(clicks)})"
             )
@@ -299,7 +310,7 @@ def _remedy_cells(remedy, mus, config, train, test, extra, describe) -> list[Cel
         return [Cell("noniid", config, train, test, federation.ClientPlan(**extra), describe)]
     if remedy == "fedprox":
         cells = []
-        names = common.unique_names(
+        names = unique_names(
             [f"fedprox_mu={mu:g}" for mu in mus], [f"fedprox_mu={mu!r}" for mu in mus], "prox_mu"
         )
         for name, mu in zip(names, mus):
@@ -363,8 +374,8 @@ def plan_cells(kind, remedies, mus, steps):
             cells += _remedy_cells(remedy, mus, base, train, test, extra, describe)
     return cells, {
         **source,
-        "train": common.dataset_summary(full_train),
-        "test": common.dataset_summary(full_test),
+        "train": dataset_summary(full_train),
+        "test": dataset_summary(full_test),
         "n_grades": n_grades,
     }
 
@@ -399,7 +410,7 @@ def cell_labels(name: str, kind: int, config) -> dict:
 
 
 def run_cell(
-    cell: Cell, output: common.Output, finished: common.FinishedParts, labels: dict
+    cell: Cell, output: Output, finished: FinishedParts, labels: dict
 ) -> dict:
     """The cell's results (``labels``: its cell_labels): saved by an earlier, interrupted
     invocation, or computed now (resuming from the cell's checkpoint) and saved in
@@ -408,22 +419,22 @@ def run_cell(
     try:
         spec, arrays = federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
     except federation.ConfigError as error:
-        raise common.user_error(error) from None
-    common.check_same_everywhere((cell.name, spec, cell.describe), arrays)
+        raise user_error(error) from None
+    check_same_everywhere((cell.name, spec, cell.describe), arrays)
     fingerprint = cell_fingerprint(cell, spec, arrays) if finished.enabled else ""
     saved = finished.load(cell.name, fingerprint)
     if isinstance(saved, dict) and "curves" in saved:  # not one of an older results format
         print(f"{PROGRAM}: [{cell.name}] finished by an earlier run, reused", file=sys.stderr)
         return saved
     initial = None
-    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    writer = is_writer()  # process 0 of a --distributed run prints and writes
     if cell.warmup is not None:
         if writer:
             print(
                 f"{PROGRAM}: [{cell.name}] warm-up on {cell.warmup.n_queries} shared queries",
                 file=sys.stderr,
             )
-        with common.stop_cleanly([f"{cell.name} warm-up"], cell.config.n_runs):
+        with stop_cleanly([f"{cell.name} warm-up"], cell.config.n_runs):
             try:
                 initial, _ = federation.warm_up(
                     cell.config,
@@ -433,9 +444,9 @@ def run_cell(
                     checkpoint=output.checkpoint(f"{cell.name}-warmup"),
                 )
             except federation.ConfigError as error:
-                raise common.user_error(error) from None
-    log = common.ProgressLog(f"{PROGRAM} {cell.name}")
-    with common.stop_cleanly([cell.name], cell.config.n_runs):
+                raise user_error(error) from None
+    log = ProgressLog(f"{PROGRAM} {cell.name}")
+    with stop_cleanly([cell.name], cell.config.n_runs):
         result = federation.run(
             spec,
             arrays,
@@ -475,7 +486,7 @@ def run_cell(
         seconds=result.run_seconds,
         compile_seconds=result.compile_seconds,
         wall_seconds=time.perf_counter() - start,
-        timings=common.timings(log),
+        timings=timings(log),
     )
     finished.save(cell.name, fingerprint, written)
     if finished.enabled:  # the saved part holds them now
@@ -502,16 +513,16 @@ def _checked_cells(kind, remedies, mus, steps) -> tuple:
         try:
             federation.build(cell.config, cell.train, cell.test, clients=cell.plan)
         except federation.ConfigError as error:
-            raise common.user_error(error) from None
+            raise user_error(error) from None
     return cells, source
 
 
 def run() -> program.Done:
     kind, remedies, mus, steps = _parse()
-    output = common.on_every_process(common.claim_output, ("results.json", "table.txt"))
+    output = on_every_process(claim_output, ("results.json", "table.txt"))
     finished = output.finished_parts(".cells")  # a planted link refused before any work
-    cells, source = common.on_every_process(_checked_cells, kind, remedies, mus, steps)
-    if common.is_writer():
+    cells, source = on_every_process(_checked_cells, kind, remedies, mus, steps)
+    if is_writer():
         print(
             f"{PROGRAM}: type {kind}, {len(cells)} cell(s) x {FLAGS.n_runs} run(s) x "
             f"{FLAGS.rounds} rounds",

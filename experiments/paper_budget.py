@@ -35,9 +35,11 @@ import time
 
 from absl import app, flags
 
-from experiments import common
 from experiments.lib import program
+from experiments.lib.cli import UserError
+from experiments.lib.output import probe_output_file, write_output_file
 from experiments.lib.recipes import Recipe, Run, recipes
+from experiments.lib.results import versions
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("recipes", ["poisoning_figs2_4"], "Recipes to measure, or 'all'.")
@@ -231,7 +233,7 @@ def measure_recipe(recipe: Recipe, workdir: pathlib.Path, settings: dict, run_co
             start, load = time.perf_counter(), os.getloadavg()[0]
             returncode, stderr = run_command(argv)
             if returncode != 0:
-                raise common.UserError(f"{recipe.name}/{rep.name} failed: {why(stderr)}")
+                raise UserError(f"{recipe.name}/{rep.name} failed: {why(stderr)}")
             measured[stand_in] = {
                 **read_timings(out),
                 "wall": time.perf_counter() - start,
@@ -276,16 +278,16 @@ def run() -> program.Done:
     available = recipes(quick=False)
     names = list(available) if FLAGS.recipes == ["all"] else [n for n in FLAGS.recipes if n]
     if not names:
-        raise common.UserError(
+        raise UserError(
             "--recipes: name one or more recipes (experiments.batch --list), or 'all'"
         )
     unknown = [n for n in names if n not in available]
     if unknown:
-        raise common.UserError(f"--recipes: unknown {unknown}; see experiments.batch --list")
+        raise UserError(f"--recipes: unknown {unknown}; see experiments.batch --list")
     if min(FLAGS.measure_chunk_rounds, FLAGS.measure_chunks, FLAGS.folds, FLAGS.n_runs) < 1:
-        raise common.UserError("--measure_chunk_rounds, --measure_chunks, --folds, --n_runs >= 1")
+        raise UserError("--measure_chunk_rounds, --measure_chunks, --folds, --n_runs >= 1")
     made = [p for p in pathlib.Path(FLAGS.output).absolute().parents if not p.exists()]
-    output = common.probe_output_file(FLAGS.output, "output")  # before any measurement
+    output = probe_output_file(FLAGS.output, "output")  # before any measurement
     settings = {
         "chunk_rounds": FLAGS.measure_chunk_rounds,
         "chunks": FLAGS.measure_chunks,
@@ -299,7 +301,7 @@ def run() -> program.Done:
             rows = [
                 measure_recipe(available[name], pathlib.Path(workdir), settings) for name in names
             ]
-    except common.UserError:
+    except UserError:
         for folder in made:  # deepest first: the folders the probe made, if still empty
             try:
                 folder.rmdir()
@@ -312,9 +314,9 @@ def run() -> program.Done:
         "settings": {**settings, "published_rate": PUBLISHED_RATE},
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
-        "versions": common.versions(),
+        "versions": versions(),
     }
-    common.write_output_file(output, record, "output")  # the table above keeps the measurements
+    write_output_file(output, record, "output")  # the table above keeps the measurements
     return program.Done(message=f"written to {FLAGS.output}")
 
 

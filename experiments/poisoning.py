@@ -25,16 +25,19 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
-from experiments.lib import config_flags, program, results
+from experiments.lib import config_flags, program, results, shared_flags
+from experiments.lib.cli import ProgressLog, UserError
+from experiments.lib.config_flags import user_error
+from experiments.lib.distributed import is_writer, on_every_process
+from experiments.lib.output import claim_output, refuse_repeats, stop_cleanly
 from foltr_jax import aggregators, federation
 from foltr_jax.config import ATTACKS
 
 FLAGS = flags.FLAGS
-common.define_data_flags()
-CONFIG_FLAGS = common.define_federation_flags(common.TEN_CLIENT_DEFAULTS)
-common.define_checkpoint_flag()
-flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+shared_flags.define_data_flags()
+CONFIG_FLAGS = shared_flags.define_federation_flags(shared_flags.TEN_CLIENT_DEFAULTS)
+shared_flags.define_checkpoint_flag()
+flags.adopt_module_key_flags(shared_flags)  # --help lists the shared flags too
 flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("output_dir", "results/poisoning", "Folder for results.json and table.txt.")
 flags.DEFINE_enum("grid", "paper", ["paper", "full"], "Which cells to run (see the module doc).")
@@ -78,24 +81,24 @@ def run() -> program.Done:
     try:
         counts = [int(m) for m in FLAGS.malicious_counts]
     except ValueError:
-        raise common.UserError(
+        raise UserError(
             f"--malicious_counts must be integers, got {FLAGS.malicious_counts}"
         ) from None
-    common.refuse_repeats(counts, "malicious_counts")
-    common.refuse_repeats(FLAGS.click_models, "click_models")
-    config = common.federation_config(CONFIG_FLAGS)
+    refuse_repeats(counts, "malicious_counts")
+    refuse_repeats(FLAGS.click_models, "click_models")
+    config = shared_flags.federation_config(CONFIG_FLAGS)
     settings = grid_settings(FLAGS.grid, FLAGS.click_models, counts)
     for setting in settings:
         try:
             setting.validate(config.n_clients)
         except federation.ConfigError as error:
             rename = {"n_malicious": "malicious_counts", "click_model": "click_models"}
-            raise common.user_error(error, rename) from None
+            raise user_error(error, rename) from None
     outputs = ("results.json", "table.txt")
-    output = common.on_every_process(common.claim_output, outputs)  # before any work
-    train, test, source = common.on_every_process(common.load_datasets)
-    spec, arrays = common.on_every_process(common.build, config, train, test, settings)
-    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    output = on_every_process(claim_output, outputs)  # before any work
+    train, test, source = on_every_process(shared_flags.load_datasets)
+    spec, arrays = on_every_process(shared_flags.build, config, train, test, settings)
+    writer = is_writer()  # process 0 of a --distributed run prints and writes
     if writer:
         print(
             f"poisoning: {len(settings)} settings x {config.n_runs} run(s) x {config.rounds} "
@@ -103,9 +106,9 @@ def run() -> program.Done:
             "one program",
             file=sys.stderr,
         )
-    log = common.ProgressLog("poisoning")
+    log = ProgressLog("poisoning")
     names = [f"{s.click_model} m={s.n_malicious} {s.attack}/{s.aggregator}" for s in settings]
-    with common.stop_cleanly(names, config.n_runs):
+    with stop_cleanly(names, config.n_runs):
         result = federation.run(
             spec, arrays, progress=log if writer else None, checkpoint=output.checkpoint()
         )

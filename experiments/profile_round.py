@@ -48,14 +48,14 @@ import jax
 import jax.numpy as jnp
 from absl import app, flags
 
-from experiments import common
-from experiments.lib import program
+from experiments.lib import program, shared_flags
+from experiments.lib.cli import UserError
 from foltr_jax import click_models, engine, interaction, lists, loop, pdgd, rounds
 
 FLAGS = flags.FLAGS
-common.define_data_flags()
-CONFIG_FLAGS = common.define_federation_flags()
-flags.adopt_module_key_flags(common)
+shared_flags.define_data_flags()
+CONFIG_FLAGS = shared_flags.define_federation_flags()
+flags.adopt_module_key_flags(shared_flags)
 flags.DEFINE_integer("reps", 30, "Timed calls of each stage (the median is reported).")
 flags.DEFINE_integer("round_reps", 5, "Timed calls of the whole-round chunk (best reported).")
 flags.DEFINE_bool(
@@ -235,9 +235,9 @@ def check_flags() -> None:
     """UserError naming the flag that cannot be honoured, before anything compiles."""
     for name in ("reps", "round_reps"):
         if getattr(FLAGS, name) < 1:
-            raise common.UserError(f"--{name}: must be at least 1, got {getattr(FLAGS, name)}")
+            raise UserError(f"--{name}: must be at least 1, got {getattr(FLAGS, name)}")
     if not 0 < FLAGS.peak_gbps < float("inf"):
-        raise common.UserError(f"--peak_gbps: must be a positive number, got {FLAGS.peak_gbps}")
+        raise UserError(f"--peak_gbps: must be a positive number, got {FLAGS.peak_gbps}")
     if FLAGS.trace_dir:
         folder = pathlib.Path(FLAGS.trace_dir)
         try:
@@ -246,18 +246,18 @@ def check_flags() -> None:
             os.close(handle)
             os.unlink(probe)
         except OSError as error:
-            raise common.UserError(
+            raise UserError(
                 f"--trace_dir: cannot write into {folder} ({error.strerror or error})"
             ) from None
 
 
 def run() -> program.Done:
     check_flags()
-    config = common.federation_config(CONFIG_FLAGS)
+    config = shared_flags.federation_config(CONFIG_FLAGS)
     if FLAGS.display_groups is not None:
         config = dataclasses.replace(config, display_groups=FLAGS.display_groups)
-    train, test, _ = common.load_datasets()
-    spec, arrays = common.build(config, train, test)
+    train, test, _ = shared_flags.load_datasets()
+    spec, arrays = shared_flags.build(config, train, test)
     params, server_state, train_keys = initial_state(spec, arrays)
     stages = stage_functions(spec, arrays) if FLAGS.stages else []
     n_rounds = config.rounds

@@ -23,10 +23,11 @@ import sys
 
 from absl import app, flags
 
-from experiments import common
 from experiments.lib import program, recipes
+from experiments.lib.cli import UserError, need_report_extra
+from experiments.lib.output import Output
 
-common.need_report_extra("report")  # matplotlib, scipy
+need_report_extra("report")  # matplotlib, scipy
 from experiments.lib import figures as report  # noqa: E402
 from experiments.lib import paper_figures  # noqa: E402
 
@@ -60,7 +61,7 @@ def check_recipe_runs(results_dir, recipe) -> None:
     try:
         paths = report.find_results(root)
     except report.ReportError as error:
-        raise common.UserError(str(error)) from None
+        raise UserError(str(error)) from None
     names = {run.name for run in recipe.runs}
     found, foreign = set(), []
     for path in paths:
@@ -76,7 +77,7 @@ def check_recipe_runs(results_dir, recipe) -> None:
             problems.append(f"no results of its run(s) {_few(missing)} (<fold>/<run>/results.json)")
         if foreign:
             problems.append(f"results that are not its runs': {_few(foreign)}")
-        raise common.UserError(
+        raise UserError(
             f"--recipe: {recipe.name}: {root} does not hold the recipe's runs: "
             f"{'; '.join(problems)} (python -m experiments.batch --recipe={recipe.name} makes them)"
         )
@@ -92,16 +93,16 @@ def run() -> program.Done:
     if FLAGS.recipe:
         available = recipes.recipes(FLAGS.quick)
         if FLAGS.recipe not in available:
-            raise common.UserError(f"--recipe: unknown recipe {FLAGS.recipe!r}; see batch --list")
+            raise UserError(f"--recipe: unknown recipe {FLAGS.recipe!r}; see batch --list")
         recipe = available[FLAGS.recipe]
     results_dir = FLAGS.results_dir or (f"results/batch/{recipe.name}" if recipe else "")
     if not results_dir:
-        raise common.UserError("--results_dir is required (or --recipe)")
+        raise UserError("--results_dir is required (or --recipe)")
     if recipe is not None:  # before anything is claimed or drawn
         check_recipe_runs(results_dir, recipe)
     output_dir = FLAGS.output_dir or str(pathlib.Path(results_dir) / "report")
     # claimed, locked and probed before any results are read or drawn
-    claimed = common.Output(output_dir, outputs=REPORT_FILES, flag="output_dir")
+    claimed = Output(output_dir, outputs=REPORT_FILES, flag="output_dir")
     try:
         summary = report.build_report(
             results_dir,
@@ -115,9 +116,9 @@ def run() -> program.Done:
         if recipe is not None:
             paper = paper_figures.make_page(results_dir, recipe, output_dir)
     except report.ReportError as error:
-        raise common.UserError(str(error).replace("\n", " ")) from None
+        raise UserError(str(error).replace("\n", " ")) from None
     except OSError as error:
-        raise common.UserError(
+        raise UserError(
             f"--output_dir: cannot write {error.filename or output_dir} "
             f"({error.strerror or error})"
         ) from None

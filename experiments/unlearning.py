@@ -30,15 +30,19 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from experiments import common
-from experiments.lib import config_flags, program, results
+from experiments.lib import config_flags, program, results, shared_flags
+from experiments.lib.cli import ProgressLog, UserError, need_report_extra
+from experiments.lib.config_flags import user_error
+from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
+from experiments.lib.output import FinishedParts, Output, claim_output, refuse_repeats, stop_cleanly
+from experiments.lib.results import timings
 from foltr_jax import federation, loop, unlearning
 
 FLAGS = flags.FLAGS
-common.define_data_flags()
-CONFIG_FLAGS = common.define_federation_flags(common.TEN_CLIENT_DEFAULTS)
-common.define_checkpoint_flag()
-flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+shared_flags.define_data_flags()
+CONFIG_FLAGS = shared_flags.define_federation_flags(shared_flags.TEN_CLIENT_DEFAULTS)
+shared_flags.define_checkpoint_flag()
+flags.adopt_module_key_flags(shared_flags)  # --help lists the shared flags too
 flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("output_dir", "results/unlearning", "Folder for results.json and table.txt.")
 flags.DEFINE_list(
@@ -61,15 +65,15 @@ def _int_list(name: str) -> tuple:
     try:
         return tuple(int(v) for v in values)
     except ValueError:
-        raise common.UserError(f"--{name} must be integers, got {','.join(values)}") from None
+        raise UserError(f"--{name} must be integers, got {','.join(values)}") from None
 
 
 def unlearning_config() -> unlearning.UnlearningConfig:
-    common.refuse_repeats(FLAGS.click_models, "click_models")
+    refuse_repeats(FLAGS.click_models, "click_models")
     for name in ("forget_clients", "delta_t", "unlearn_local_updates"):
-        common.refuse_repeats(_int_list(name), name)
+        refuse_repeats(_int_list(name), name)
     config = unlearning.UnlearningConfig(
-        federation=common.federation_config(CONFIG_FLAGS),
+        federation=shared_flags.federation_config(CONFIG_FLAGS),
         click_models=tuple(FLAGS.click_models),
         forget_clients=_int_list("forget_clients"),
         delta_t=_int_list("delta_t"),
@@ -78,7 +82,7 @@ def unlearning_config() -> unlearning.UnlearningConfig:
     try:
         return config.validate()
     except federation.ConfigError as error:
-        raise common.user_error(error, _FLAG_OF) from None
+        raise user_error(error, _FLAG_OF) from None
 
 
 def _stats(values) -> dict:
@@ -87,14 +91,14 @@ def _stats(values) -> dict:
     return {"mean": float(values.mean()), "sd": sd}
 
 
-def run_experiment(config, output: common.Output, finished: common.FinishedParts) -> dict:
+def run_experiment(config, output: Output, finished: FinishedParts) -> dict:
     """The results file; the trainings finished by an earlier, interrupted invocation
     come from ``finished``, the others run (resuming from their checkpoints) and are
     saved there."""
-    train, test, source = common.on_every_process(common.load_datasets)
+    train, test, source = on_every_process(shared_flags.load_datasets)
     cfg, labels = config.federation, config.labels()
     n_runs, n_clicks = cfg.n_runs, len(config.click_models)
-    writer = common.is_writer()  # process 0 of a --distributed run prints and writes
+    writer = is_writer()  # process 0 of a --distributed run prints and writes
     if writer:
         print(
             f"unlearning: forget client(s) {list(config.forget_clients)} of {cfg.n_clients}; "
@@ -105,8 +109,8 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
     logs = []
 
     def replay_one(replay):
-        logs.append(common.ProgressLog(labels["unlearned"]))
-        with common.stop_cleanly(what="unlearning replay"):
+        logs.append(ProgressLog(labels["unlearned"]))
+        with stop_cleanly(what="unlearning replay"):
             return replay(
                 progress=logs[-1] if writer else None, checkpoint=output.checkpoint("replay")
             )
@@ -136,7 +140,7 @@ def run_experiment(config, output: common.Output, finished: common.FinishedParts
         labels=labels,
         history=_history(config, history),
         wall_seconds=_wall_seconds(config, seconds, replayed),
-        timings=common.timings(*logs),
+        timings=timings(*logs),
         interactions={
             "retraining_from_scratch": trained["retrained"].interactions
             * (cfg.n_clients - config.n_forget)
@@ -150,19 +154,19 @@ def _train_one(config, labels, output, finished, logs, kind, spec, arrays):
     """One training of the protocol (``unlearning.run_protocol``'s ``train_one``): reused
     from ``finished``, or run (resuming from its checkpoint, its progress log appended to
     ``logs``) and saved there."""
-    common.check_same_everywhere((config, kind, spec), arrays)
+    check_same_everywhere((config, kind, spec), arrays)
     fingerprint = loop.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
     result = _run_result(finished.load(kind, fingerprint))
     if result is not None:
         print(f"[{labels[kind]}] finished by an earlier run, reused", file=sys.stderr)
         return result
-    logs.append(common.ProgressLog(labels[kind]))
+    logs.append(ProgressLog(labels[kind]))
     names = [f"{labels[kind]} {c}" for c in config.click_models]
-    with common.stop_cleanly(names, config.federation.n_runs, "training"):
+    with stop_cleanly(names, config.federation.n_runs, "training"):
         result = federation.run(
             spec,
             arrays,
-            progress=logs[-1] if common.is_writer() else None,
+            progress=logs[-1] if is_writer() else None,
             checkpoint=output.checkpoint(kind),
         )
     finished.save(kind, fingerprint, _plain(result))
@@ -341,9 +345,9 @@ def format_table(written: dict) -> str:
 
 
 def run() -> program.Done:
-    common.need_report_extra("unlearning", ("scipy",))  # Table 3's t-tests, before any work
+    need_report_extra("unlearning", ("scipy",))  # Table 3's t-tests, before any work
     config = unlearning_config()
-    output = common.on_every_process(common.claim_output, ("results.json", "table.txt"))
+    output = on_every_process(claim_output, ("results.json", "table.txt"))
     finished = output.finished_parts(".phases")
     written = run_experiment(config, output, finished)
     table = format_table(written)

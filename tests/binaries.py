@@ -70,7 +70,7 @@ def run(module, *args, cache_dir=None, env=None, timeout=300):
 # it is imported, so only one can be loaded at a time.
 _loaded = {"module": None}
 # Modules whose functions define flags for the binary that calls them: kept imported.
-SHARED_DEFINERS = ("experiments.common", "experiments.lib.config_flags")
+SHARED_DEFINERS = ("experiments.lib.shared_flags", "experiments.lib.config_flags")
 
 
 def _binary(module: str):

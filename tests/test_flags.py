@@ -9,7 +9,7 @@ from absl import flags
 from foltr_jax import config, federation, fedips, foltr_es
 
 BINARIES = ("fpdgd", "poisoning", "noniid", "unlearning", "foltr_es", "fedips", "benchmark")
-SHARED_MODULES = ("experiments.common", "experiments.lib.config_flags")
+SHARED_MODULES = ("experiments.lib.shared_flags", "experiments.lib.config_flags")
 # A binary that reads a setting its own way says so in its help (0: the type's default).
 OWN_HELP = {("noniid", "n_clients"), ("noniid", "local_updates")}
 

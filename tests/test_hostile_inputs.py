@@ -26,7 +26,9 @@ import optax
 import pytest
 from sample_data import REPO_ROOT
 
-from experiments import common
+from experiments.lib.cli import ProgressLog, UserError
+from experiments.lib.output import FinishedParts, Output
+from experiments.lib.results import timings
 from foltr_jax import (
     FederationConfig,
     FedIpsConfig,
@@ -120,14 +122,14 @@ def test_planted_pickle_checkpoint_is_never_unpickled(whole, tmp_path):
 
 def test_planted_finished_part_and_old_pickles_are_never_unpickled(tmp_path):
     marker = tmp_path / "ran"
-    finished = common.FinishedParts(tmp_path / "out" / ".phases")
+    finished = FinishedParts(tmp_path / "out" / ".phases")
     _plant(tmp_path / "out" / ".phases" / "honest.npz", marker)
     _plant(tmp_path / "out" / ".phases" / "malicious.pkl", marker)  # the old format
     _plant(tmp_path / "out" / ".checkpoint-honest.pkl", marker)
     with pytest.warns(UserWarning, match="not a foltr_jax .npz"):
         assert finished.load("honest", "f") is None
     with pytest.warns(UserWarning, match="2 pickle file.*never loaded"):
-        common.Output(tmp_path / "out").finish()
+        Output(tmp_path / "out").finish()
     assert not marker.exists()
     result = {"curve": np.arange(3.0), "params": ({"w": np.ones(2)}, None), "n": 3, "s": "x"}
     finished.save("honest", "f", result)
@@ -222,17 +224,17 @@ def test_output_dir_that_cannot_take_results_is_refused_before_work(tmp_path):
         (a_file, "exists and is not a folder"),
         (a_file / "sub", "cannot create it"),
     ]:
-        with pytest.raises(common.UserError, match=f"^--output_dir: .*{problem}"):
-            common.Output(path)
+        with pytest.raises(UserError, match=f"^--output_dir: .*{problem}"):
+            Output(path)
     (tmp_path / "out" / "results.json").mkdir(parents=True)
-    with pytest.raises(common.UserError, match="^--output_dir: .*results.json is not a file"):
-        common.Output(tmp_path / "out")
+    with pytest.raises(UserError, match="^--output_dir: .*results.json is not a file"):
+        Output(tmp_path / "out")
     assert not (tmp_path / "out" / ".lock").exists()
     (tmp_path / "grid" / "cell").parent.mkdir()
     (tmp_path / "grid" / "cell").write_text("")  # a file where a grid cell's folder goes
-    with pytest.raises(common.UserError, match="^--output_dir: .*cell is not a folder"):
-        common.Output(tmp_path / "grid", outputs=("cell/results.json",))
-    common.Output(tmp_path / "new" / "deeper").release()  # a failed run: what it made goes
+    with pytest.raises(UserError, match="^--output_dir: .*cell is not a folder"):
+        Output(tmp_path / "grid", outputs=("cell/results.json",))
+    Output(tmp_path / "new" / "deeper").release()  # a failed run: what it made goes
     assert not (tmp_path / "new").exists()
 
 
@@ -241,18 +243,18 @@ def test_unwritable_output_dir_is_refused_before_work(tmp_path, monkeypatch):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(tempfile, "mkstemp", refused)  # what Output probes with
-    with pytest.raises(common.UserError, match="^--output_dir: cannot write into .*denied"):
-        common.Output(tmp_path / "out")
+    with pytest.raises(UserError, match="^--output_dir: cannot write into .*denied"):
+        Output(tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
 def test_results_that_cannot_be_written_keep_the_checkpoint(whole, tmp_path):
-    output = common.Output(tmp_path / "out", checkpoints=True)
+    output = Output(tmp_path / "out", checkpoints=True)
     checkpoint = output.checkpoint()  # named by the run: finish removes it
     toy_run(checkpoint)
     (output.path / "results.json").mkdir()  # broken after the claim
     with pytest.raises(
-        common.UserError, match="^--output_dir: cannot write .*checkpoints are kept"
+        UserError, match="^--output_dir: cannot write .*checkpoints are kept"
     ):
         output.write_json("results.json", {"curve": whole.curves.tolist()})
     assert os.path.exists(checkpoint)
@@ -286,23 +288,23 @@ def test_results_json_as_a_folder_stops_the_binary_before_any_work(tmp_path):
 
 
 def test_second_run_into_the_same_output_dir_is_refused(tmp_path):
-    first = common.Output(tmp_path / "out")
+    first = Output(tmp_path / "out")
     with pytest.raises(
-        common.UserError, match=f"^--output_dir: .*in use by another run .*{os.getpid()}"
+        UserError, match=f"^--output_dir: .*in use by another run .*{os.getpid()}"
     ):
-        common.Output(tmp_path / "out")
+        Output(tmp_path / "out")
     first.finish()
     (tmp_path / "out" / ".lock").write_text("12345\n")  # left by a killed run: not held
-    common.Output(tmp_path / "out").finish()
+    Output(tmp_path / "out").finish()
     assert not (tmp_path / "out" / ".lock").exists()
 
 
 def test_second_process_into_the_same_output_dir_is_refused(tmp_path):
-    held = common.Output(tmp_path / "out")
+    held = Output(tmp_path / "out")
     code = (
-        "import sys; from experiments import common\n"
-        "try:\n    common.Output(sys.argv[1])\n"
-        "except common.UserError as e:\n    print(e); sys.exit(2)\n"
+        "import sys\nfrom experiments.lib.cli import UserError\nfrom experiments.lib.output import Output\n"
+        "try:\n    Output(sys.argv[1])\n"
+        "except UserError as e:\n    print(e); sys.exit(2)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "out")],
@@ -328,12 +330,12 @@ def test_label_too_large_for_the_gain_names_file_and_line(tmp_path, label):
 
 
 def test_nan_in_results_is_an_error_where_it_arises_and_json_is_strict(tmp_path):
-    output = common.Output(tmp_path / "out")
+    output = Output(tmp_path / "out")
     curves = np.array([[0.5, 0.25], [0.5, np.nan]])
-    with pytest.raises(common.UserError, match=r"results.json: offline_ndcg\[1\]\[1\] is nan"):
+    with pytest.raises(UserError, match=r"results.json: offline_ndcg\[1\]\[1\] is nan"):
         output.write_json("results.json", {"offline_ndcg": curves.tolist()})
-    with pytest.raises(common.UserError, match=r"part 'x': curve\[1\] is inf"):
-        common.FinishedParts(tmp_path / "parts").save("x", "f", {"curve": np.array([0, np.inf])})
+    with pytest.raises(UserError, match=r"part 'x': curve\[1\] is inf"):
+        FinishedParts(tmp_path / "parts").save("x", "f", {"curve": np.array([0, np.inf])})
     assert not (output.path / "results.json").exists()
     output.write_json("results.json", {"offline_ndcg": [[0.5, 0.25]], "epsilon": None})
 
@@ -456,8 +458,8 @@ def test_timings_after_a_resume_cover_every_round(whole, tmp_path):
 
     with pytest.raises(Killed):
         toy_run(checkpoint, progress=slow_then_killed)
-    log = common.ProgressLog("fpdgd", stream=io.StringIO())
+    log = ProgressLog("fpdgd", stream=io.StringIO())
     resumed = toy_run(checkpoint, progress=log)
     np.testing.assert_array_equal(whole.curves, resumed.curves)
     assert resumed.run_seconds >= 0.3  # not just the resumed chunk's milliseconds
-    assert common.timings(log)["resumed_at_round"] == {"fpdgd": 4}
+    assert timings(log)["resumed_at_round"] == {"fpdgd": 4}

@@ -11,7 +11,8 @@ TINY = ("--synthetic_queries=20", "--synthetic_features=6", "--synthetic_docs_pe
 
 
 def test_finished_parts_refuse_a_linked_or_non_folder_place(tmp_path):
-    from experiments.common import FinishedParts, UserError
+    from experiments.lib.cli import UserError
+    from experiments.lib.output import FinishedParts
 
     target = tmp_path / "theirs"
     target.mkdir()

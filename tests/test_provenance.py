@@ -200,7 +200,7 @@ def test_quick_and_full_batches_never_share_a_recipe_s_folder(tmp_path):
 
 def test_a_recipe_s_folder_records_its_batch_and_refuses_another_dataset(tmp_path):
     batch = binaries.load("batch")
-    from experiments.common import UserError
+    from experiments.lib.cli import UserError
 
     folder = tmp_path / "fpdgd_fig5"
     first = {"quick": False, "data": str(tmp_path / "A"), "folds": ["Fold1"]}

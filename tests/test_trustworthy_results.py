@@ -23,7 +23,15 @@ import numpy as np
 import pytest
 from sample_data import REPO_ROOT
 
-from experiments import common
+from experiments.lib.cli import UserError
+from experiments.lib.output import (
+    FinishedParts,
+    Output,
+    probe_output_file,
+    stop_cleanly,
+    unique_names,
+    write_output_file,
+)
 from foltr_jax import (
     FederationConfig,
     FedIpsConfig,
@@ -123,8 +131,8 @@ def test_a_users_aggregator_returning_nan_is_never_a_result(tiny_split, nan_aggr
         federation.run(spec, arrays)
     assert caught.value.slots == [0, 1] and caught.value.round == 1
     # what a binary prints: one line naming the cell, repetition and round
-    with pytest.raises(common.UserError) as line:
-        with common.stop_cleanly(["perfect_eps0_delta0"], 2):
+    with pytest.raises(UserError) as line:
+        with stop_cleanly(["perfect_eps0_delta0"], 2):
             raise caught.value
     message = str(line.value)
     assert message.startswith("cell perfect_eps0_delta0, repetition 0 (run slot 0) (and 1 more")
@@ -200,8 +208,8 @@ def test_a_planted_lock_symlink_is_never_followed(tmp_path):
     out.mkdir()
     victim.write_text("keep me")
     (out / ".lock").symlink_to(victim)
-    with pytest.raises(common.UserError, match=r"^--output_dir: cannot lock .*symbolic link"):
-        common.Output(out)
+    with pytest.raises(UserError, match=r"^--output_dir: cannot lock .*symbolic link"):
+        Output(out)
     assert victim.read_text() == "keep me"
 
 
@@ -209,8 +217,8 @@ def test_a_fifo_as_lock_file_is_refused_without_waiting(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     os.mkfifo(out / ".lock")
-    with pytest.raises(common.UserError, match="not a regular file"):
-        common.Output(out)
+    with pytest.raises(UserError, match="not a regular file"):
+        Output(out)
 
 
 def test_finishing_removes_only_what_the_run_named(tmp_path):
@@ -223,7 +231,7 @@ def test_finishing_removes_only_what_the_run_named(tmp_path):
     ]
     for path in foreign:
         path.write_text("not the run's")
-    output = common.Output(out, checkpoints=True)
+    output = Output(out, checkpoints=True)
     own = pathlib.Path(output.checkpoint("cell"))
     own.write_text("the run's checkpoint")
     leftover = out / ".results.json.x1y2.tmp"  # what a killed writer of results.json left
@@ -236,7 +244,7 @@ def test_finishing_removes_only_what_the_run_named(tmp_path):
 
 
 def test_clearing_finished_parts_leaves_other_files(tmp_path):
-    parts = common.FinishedParts(tmp_path / ".cells")
+    parts = FinishedParts(tmp_path / ".cells")
     parts.save("mine", "f", {"x": np.arange(3.0)})
     (tmp_path / ".cells" / "theirs.npz").write_text("someone else's")
     parts.clear()
@@ -335,16 +343,16 @@ def test_an_unusable_output_file_is_refused_before_any_work(case, tmp_path):
             pytest.skip("running as a user who may write anywhere")
     elif case == "empty":
         target = ""
-    with pytest.raises(common.UserError) as caught:
-        common.probe_output_file(target, "output")
+    with pytest.raises(UserError) as caught:
+        probe_output_file(target, "output")
     assert str(caught.value).startswith("--output: ") and "\n" not in str(caught.value)
     assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob(".*probe*"))
 
 
 def test_a_writable_output_file_is_probed_without_leaving_anything(tmp_path):
-    target = common.probe_output_file(tmp_path / "new" / "suite.json", "suite_output")
+    target = probe_output_file(tmp_path / "new" / "suite.json", "suite_output")
     assert target.parent.is_dir() and list(target.parent.iterdir()) == []
-    common.write_output_file(target, {"x": 1}, "suite_output")
+    write_output_file(target, {"x": 1}, "suite_output")
     assert json.loads(target.read_text()) == {"x": 1}
 
 
@@ -437,8 +445,8 @@ def test_a_failed_checkpoint_save_keeps_the_previous_one_and_ends_in_one_line(
         real(*args)
 
     monkeypatch.setattr(loop, "_save_checkpoint", disk_fills)
-    with pytest.raises(common.UserError) as caught:
-        with common.stop_cleanly():
+    with pytest.raises(UserError) as caught:
+        with stop_cleanly():
             _toy(breaks_at=99, checkpoint=str(checkpoint))
     message = str(caught.value)
     assert message.startswith("--checkpoint: cannot save") and "No space left" in message
@@ -456,8 +464,8 @@ def test_a_failed_first_checkpoint_save_does_not_claim_one_is_kept(tmp_path, mon
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(loop, "_save_checkpoint", disk_full)
-    with pytest.raises(common.UserError) as caught:
-        with common.stop_cleanly():
+    with pytest.raises(UserError) as caught:
+        with stop_cleanly():
             _toy(breaks_at=99, checkpoint=str(tmp_path / ".checkpoint.npz"))
     message = str(caught.value)
     assert "after round 3" in message and "is kept" not in message
@@ -465,7 +473,7 @@ def test_a_failed_first_checkpoint_save_does_not_claim_one_is_kept(tmp_path, mon
 
 
 def test_a_finished_part_that_is_not_finite_is_run_again(tmp_path):
-    parts = common.FinishedParts(tmp_path / ".phases")
+    parts = FinishedParts(tmp_path / ".phases")
     parts.save("honest", "f", {"curve": np.arange(3.0)})
     path = tmp_path / ".phases" / "honest.npz"
     header, arrays = _stored(path)
@@ -543,7 +551,7 @@ def test_binaries_refuse_out_of_range_and_conflicting_flags_in_one_line(flag, me
 
 
 def test_cells_whose_values_print_alike_get_distinct_names():
-    names = common.unique_names(
+    names = unique_names(
         ["perfect_eps1_delta5", "perfect_eps1_delta5", "perfect_eps4.5_delta5"],
         ["perfect_eps1.0000001_delta5.0", "perfect_eps1.0000002_delta5.0", "x"],
         "privacy_grid",
@@ -556,8 +564,8 @@ def test_cells_whose_values_print_alike_get_distinct_names():
 
 
 def test_the_same_cell_asked_for_twice_is_refused_naming_the_flag():
-    with pytest.raises(common.UserError, match="^--prox_mu: the cell fedprox_mu=0.1 is asked"):
-        common.unique_names(["fedprox_mu=0.1"] * 2, ["fedprox_mu=0.1"] * 2, "prox_mu")
+    with pytest.raises(UserError, match="^--prox_mu: the cell fedprox_mu=0.1 is asked"):
+        unique_names(["fedprox_mu=0.1"] * 2, ["fedprox_mu=0.1"] * 2, "prox_mu")
 
 
 @pytest.mark.slow
@@ -613,7 +621,7 @@ def test_results_checkpoints_and_cache_entries_follow_the_umask(mask, tmp_path):
     old = os.umask(mask)
     try:
         assert files.umask() == mask
-        output = common.Output(tmp_path / "out", checkpoints=True)
+        output = Output(tmp_path / "out", checkpoints=True)
         written = [output.write_json("results.json", {"x": 1})]
         checkpoint = output.checkpoint()
         _toy(breaks_at=99, total=3, checkpoint=checkpoint)

@@ -143,7 +143,7 @@ class BinaryFlags(SphinxDirective):
         if name not in dump:
             raise self.error(f"no binary experiments.{name}")
         self.env.note_dependency(str(ROOT / "experiments" / f"{name}.py"))
-        self.env.note_dependency(str(ROOT / "experiments" / "common.py"))
+        self.env.note_dependency(str(ROOT / "experiments" / "lib" / "shared_flags.py"))
         entry = dump[name]
         out = []
         if entry["doc"].strip():

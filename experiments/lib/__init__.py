@@ -1,7 +1,9 @@
 """The library half of experiments/: what the binaries (``python -m experiments.<name>``)
 share and what reads their results back.
 
-output (the claimed --output_dir, checkpoints, atomic writes), results (results.json's one
+shared_flags (the flags every binary shares, and the configs and datasets built from
+them), distributed (--distributed: joining the processes, who writes), output (the claimed
+--output_dir, checkpoints, atomic writes), results (results.json's one
 structure, format 2, and results.schema.json), series (results.json files -> labelled
 Series), tables, statistics and figures (summaries, t-tests, Markdown/LaTeX tables, curves;
 matplotlib and scipy: the report extra), paper_figures (the papers' figures panel for

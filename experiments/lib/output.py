@@ -18,8 +18,8 @@ import warnings
 import numpy as np
 from absl import flags
 
-from experiments.distributed import is_distributed, is_writer
 from experiments.lib.cli import UserError
+from experiments.lib.distributed import is_distributed, is_writer
 from foltr_jax import files, loop
 
 FLAGS = flags.FLAGS

@@ -20,9 +20,9 @@ from typing import Callable
 import jax
 from absl import flags
 
-from experiments.distributed import is_writer, refuse_distributed, start_distributed
 from experiments.lib import plugins, provenance
 from experiments.lib.cli import UserError, fail, quiet_logs
+from experiments.lib.distributed import is_writer, refuse_distributed, start_distributed
 from foltr_jax.registry import PartError
 
 FLAGS = flags.FLAGS

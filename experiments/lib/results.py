@@ -44,6 +44,7 @@ import dataclasses
 import platform
 import resource
 
+import numpy as np
 from absl import flags
 
 import foltr_jax
@@ -147,27 +148,6 @@ def evaluated_rounds(config, result, columns: int | None = None) -> list[int]:
     return list(range(1, n + 1))
 
 
-def run_curves(result, slots=slice(None)) -> tuple[dict, dict]:
-    """(curves, per_run) of an online-LTR RunResult's runs in ``slots``."""
-
-    def pick(values):
-        return values[slots]
-
-    offline = pick(result.offline_ndcg)
-    curves = {
-        "offline_ndcg": offline.tolist(),
-        "offline_mrr": pick(result.offline_mrr).tolist(),
-        "online_ndcg": pick(result.online_ndcg).tolist(),
-        "online_max_rr": pick(result.online_max_rr).tolist(),
-    }
-    per_run = {
-        "initial_offline_ndcg": pick(result.initial_offline_ndcg).tolist(),
-        "final_offline_ndcg": offline[:, -1].tolist(),
-        "online_performance": pick(result.online_performance).tolist(),
-    }
-    return curves, per_run
-
-
 def data_summary(source: dict, train, test, **more) -> dict:
     """results.json's "data": where it came from and the sizes of its splits."""
     return {**source, "train": dataset_summary(train), "test": dataset_summary(test), **more}
@@ -185,13 +165,26 @@ def totals(result, log=None) -> dict:
 
 
 def results_file(method, config, result, train, test, source, slots=slice(None), log=None) -> dict:
-    """The results.json of an online-LTR run: config, data, one cell with the curves of
-    the runs in ``slots`` (one setting's repetitions) and the program's timings (what
-    they cover from ``log``, the run's ProgressLog)."""
-    curves, per_run = run_curves(result, slots)
+    """The results.json of a method's run (every method's binary, and ``experiments.method``):
+    config, data, one cell with every curve of the RunResult, by name, for the runs in
+    ``slots`` (one setting's repetitions), their per-run numbers (initial and final offline
+    nDCG@10, online performance when the run has an online curve) and the program's
+    timings (what they cover from ``log``, the run's ProgressLog)."""
+
+    def pick(values):
+        return np.asarray(values)[slots].tolist()
+
+    curves = {name: pick(values) for name, values in result.curves.items()}
+    per_run = {}
+    if "offline_ndcg" in result.initial:
+        per_run["initial_offline_ndcg"] = pick(result.initial["offline_ndcg"])
+    per_run["final_offline_ndcg"] = pick(np.asarray(result.curves["offline_ndcg"])[:, -1])
+    if "online_ndcg" in result.curves:
+        per_run["online_performance"] = pick(result.online_performance)
+    panel = getattr(config, "click_model", method)
     one = cell(
-        config.click_model,
-        labels=labels(method, config.click_model),
+        panel,
+        labels=labels(method, panel),
         evaluated_rounds=evaluated_rounds(config, result),
         curves=curves,
         per_run=per_run,

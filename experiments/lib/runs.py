@@ -23,8 +23,8 @@ import subprocess
 import sys
 import time
 
-from experiments.common import UserError
 from experiments.lib import provenance
+from experiments.lib.cli import UserError
 from experiments.lib.results import RESULTS_FORMAT
 from foltr_jax import files
 

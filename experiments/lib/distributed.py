@@ -1,6 +1,6 @@
 """--distributed runs seen from a binary: joining the other processes, checking that
 they agree (flags, data, settings), ending all of them when one fails, and which
-process writes files.  The flags themselves are defined in ``experiments.common``."""
+process writes files.  The flags themselves are defined in ``experiments.lib.shared_flags``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
-"""The flags shared by the experiment binaries and what they build: configs, datasets.
+"""The flags every binary shares and what they build: configs, datasets.
 
 Library code never reads flags: these helpers turn flags into frozen config
 dataclasses and datasets, and the binaries pass those down.  The flags are defined
-here, so that a binary's ``flags.adopt_module_key_flags(common)`` lists them in its
---help.  The rest of what the binaries share lives in its own module and is
-re-exported here: ``cli`` (one-line errors, progress), ``distributed`` (runs over
-several processes), ``output`` (the claimed output folder, checkpoints, strict
-writes) and ``results`` (the shared fields of results.json).
+here, so that a binary's ``flags.adopt_module_key_flags(shared_flags)`` lists them in
+its --help.
 """
 
 from __future__ import annotations
@@ -15,92 +12,12 @@ import os
 
 from absl import flags
 
-from experiments.distributed import (
-    check_same_everywhere,
-    is_writer,
-    on_every_process,
-    refuse_distributed,
-    start_distributed,
-)
 from experiments.lib import config_flags, provenance
-from experiments.lib.cli import LoadLog, ProgressLog, UserError, fail, need_report_extra, quiet_logs
+from experiments.lib.cli import LoadLog, UserError
 from experiments.lib.config_flags import user_error
-from experiments.lib.output import (
-    EXPERIMENTS_DIR,
-    FinishedParts,
-    Output,
-    ReadOnlyOutput,
-    check_finite,
-    checkpoint_file,
-    claim_output,
-    probe_output_file,
-    refuse_repeats,
-    slot_namer,
-    stop_cleanly,
-    unique_names,
-    write_bytes_atomic,
-    write_json_atomic,
-    write_output_file,
-    write_text_atomic,
-)
-from experiments.lib.results import (
-    curve_summary,
-    dataset_summary,
-    peak_rss_mb,
-    results_file,
-    timings,
-    versions,
-)
-from experiments.lib.results import (
-    header as results_header,
-)
+from experiments.lib.distributed import check_same_everywhere
 from foltr_jax import data, federation
 from foltr_jax.config import INT32_MAX, FederationConfig, centralised
-
-__all__ = [
-    "EXPERIMENTS_DIR",
-    "FLAGS",
-    "FinishedParts",
-    "Output",
-    "ProgressLog",
-    "ReadOnlyOutput",
-    "UserError",
-    "build",
-    "check_finite",
-    "check_same_everywhere",
-    "checkpoint_file",
-    "claim_output",
-    "curve_summary",
-    "dataset_summary",
-    "define_checkpoint_flag",
-    "define_data_flags",
-    "define_distributed_flags",
-    "define_federation_flags",
-    "fail",
-    "federation_config",
-    "is_writer",
-    "load_datasets",
-    "need_report_extra",
-    "on_every_process",
-    "peak_rss_mb",
-    "probe_output_file",
-    "quiet_logs",
-    "refuse_distributed",
-    "refuse_repeats",
-    "results_file",
-    "results_header",
-    "slot_namer",
-    "start_distributed",
-    "stop_cleanly",
-    "unique_names",
-    "user_error",
-    "timings",
-    "versions",
-    "write_bytes_atomic",
-    "write_json_atomic",
-    "write_output_file",
-    "write_text_atomic",
-]
 
 FLAGS = flags.FLAGS
 
