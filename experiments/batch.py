@@ -52,7 +52,7 @@ from experiments.lib.output import Output, write_json_atomic
 need_report_extra("batch")  # the figures and pages: matplotlib, scipy
 from experiments.lib import figures as report  # noqa: E402
 from experiments.lib import paper_figures  # noqa: E402
-from experiments.lib.recipes import CLICKS, DP_GRID, Recipe, Run, recipes  # noqa: F401
+from experiments.lib.recipes import Recipe, recipes  # noqa: E402
 
 FLAGS = flags.FLAGS
 shared_flags.define_plugin_flag()  # imported before the recipes are read, passed on to every run

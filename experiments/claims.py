@@ -47,7 +47,6 @@ from experiments.lib.output import write_text_atomic
 need_report_extra("claims")  # the t-tests: scipy
 from experiments.lib.claims import (  # noqa: E402
     CLAIMS,
-    EVERY_ROUND,
     PAPERS,
     RUNS,
     pages,  # noqa: E402
@@ -105,7 +104,7 @@ def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: i
                 continue
             folder = results_dir / ("synthetic" if run.own_data else fold) / name
             extra = [f"--n_runs={n_runs}"]
-            if eval_every > 1 and name not in EVERY_ROUND:
+            if eval_every > 1 and not run.every_round:
                 extra.append(f"--eval_every={eval_every}")
             argv = [sys.executable, "-m", f"experiments.{run.binary}"]
             argv += [] if run.own_data else list(data)

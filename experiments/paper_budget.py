@@ -2,7 +2,7 @@ r"""A time budget for the papers: every batch recipe's projected wall time on th
 
   python -m experiments.paper_budget --recipes=poisoning_figs2_4,fpdgd_fig4
 
-For each run of a recipe (experiments/lib/recipes.py, the full version) this launches the run's
+For each run of a recipe (experiments/lib/recipes/, the full version) this launches the run's
 binary with the recipe's flags but a few rounds (--measure_chunks chunks of
 --measure_chunk_rounds rounds, compile timed apart) and --n_runs=5, on MSLR-WEB10K-shaped
 synthetic data (6,000 training and 2,000 test queries, ~120 documents × 136 features), reads

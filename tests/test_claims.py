@@ -55,7 +55,7 @@ def test_shared_runs_run_once_per_fold_and_own_data_runs_once(tmp_path):
         expected = ["synthetic"] if own else ["Fold1", "Fold2"]
         assert [f.split("/")[0] for f in folders if f.split("/")[1] == name] == expected
     for out, argv in commands:
-        every_round = out.name in catalogue.EVERY_ROUND
+        every_round = catalogue.RUNS[out.name].every_round
         assert "--n_runs=3" in argv and ("--eval_every=5" in argv) != every_round
         assert argv[-1] == f"--output_dir={out}"
         assert ("--fold_dir" in " ".join(argv)) == (out.parent.name != "synthetic")

@@ -302,7 +302,8 @@ def test_second_run_into_the_same_output_dir_is_refused(tmp_path):
 def test_second_process_into_the_same_output_dir_is_refused(tmp_path):
     held = Output(tmp_path / "out")
     code = (
-        "import sys\nfrom experiments.lib.cli import UserError\nfrom experiments.lib.output import Output\n"
+        "import sys\nfrom experiments.lib.cli import UserError\n"
+        "from experiments.lib.output import Output\n"
         "try:\n    Output(sys.argv[1])\n"
         "except UserError as e:\n    print(e); sys.exit(2)\n"
     )

@@ -62,7 +62,7 @@ def dump(binaries: list) -> dict:
 
 
 def catalogue() -> dict:
-    """The batch recipes (experiments/lib/recipes.py, full size), for the papers' pages."""
+    """The batch recipes (experiments/lib/recipes/, full size), for the papers' pages."""
     _forget_experiments()
     recipes = importlib.import_module("experiments.lib.recipes")
     return {

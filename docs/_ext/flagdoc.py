@@ -90,7 +90,7 @@ _CATALOGUE = {}
 
 
 def catalogue() -> dict:
-    """experiments/lib/recipes.py's recipes, as JSON."""
+    """The batch recipes of experiments/lib/recipes/, as JSON."""
     if not _CATALOGUE:
         _CATALOGUE.update(json.loads(_dump("--catalogue")))
     return _CATALOGUE
@@ -184,13 +184,14 @@ class BinaryFlags(SphinxDirective):
 
 class PaperRecipes(SphinxDirective):
     """``paper-recipes PREFIX...``: the batch recipes whose names start with a prefix, with
-    every run's command line (``experiments/lib/recipes.py``, full size; ``--quick`` shrinks)."""
+    every run's command line (``experiments/lib/recipes/``, full size; ``--quick`` shrinks)."""
 
     required_arguments = 1
     optional_arguments = 10
 
     def run(self):
-        self.env.note_dependency(str(ROOT / "experiments" / "lib" / "recipes.py"))
+        for module in (ROOT / "experiments" / "lib" / "recipes").glob("*.py"):
+            self.env.note_dependency(str(module))
         found = [
             r for r in catalogue()["recipes"]
             if any(r["name"].startswith(prefix) for prefix in self.arguments)

@@ -39,7 +39,6 @@ from experiments.lib.paper_figures.pool import Pool
 
 ALPHA = 0.05
 POWER_WANTED = 0.8  # the power a test should have against the claim's effect size
-CLICKS = ("perfect", "navigational", "informational")
 ONLINE_GAMMA = 0.9995  # the discount of online performance (FPDGD paper eq. 17)
 
 

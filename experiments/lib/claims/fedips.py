@@ -27,73 +27,22 @@ from experiments.lib.claims.core import (
     ordered,
     recheck,
 )
-from experiments.lib.recipes import Run
+from experiments.lib.recipes.fedips import (
+    CLICKS_PER_USER,
+    GAMMAS,
+    LAMBDA,
+    ROUNDS,
+    SMALL_LR,
+    USER_COUNTS,
+    USERS,
+    g,
+    m_run,
+    small_lr,
+    users,
+)
 
 PAPER = "FedIPS paper (Li & Ouyang, Apple, 2021)"
-ROUNDS = 50  # T (the paper: 500)
-USERS = 2000  # |U| (the paper's)
-GAMMAS = (0.5, 1.0, 1.5, 2.0)
-CLICKS_PER_USER = (5, 10)  # m: the values the text names: 5 (the sparsest) and 10 (the default)
-# Figure 2 (left): the paper's |U| ∈ {100, 500, 2,500, 12,500, 62,500}; 12,500 and 62,500 left
-# out: a 12,500-user run is ~6 times a 2,000-user one (~30 min on the shared two cores)
-USER_COUNTS = (100, 500, 2500)
-SMALL_LR = 0.001  # diagnosis: η_l (ours 0.01)
 MARGIN = 0.01  # NDCG@5: "small" / "marginal" / "approaching"
-
-
-def _f(**values) -> tuple:
-    return tuple(f"--{k}={v}" for k, v in values.items())
-
-
-def g(gamma: float, propensity: str) -> str:
-    return f"fi_g{gamma:g}_{propensity}"
-
-
-def m_run(m: int, propensity: str) -> str:
-    if m == 10 and propensity == "none":
-        return g(1.0, "none")
-    return f"fi_m{m}_{propensity}"
-
-
-def users(n: int) -> str:
-    return f"fi_u{n}"
-
-
-LAMBDA = "fi_lambdalinear"
-
-
-def small_lr(name: str) -> str:
-    return f"{name}_lr{SMALL_LR:g}"
-
-BASE = _f(rounds=ROUNDS, chunk_rounds=ROUNDS)
-
-RUNS = (
-    *(Run(g(gamma, p), "fedips", _f(propensity=p, gamma=gamma, n_users=USERS) + BASE)
-      for gamma in GAMMAS for p in ("known", "none")),
-    Run(LAMBDA, "fedips", _f(baseline="lambdarank", gamma=1.0, n_users=USERS) + BASE),
-    *(Run(m_run(m, "estimated"), "fedips",
-          _f(propensity="estimated", gamma=1.0, n_users=USERS, clicks_per_user=m) + BASE)
-      for m in CLICKS_PER_USER),
-    *(Run(m_run(m, "none"), "fedips",
-          _f(propensity="none", gamma=1.0, n_users=USERS, clicks_per_user=m) + BASE)
-      for m in CLICKS_PER_USER if m != 10),
-    *(Run(users(n), "fedips", _f(propensity="known", gamma=1.0, n_users=n) + BASE)
-      for n in USER_COUNTS),
-    # diagnosis of fedips_estimated: m = 5 with the true propensities instead of the estimated
-    Run(m_run(5, "known"), "fedips",
-        _f(propensity="known", gamma=1.0, n_users=USERS, clicks_per_user=5) + BASE),
-    # diagnoses of fedips_known and fedips_lambdalinear: a smaller client step η_l (the paper
-    # grid-searched η_l ∈ {1e-5, ..., 0.1}; ours is the default 0.01, under which FedIPS's and
-    # FedAvg's NDCG@5 peak after the first round (0.249, 0.259) and fall to 0.204 by round 50)
-    *(Run(small_lr(g(gamma, p)), "fedips",
-          _f(propensity=p, gamma=gamma, n_users=USERS, local_learning_rate=SMALL_LR) + BASE)
-      for gamma in (1.0, 0.5, 2.0) for p in ("known", "none")),
-    # diagnosis of fedips_users: clicks on grades {2, 3, 4} instead of eq. 11's {3, 4}, which
-    # are rare on the excerpt (the one setting suspected: how much relevance signal a click has)
-    *(Run(f"{users(n)}_rel2", "fedips",
-          _f(propensity="known", gamma=1.0, n_users=n, relevant_from=2) + BASE)
-      for n in (100, 2500)),
-)  # fmt: skip
 
 
 def _known_cell() -> Cell:

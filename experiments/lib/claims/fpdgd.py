@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from experiments.lib.claims.core import (
-    CLICKS,
     Cell,
     Claim,
     Diagnosis,
@@ -26,78 +25,33 @@ from experiments.lib.claims.core import (
     paper_online,
     recheck,
 )
-from experiments.lib.recipes import Run
+from experiments.lib.recipes import CLICKS
+from experiments.lib.recipes.fpdgd import (
+    MORE_RUNS,
+    POWER_RUNS,
+    PRIVACY,
+    ROUNDS,
+    foltr_es_run,
+    more_runs,
+)
 
 PAPER = "FPDGD paper (Wang et al., ICTIR 2021)"
-ROUNDS = 50  # T (the paper's MSLR setting: 200)
 PAPER_ROUNDS = 200
-PRIVACY = ((1.2, 3, 0.25), (2.3, 3, 0.5), (4.5, 5, 0.9), (10.0, 5, 1.0))  # (ε, Δ, FOLtR-ES p)
 BUDGET = 1000 * 2 * ROUNDS  # Figure 6's fixed budget |C|·B·T of B = 2
-# Runs of the cheap runs (few clients; PDGD with T updates): with 5, PDGD's spread over runs
-# (0.03-0.10 nDCG@10 after 50 updates on the excerpt) left the power at a 0.05 difference at
-# 0.14-0.77; with 20 it is 1.00
-POWER_RUNS = 20
-
-
-def _f(**values) -> tuple:
-    return tuple(f"--{k}={v}" for k, v in values.items())
 
 
 def _eps(e: float) -> str:
     return f"{e:g}"
 
 
-ALL_CLICKS = _f(click_models=",".join(CLICKS))
-PRIVACY_GRID = "none," + ",".join(f"{e:g}:{d}" for e, d, _ in PRIVACY)
-
-
-def foltr_es_run(click: str, p: float) -> str:
-    return f"foltr_es_{click}_p{p:g}"
-
-
-RUNS = (
-    Run("fpdgd_c1000", "fpdgd",
-        ALL_CLICKS + _f(n_clients=1000, local_updates=2, rounds=ROUNDS, privacy_grid=PRIVACY_GRID)),
-    # few clients, cheap runs: POWER_RUNS runs, as the driver's 5 lack the power (Figure 4's
-    # |C| = 100 cells on the excerpt: 0.29 at Δ = 0.01 with 5 runs)
-    *(Run(f"fpdgd_c{c}", "fpdgd",
-          ALL_CLICKS + _f(n_clients=c, local_updates=2, rounds=ROUNDS, privacy_grid="none,4.5:5",
-                          n_runs=POWER_RUNS))
-      for c in (10, 100)),
-    *(Run(f"fpdgd_b{b}", "fpdgd",
-          ALL_CLICKS + _f(n_clients=1000, local_updates=b, rounds=ROUNDS, privacy_grid="4.5:5"))
-      for b in (4, 8)),
-    # FOLtR-ES as in the comparison (§4): linear, η = 0.001, raw features, |C| and B of FPDGD
-    *(Run(foltr_es_run(click, p), "foltr_es",
-          ("--nonormalise",) + _f(click_model=click, privacy_p=p, ranker="linear",
-                                  learning_rate=0.001, n_clients=1000, local_updates=2,
-                                  rounds=ROUNDS))
-      for click in CLICKS for _, _, p in PRIVACY),
-    # centralised PDGD (§4): the same number of updates, and the same interaction budget
-    *(Run(f"pdgd_{form}", "fpdgd",
-          ("--centralised", f"--centralised_form={form}")
-          + ALL_CLICKS + _f(n_clients=1000, local_updates=2, rounds=ROUNDS)
-          + (_f(n_runs=POWER_RUNS) if form == "same_updates" else ()))
-      for form in ("same_updates", "same_budget")),
-)  # fmt: skip
-MORE_RUNS = 20  # the diagnosis of a claim that lacks the runs to show what it claims
-RUNS += tuple(Run(f"{run.name}_runs{MORE_RUNS}", run.binary, run.flags + (f"--n_runs={MORE_RUNS}",))
-              for run in RUNS
-              if run.name in ("fpdgd_c1000", "fpdgd_b4", "fpdgd_b8"))  # fmt: skip
-
-
 def _more_runs(key: str, *runs: str) -> Diagnosis:
     """The claim's cells again with MORE_RUNS runs of ``runs`` (the same flags otherwise)."""
     return Diagnosis(
         f"{MORE_RUNS} runs of {', '.join(runs)} instead of the table's",
-        tuple(f"{run}_runs{MORE_RUNS}" for run in runs),
-        recheck(lambda: BY_KEY[key].cells, {run: f"{run}_runs{MORE_RUNS}" for run in runs}),
+        tuple(more_runs(run) for run in runs),
+        recheck(lambda: BY_KEY[key].cells, {run: more_runs(run) for run in runs}),
     )
 
-# Figure 6 reads these runs at fixed interaction counts: evaluated every round whatever
-# --eval_every (with 1,000 clients a round's training costs far more than its evaluation).
-EVERY_ROUND = tuple(f"{name}{more}" for name in ("fpdgd_c1000", "fpdgd_b4", "fpdgd_b8")
-                    for more in ("", f"_runs{MORE_RUNS}"))  # fmt: skip
 
 # Table 2, MSLR-10k: online performance (eq. 17, T = 200), FPDGD and FOLtR-ES per (click, ε)
 TABLE2 = {

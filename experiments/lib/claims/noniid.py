@@ -27,7 +27,6 @@ from __future__ import annotations
 import numpy as np
 
 from experiments.lib.claims.core import (
-    CLICKS,
     Cell,
     Claim,
     Diagnosis,
@@ -40,168 +39,42 @@ from experiments.lib.claims.core import (
     paper_online,
     recheck,
 )
-from experiments.lib.recipes import Run
+from experiments.lib.recipes import CLICKS
+from experiments.lib.recipes.noniid import (
+    B_VALUES,
+    FEDPROX_MORE,
+    LONG_ROUNDS,
+    MORE_RUNS,
+    MUS,
+    RANKERS,
+    REMEDY_CLICKS,
+    ROUNDS,
+    TYPE1_LONGER,
+    TYPE2_LONGER,
+    TYPE3_MORE,
+    TYPE4_CLICKS,
+    TYPE4_MORE,
+    longer,
+    more,
+    mu_text,
+    t1,
+    t2,
+    t2c10,
+    t2r2,
+    t4,
+)
 
 PAPER = "Thesis (Wang, UQ 2024), ch. 4"
-ROUNDS = 1000  # T (the thesis: 10,000)
 PAPER_ROUNDS = 10_000
 PAPER_PER_ROUND = discount_sum(PAPER_ROUNDS)  # the thesis's online values over Σ γ^(t−1)
-RANKERS = ("linear", "neural")
-MUS = (0.001, 0.01, 0.1, 1.0, 10.0)  # FedProx μ (§4.3.3)
 PAPER_B_VALUES = (2, 5, 10)  # Type 2 (#R = 1) local updates (Figure 4.5, Table 4.3)
-# ours: B = 5 only; B = 2 and 10 are 12 more runs (24 compiled programs, about half the
-# chapter's compile time on two cores): (2, 5, 10) restores them
-B_VALUES = (5,)
-# The remedies (FedProx at every μ, FedPer, data sharing; Figures 4.4 and 4.7, whose text names
-# no click model) and Type 4 (Figure 4.9: three CCM instantiations) under perfect clicks only:
-# each click model is 2 to 6 more compiled programs a run, about 2 minutes each on this
-# shared two-core machine (CLICKS restores them)
-REMEDY_CLICKS = ("perfect",)
-TYPE4_CLICKS = ("perfect",)
 MARGIN = 0.02  # nDCG@10: a difference within it is "not significant" / "minimal" / "no gain"
-
-
-def _f(**values) -> tuple:
-    return tuple(f"--{k}={v}" for k, v in values.items())
-
-
-def _mu(mu: float) -> str:
-    return f"{mu:g}"
-
-
-COMMON = _f(rounds=ROUNDS, chunk_rounds=500)
-PROX = _f(prox_mu=",".join(_mu(m) for m in MUS))
-
-
-def _remedies(ranker: str, sharing: bool) -> tuple:
-    names = ["fedprox"] + (["sharing"] if sharing else []) + (["fedper"] if ranker == "neural" else [])
-    return _f(remedies=",".join(names)) + PROX
-
-
-# ---------------------------------------------------------------------------------- runs
-
-
-def t1(ranker: str, click: str) -> str:
-    return f"nn_t1_{ranker}_{click}"
-
-
-def t2(ranker: str, click: str, b: int = 5) -> str:
-    """Type 2, #R = 1, |C| = 5, B = b (B = 5: with the remedies)."""
-    return f"nn_t2r1_{ranker}_{click}_b{b}"
-
-
-def t2c10(ranker: str, click: str) -> str:
-    """Type 2, #R = 1, |C| = 10 (each label on two clients): the fair #R = 1 vs #R = 2."""
-    return f"nn_t2r1c10_{ranker}_{click}"
-
-
-def t2r2(ranker: str, click: str) -> str:
-    return f"nn_t2r2_{ranker}_{click}"
-
-
-def t4(kind: str, click: str) -> str:
-    """Type 4 alone ('alone'), mixed with Type 1 ('mix1') or Type 2 #R = 1 ('mix2')."""
-    return f"nn_t4{kind}_{click}"
-
-
-RUNS = (
-    # Type 1 (synthetic intents), IID and non-IID, FedProx (every μ) and FedPer (neural)
-    *(Run(t1(r, c), "noniid", _f(type=1, ranker=r, click_model=c)
-          + (_remedies(r, False) if c in REMEDY_CLICKS else ()) + COMMON, own_data=True)
-      for r in RANKERS for c in CLICKS),
-    # Type 2, #R = 1, |C| = 5: B ∈ {2, 5, 10}; B = 5 with data sharing, FedProx and FedPer
-    *(Run(t2(r, c, b), "noniid",
-          _f(type=2, grades_per_client=1, n_clients=5, local_updates=b, ranker=r, click_model=c)
-          + (_remedies(r, True) if b == 5 else ()) + COMMON)
-      for r in RANKERS for c in REMEDY_CLICKS for b in B_VALUES),
-    # Type 2, |C| = 10: #R = 1 (each label on two clients) and #R = 2
-    *(Run(t2c10(r, c), "noniid",
-          _f(type=2, grades_per_client=1, n_clients=10, local_updates=5, ranker=r, click_model=c)
-          + COMMON)
-      for r in RANKERS for c in CLICKS),
-    *(Run(t2r2(r, c), "noniid",
-          _f(type=2, grades_per_client=2, n_clients=10, local_updates=5, ranker=r, click_model=c)
-          + COMMON)
-      for r in RANKERS for c in CLICKS),
-    # Type 3: 3 CCM clients or 5 PBM clients (η ∈ {0, 0.5, 1, 1.5, 2}), linear
-    *(Run(f"nn_t3_{clicks}", "noniid", _f(type=3, clicks=clicks) + COMMON)
-      for clicks in ("ccm", "pbm")),
-    # Type 4: alone (IID: B = 5 each), and mixed with Types 1 and 2 (their non-IID cells with
-    # B = 5 each, from the runs above, are the baselines: --noiid)
-    *(Run(t4("alone", c), "noniid", _f(type=4, click_model=c) + COMMON) for c in TYPE4_CLICKS),
-    *(Run(t4("mix1", c), "noniid", ("--noiid",) + _f(type=4, mix=1, click_model=c) + COMMON,
-          own_data=True)
-      for c in TYPE4_CLICKS),
-    *(Run(t4("mix2", c), "noniid", ("--noiid",) + _f(type=4, mix=2, click_model=c) + COMMON)
-      for c in TYPE4_CLICKS),
-)  # fmt: skip
-
-# Diagnosis runs: a claim's runs with one setting changed (more rounds, more runs); the
-# driver runs them only when the claim does not hold, and ``recheck`` reads the claim's cells
-# again with them in place of the table's runs.
-LONG_ROUNDS = 4 * ROUNDS
-MORE_RUNS = 20
-
-
-def _by_name(name: str) -> Run:
-    return next(run for run in RUNS if run.name == name)
-
-
-def longer(name: str) -> str:
-    return f"{name}_t{LONG_ROUNDS}"
-
-
-def more(name: str) -> str:
-    return f"{name}_runs{MORE_RUNS}"
-
-
-def _variant(name: str, new: str, **flags) -> Run:
-    """Run ``name`` again as ``new`` with ``flags`` replacing its own (the rest the same)."""
-    run = _by_name(name)
-    kept = tuple(f for f in run.flags if f.split("=")[0].lstrip("-") not in flags)
-    return Run(new, run.binary, kept + _f(**flags), run.own_data)
 
 
 def _diagnosis(key: str, change: str, names: dict) -> Diagnosis:
     """The claim's cells again with ``names``' runs (claim run -> diagnosis run) in place."""
     return Diagnosis(change, tuple(names.values()),
                      recheck(lambda: BY_KEY[key].cells, names))  # fmt: skip
-
-
-# noniid_type2: the #R = 2 cells whose gap exceeded the margin at T = ROUNDS, at 4 × the rounds
-# (does the non-IID ranker close the gap with more training, as with T = 10,000?)
-TYPE2_LONGER = (("linear", "informational"), *(("neural", c) for c in CLICKS))
-# noniid_type1_offline: the linear, navigational cell (no offline drop at T = ROUNDS) at 4 ×
-# the rounds, without the remedies it does not read
-TYPE1_LONGER = (t1("linear", "navigational"),)
-# noniid_type3: CCM with 20 runs (its 90 % interval straddled the margin with 5)
-TYPE3_MORE = ("nn_t3_ccm",)
-# noniid_fedprox: the FedProx (and FedPer) cells with 20 runs (FPDGD's #R = 1 non-IID offline
-# nDCG@10 varies by ±0.06-0.08 over 5 runs: the gain's interval was wider than the margin);
-# the same flags but the IID and data-sharing cells, which the claim does not read
-# (the neural ranker's 20 runs, t2("neural", "perfect"), were stopped for time: 7 neural cells of
-# 20 runs, more than 20 minutes on the shared cores)
-FEDPROX_MORE = (t2("linear", "perfect"),)
-
-
-def _fedprox_only(name: str) -> Run:
-    remedies = "fedprox,fedper" if "_neural_" in name else "fedprox"
-    run = _variant(name, more(name), n_runs=MORE_RUNS, remedies=remedies)
-    return Run(run.name, run.binary, run.flags + ("--noiid",), run.own_data)
-
-
-# noniid_type4: the Type 2 mix with 20 runs (its interval was ±0.11 with 5: Type 2's #R = 1
-# non-IID offline nDCG@10 varies by ±0.06); its baseline is FEDPROX_MORE's linear run's
-# non-IID cell (the same flags, 20 runs)
-TYPE4_MORE = (t4("mix2", "perfect"),)
-
-RUNS += (
-    *(_variant(name, longer(name), rounds=LONG_ROUNDS) for name in TYPE1_LONGER),
-    *(_variant(name, more(name), n_runs=MORE_RUNS) for name in TYPE4_MORE),
-    *(_fedprox_only(name) for name in FEDPROX_MORE),
-    *(_variant(t2r2(r, c), longer(t2r2(r, c)), rounds=LONG_ROUNDS) for r, c in TYPE2_LONGER),
-    *(_variant(name, more(name), n_runs=MORE_RUNS) for name in TYPE3_MORE),
-)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------- checks
@@ -274,7 +147,7 @@ def _remedy_cells(run_of, ranker: str, click: str, with_iid: bool) -> list:
     """FedProx at every μ (and FedPer for the neural ranker) against FPDGD (FedAvg) on the
     same non-IID data; ``with_iid``: also still below IID (the gap not overcome)."""
     run = run_of(ranker, click)
-    names = [(f"fedprox_mu={_mu(m)}", f"FedProx μ = {_mu(m)}") for m in MUS]
+    names = [(f"fedprox_mu={mu_text(m)}", f"FedProx μ = {mu_text(m)}") for m in MUS]
     if ranker == "neural":
         names.append(("fedper", "FedPer"))
     cells = []

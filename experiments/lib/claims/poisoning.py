@@ -24,7 +24,6 @@ import dataclasses
 import numpy as np
 
 from experiments.lib.claims.core import (
-    CLICKS,
     Cell,
     Claim,
     Diagnosis,
@@ -37,43 +36,22 @@ from experiments.lib.claims.core import (
     recheck,
     recheck_text,
 )
-from experiments.lib.recipes import Run
+from experiments.lib.recipes import CLICKS
+from experiments.lib.recipes.poisoning import COUNTS, EUCLIDEAN, ROUNDS, RUN, SEED1, T1000
 
 PAPER = "Poisoning paper (Wang and Zuccon, ICTIR 2023)"
-ROUNDS = 300  # T (the paper: 10,000)
 PAPER_ROUNDS = 10_000
-COUNTS = (1, 2, 3, 4)  # m of n = 10: 10 %, 20 %, 30 %, 40 %
 DEFENCES = ("krum", "multi_krum", "trimmed_mean", "median")
 NAMES = {"fedavg": "FedAvg", "krum": "Krum", "multi_krum": "Multi-Krum",
          "trimmed_mean": "Trimmed Mean", "median": "Median"}  # fmt: skip
 FANG = {"krum": "fang_krum", "multi_krum": "fang_krum", "trimmed_mean": "fang_trimmed_mean",
         "median": "fang_trimmed_mean"}  # fmt: skip  # Fang's attack tailored to each rule
 EFFECT = 0.03  # nDCG@10: the difference of interest for power (about a tenth of honest FedAvg)
-RUN = "poisoning"
-
-
-def _f(**values) -> tuple:
-    return tuple(f"--{k}={v}" for k, v in values.items())
 
 
 def _pct(m: int) -> str:
     return f"{10 * m} %"
 
-
-GRID = _f(grid="paper", rounds=ROUNDS, chunk_rounds=100, n_clients=10, local_updates=5)
-ALL = _f(click_models=",".join(CLICKS))
-SEED1 = "poisoning_seed1"  # diagnosis: 5 more runs (another seed): 10 runs pooled
-EUCLIDEAN = "poisoning_euclidean"  # diagnosis: Krum with the paper's Euclidean distances
-T1000 = "poisoning_t1000"  # diagnosis: T = 1,000 rounds, m = 3
-RUNS = (
-    Run(RUN, "poisoning", GRID + ALL + _f(malicious_counts=",".join(map(str, COUNTS)))),
-    Run(SEED1, "poisoning", GRID + ALL + _f(malicious_counts=",".join(map(str, COUNTS)), seed=1)),
-    Run(EUCLIDEAN, "poisoning",
-        GRID + ALL + _f(malicious_counts="1,2,3") + ("--nokrum_squared_distances",)),
-    Run(T1000, "poisoning",
-        _f(grid="paper", rounds=1000, chunk_rounds=250, n_clients=10, local_updates=5,
-           malicious_counts=3) + ALL),
-)  # fmt: skip
 
 SETTING = (
     f"final offline nDCG@10 of the global ranker, n = 10, B = 5, T = {ROUNDS} (the paper: "

@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from experiments.lib.claims.core import (
-    CLICKS,
     Cell,
     Claim,
     Diagnosis,
@@ -26,68 +25,23 @@ from experiments.lib.claims.core import (
     ordered,
     recheck,
 )
-from experiments.lib.recipes import Run
+from experiments.lib.recipes import CLICKS
+from experiments.lib.recipes.thesis import (
+    B,
+    BUDGET,
+    CLIENTS,
+    LONG,
+    P_VALUES,
+    RANKERS,
+    ROUNDS,
+    es_run,
+    long_run,
+    pdgd_run,
+    seed1,
+)
 
 PAPER = "Thesis (Wang, UQ 2024), ch. 3"
-ROUNDS = 50  # T with 2,000 clients
-CLIENTS, B = 2000, 4
-BUDGET = CLIENTS * B * ROUNDS  # RQ1.1.2's fixed interaction budget
-P_VALUES = (0.5, 0.9, 1.0)
-RANKERS = ("linear", "neural")  # FOLtR-ES's neural ranker: --ranker=relu (10 ReLU units)
 WINDOW = 10  # rounds at each end of a curve compared by the "trend" claims
-
-
-def _f(**values) -> tuple:
-    return tuple(f"--{k}={v}" for k, v in values.items())
-
-
-def es_run(ranker: str, click: str, p: float, clients: int = CLIENTS) -> str:
-    base = f"thesis_es_{ranker}_{click}_p{p:g}"
-    return base if clients == CLIENTS else f"{base}_c{clients}"
-
-
-def _es(ranker: str, click: str, p: float, clients: int = CLIENTS) -> Run:
-    rounds = BUDGET // (clients * B)
-    return Run(
-        es_run(ranker, click, p, clients),
-        "foltr_es",
-        ("--nonormalise",)
-        + _f(click_model=click, privacy_p=p, ranker="relu" if ranker == "neural" else "linear",
-             n_clients=clients, local_updates=B, rounds=rounds),
-    )  # fmt: skip
-
-
-LONG = 2 * ROUNDS  # the informational trend claims' diagnosis: twice the rounds (p = 1)
-
-
-def long_run(ranker: str, p: float) -> str:
-    return es_run(ranker, "informational", p) + f"_t{LONG}"
-
-
-def seed1(run: str) -> str:
-    return f"{run}_seed1"
-
-
-RUNS = (
-    *(_es(r, c, p) for r in RANKERS for c in CLICKS for p in P_VALUES),
-    # diagnoses: the informational trend claims over twice the rounds (p = 1); 5 more runs
-    # (another seed, pooled with the table's 5) of the cells that fell short
-    *(Run(long_run(r, 1.0), "foltr_es", _es(r, "informational", 1.0).flags + (f"--rounds={LONG}",))
-      for r in RANKERS),
-    *(Run(seed1(es_run("neural", "perfect", p)), "foltr_es",
-          _es("neural", "perfect", p).flags + ("--seed=1",)) for p in (0.9, 1.0)),
-    *(_es(r, c, 0.9, n) for r in RANKERS for c in CLICKS for n in (50, 1000)),
-    # RQ1.1.3: PDGD updated in batches of 8,000 interactions (4 × 2,000), p = 1's comparison
-    *(Run(f"thesis_pdgd_batch_{r}", "fpdgd",
-          ("--centralised", "--centralised_form=batch")
-          + _f(click_models=",".join(CLICKS), ranker=r, n_clients=CLIENTS, local_updates=B,
-               rounds=ROUNDS))
-      for r in RANKERS),
-    Run(seed1("thesis_pdgd_batch_neural"), "fpdgd",  # perfect clicks only: the failing cell
-        ("--centralised", "--centralised_form=batch", "--seed=1")
-        + _f(click_models="perfect", ranker="neural", n_clients=CLIENTS, local_updates=B,
-             rounds=ROUNDS)),
-)  # fmt: skip
 
 
 def _max_rr(r, run: str, click: str) -> np.ndarray:
@@ -130,7 +84,7 @@ def _clients_cell(ranker: str, click: str) -> Cell:
 
 def _pdgd_cell(ranker: str, click: str, offline: bool) -> Cell:
     def check(r):
-        es, pdgd = es_run(ranker, click, 1.0), f"thesis_pdgd_batch_{ranker}"
+        es, pdgd = es_run(ranker, click, 1.0), pdgd_run(ranker)
         if offline:
             return above(r.final(pdgd, click), r.final(es, click), "PDGD (batch)",
                          "FOLtR-ES p = 1", paired=False, effect=0.05,
@@ -240,7 +194,7 @@ CLAIMS = [
         "For MQ2007 and MSLR-WEB10K datasets, regardless of linear or neural ranker, FOLtR-ES "
         "is less effective than PDGD",
         (*(es_run(rk, c, 1.0) for rk in RANKERS for c in CLICKS),
-         *(f"thesis_pdgd_batch_{rk}" for rk in RANKERS)),
+         *(pdgd_run(rk) for rk in RANKERS)),
         tuple(_pdgd_cell(rk, c, offline=False) for rk in RANKERS for c in CLICKS),
         f"mean batch MaxRR; FOLtR-ES p = 1 against PDGD updated in batches of {CLIENTS * B:,} "
         f"interactions (PDGD's neural ranker: 64 sigmoid units); {SETTING}",
@@ -253,7 +207,7 @@ CLAIMS = [
         "We also note that the performance of PDGD are sensibly higher than that of FOLtR-ES "
         "for MSLR-WEB10K dataset and for all datasets when informational clicks are considered",
         (*(es_run(rk, c, 1.0) for rk in RANKERS for c in CLICKS),
-         *(f"thesis_pdgd_batch_{rk}" for rk in RANKERS)),
+         *(pdgd_run(rk) for rk in RANKERS)),
         tuple(_pdgd_cell(rk, c, offline=True) for rk in RANKERS for c in CLICKS),
         "final offline nDCG@10, as thesis_pdgd_above_foltr_es",
         "Welch t-test, PDGD above, p < 0.05; power at Δ = 0.05",

@@ -24,7 +24,6 @@ import dataclasses
 import numpy as np
 
 from experiments.lib.claims.core import (
-    CLICKS,
     Cell,
     Claim,
     Diagnosis,
@@ -35,34 +34,12 @@ from experiments.lib.claims.core import (
     ms,
     recheck,
 )
-from experiments.lib.recipes import Run
+from experiments.lib.recipes import CLICKS
+from experiments.lib.recipes.unlearning import DELTAS, LOCAL, ROUNDS, RUN, SEED1, STEPS, T3000
 
 PAPER = "Unlearning paper (Wang, Liu and Zuccon, ECIR 2024)"
-ROUNDS = 1000  # T (the paper: 10,000)
 PAPER_ROUNDS = 10_000
-LOCAL = 5  # n, the local updates per round before unlearning
-STEPS = (4, 3, 2, 1)  # n′, Table 3's rows a–d
-DELTAS = (5, 10, 20)  # Δt, Table 3's columns
-RUN = "unlearning"
 SAME_MARGIN = 0.01  # nDCG@10: "indistinguishable"
-
-
-def _f(**values) -> tuple:
-    return tuple(f"--{k}={v}" for k, v in values.items())
-
-
-GRID = _f(click_models=",".join(CLICKS), delta_t=",".join(map(str, DELTAS)),
-          unlearn_local_updates=",".join(map(str, sorted(STEPS))), n_clients=10,
-          local_updates=LOCAL, rounds=ROUNDS, chunk_rounds=250)  # fmt: skip
-SEED1 = "unlearning_seed1"  # diagnosis: 5 more runs (another seed): 10 runs pooled
-T3000 = "unlearning_t3000"  # diagnosis: T = 3,000 (Figure 3's cell only): a 300-round replay
-RUNS = (
-    Run(RUN, "unlearning", GRID),
-    Run(SEED1, "unlearning", GRID + _f(seed=1)),
-    Run(T3000, "unlearning",
-        _f(click_models=",".join(CLICKS), delta_t=10, unlearn_local_updates=3, n_clients=10,
-           local_updates=LOCAL, rounds=3000, chunk_rounds=500)),
-)  # fmt: skip
 
 SETTING = (
     f"final offline nDCG@10, 10 clients (client 0 malicious, z = 2), n = {LOCAL}, T = {ROUNDS} "

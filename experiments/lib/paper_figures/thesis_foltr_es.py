@@ -19,7 +19,7 @@ from experiments.lib.paper_figures.structure import (
     _line,
     _panel,
 )
-from experiments.lib.recipes import FOLTR_ES_PS
+from experiments.lib.recipes.thesis import P_VALUES
 
 RANKERS = ("linear", "neural")
 MAXRR = "mean batch MaxRR"  # the thesis's axis: MaxRR of the clicks, averaged over a batch
@@ -51,7 +51,7 @@ def fig3_1(pool: Pool, recipe):
     def by_p(dataset, ranker, click):
         return [
             _line(_foltr_es(pool, ranker, p, click, dataset), f"FOLtR-ES p = {p:g}", REDS[i + 1])
-            for i, p in enumerate(FOLTR_ES_PS)
+            for i, p in enumerate(P_VALUES)
         ]
 
     def against_pdgd(dataset, ranker, click):
