@@ -15,8 +15,9 @@ paper states as exceptions.  A difference the paper reports must be significant 
 p < 0.05, paired where runs share their random streams; its power against the paper's size is
 stated); a claim of no difference must pass an equivalence test (two one-sided tests) against a
 margin stated per claim.  A claim that does not hold gets its diagnosis: runs that change the one
-setting suspected, run after the table's runs, and what they showed.  The claims are in
-experiments/lib/claims/ (one module per paper); the table is printed and written to
+setting suspected, run after the table's runs, and what they showed.  The claims and their
+checks are in experiments/lib/claims/, the runs they read in the run catalogue
+(experiments/lib/recipes/), one module per paper; the table is printed and written to
 <results_dir>/claims.md and claims.json.
 
 The runs share XLA's persistent compilation cache in <results_dir>/.jax_cache (unless
@@ -45,13 +46,10 @@ from experiments.lib.cli import UserError, need_report_extra
 from experiments.lib.output import write_text_atomic
 
 need_report_extra("claims")  # the t-tests: scipy
-from experiments.lib.claims import (  # noqa: E402
-    CLAIMS,
-    PAPERS,
-    RUNS,
-    pages,  # noqa: E402
-)
-from experiments.lib.claims.core import Claim, MissingResults, Results  # noqa: E402
+from experiments.lib import claims as catalogue  # noqa: E402
+from experiments.lib.claims import pages  # noqa: E402
+from experiments.lib.claims.core import Results  # noqa: E402
+from experiments.lib.claims.runs import commands, diagnose  # noqa: E402
 from experiments.lib.claims.table import document, evaluate  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -85,95 +83,8 @@ flags.DEFINE_bool(
 )
 
 
-def selected(names, reduced: bool) -> list[Claim]:
-    by_key = {c.key: c for c in CLAIMS}
-    unknown = [n for n in names if n not in by_key]
-    if unknown:
-        raise UserError(f"--claims: unknown claim(s) {unknown}; see --list")
-    chosen = [by_key[n] for n in names] if names else list(CLAIMS)
-    return [c for c in chosen if c.reduced] if reduced else chosen
-
-
-def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: int):
-    """(output folder, argv) of every named run, each once per fold (own-data runs once)."""
-    out = []
-    for fold_index, (fold, data) in enumerate(folds):
-        for name in dict.fromkeys(names):
-            run = RUNS[name]
-            if run.own_data and fold_index:  # its own synthetic data: once
-                continue
-            folder = results_dir / ("synthetic" if run.own_data else fold) / name
-            extra = [f"--n_runs={n_runs}"]
-            if eval_every > 1 and not run.every_round:
-                extra.append(f"--eval_every={eval_every}")
-            argv = [sys.executable, "-m", f"experiments.{run.binary}"]
-            argv += [] if run.own_data else list(data)
-            # the run's own flags last: a diagnosis run may set its own --n_runs
-            argv += [*extra, *run.flags, f"--output_dir={folder}"]
-            out.append((folder, argv))
-    return out
-
-
-def run_names(claims) -> list[str]:
-    return list(dict.fromkeys(name for c in claims for name in c.runs))
-
-
-def diagnose(claims, rows, results_dir, folds, jobs) -> tuple[dict, list]:
-    """Runs the diagnosis runs of every claim that does not hold; its explanation per key."""
-    failing = {r["claim"] for r in rows if r["holds"] is False}
-    chosen = [c for c in claims if c.key in failing and c.diagnosis is not None]
-    if not chosen:
-        return {}, []
-    names = [name for c in chosen for name in c.diagnosis.runs]
-    todo = commands(names, results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
-    print(f"[claims] diagnosing {len(chosen)} claim(s): {len(todo)} run(s)", file=sys.stderr)
-    failed = runs.run_missing(todo, jobs, "claims") if FLAGS.run else []
-    results = Results(results_dir)
-    out = {}
-    for claim in chosen:
-        try:
-            text = claim.diagnosis.explain(results)
-        except MissingResults as error:
-            text = f"its runs are missing ({error})"
-        out[claim.key] = f"{claim.diagnosis.change}: {text}"
-    return out, failed
-
-
-def write_docs(payload: dict, text: str) -> None:
-    """Records the table as the documentation's and regenerates the pages' claims blocks."""
-    write_text_atomic(pages.TABLE, text)
-    write_text_atomic(pages.RECORD, json.dumps(payload, indent=1) + "\n")
-    modules = {p.__name__.rsplit(".", 1)[-1]: [c.key for c in p.CLAIMS] for p in PAPERS}
-    for path, block in pages.blocks(payload, modules).items():
-        target = pages.REPO / path
-        write_text_atomic(target, pages.replace(target.read_text(), block, path))
-        print(f"[claims] rewrote the claims block of {path}", file=sys.stderr)
-
-
-def data_description(data_root: str) -> str:
-    if not data_root:
-        return "synthetic"
-    if pathlib.Path(data_root).resolve() in [p.resolve() for p in runs.PLACES]:
-        return "MSLR-WEB10K excerpt (Fold 1, 43 + 43 queries)"
-    return data_root
-
-
-def resolve_data_root(data_root: str) -> str:
-    if data_root == "synthetic":
-        return ""
-    if data_root:
-        return data_root
-    found = runs.find_or_fetch_excerpt()
-    if found is None:
-        raise UserError(
-            "--data_root: the MSLR excerpt is absent and could not be fetched "
-            "(third_party/mslr_sample/fetch.py); give a dataset, or --data_root=synthetic"
-        )
-    return str(found)
-
-
 def run() -> program.Done:
-    claims = selected([n for n in FLAGS.claims if n], FLAGS.reduced)
+    claims = catalogue.select([n for n in FLAGS.claims if n], FLAGS.reduced)
     if FLAGS.write_docs and (FLAGS.claims or FLAGS.reduced):
         raise UserError("--write_docs: records the full claims only (no --claims, --reduced)")
     if FLAGS.list:
@@ -186,7 +97,7 @@ def run() -> program.Done:
         value = getattr(FLAGS, name)
         if value < least:
             raise UserError(f"--{name}: must be at least {least}, got {value}")
-    data_root = resolve_data_root(FLAGS.data_root)
+    data_root = runs.excerpt_unless_given(FLAGS.data_root)
     folds = runs.dataset_flags(data_root)
     results_dir = pathlib.Path(FLAGS.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -194,23 +105,26 @@ def run() -> program.Done:
     # once (the compiled programs are the same, so are the results)
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(results_dir.resolve() / ".jax_cache"))
     start = time.perf_counter()
-    todo = commands(run_names(claims), results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
+    todo = commands(catalogue.run_names(claims), results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
     print(f"[claims] {len(claims)} claim(s), {len(todo)} run(s)", file=sys.stderr)
     failed = runs.run_missing(todo, FLAGS.jobs, "claims") if FLAGS.run else []
     rows = evaluate(claims, Results(results_dir))
     if FLAGS.diagnose:
-        diagnoses, more_failed = diagnose(claims, rows, results_dir, folds, FLAGS.jobs)
+        diagnoses, more_failed = diagnose(
+            claims, rows, results_dir, folds, n_runs=FLAGS.n_runs, eval_every=FLAGS.eval_every,
+            jobs=FLAGS.jobs, run=FLAGS.run,
+        )
         failed += more_failed
         rows = evaluate(claims, Results(results_dir), diagnoses)
     seconds = time.perf_counter() - start
-    data = data_description(data_root)
+    data = runs.describe(data_root)
     payload = {"data": data, "seconds": seconds, "ran": FLAGS.run, "n_runs": FLAGS.n_runs,
                "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs, "claims": rows}  # fmt: skip
     text = document(payload)
     write_text_atomic(results_dir / "claims.json", json.dumps(payload, indent=1) + "\n")
     write_text_atomic(results_dir / "claims.md", text)
     if FLAGS.write_docs:
-        write_docs(payload, text)
+        pages.write_docs(payload, text, catalogue.by_module())
     print(text)
     print(f"[claims] table: {results_dir / 'claims.md'}", file=sys.stderr)
     return program.Done(status=1 if failed else 0)

@@ -8,12 +8,13 @@ import re
 
 import numpy as np
 import pytest
-from binaries import load, run
+from binaries import run
 from sample_data import REPO_ROOT, SAMPLE_DIR, needs_sample
 from scipy import stats
 
 from experiments.lib import claims as catalogue
 from experiments.lib.claims import core, table
+from experiments.lib.claims import runs as claim_runs
 
 
 def test_every_claim_quotes_its_paper_and_names_known_runs():
@@ -44,10 +45,9 @@ def test_claims_quote_the_papers_words():
 
 
 def test_shared_runs_run_once_per_fold_and_own_data_runs_once(tmp_path):
-    claims = load("claims")
     folds = [("Fold1", ("--fold_dir=/d/Fold1",)), ("Fold2", ("--fold_dir=/d/Fold2",))]
-    names = claims.run_names(catalogue.CLAIMS)
-    commands = claims.commands(names, tmp_path, folds, n_runs=3, eval_every=5)
+    names = catalogue.run_names(catalogue.CLAIMS)
+    commands = claim_runs.commands(names, tmp_path, folds, n_runs=3, eval_every=5)
     folders = [out.relative_to(tmp_path).as_posix() for out, _ in commands]
     assert len(folders) == len(set(folders))
     for name in names:
@@ -301,7 +301,7 @@ def test_the_pages_claims_are_generated_from_the_recorded_table():
     from experiments.lib.claims import pages
 
     record = pages.read_record()
-    modules = {p.__name__.rsplit(".", 1)[-1]: [c.key for c in p.CLAIMS] for p in catalogue.PAPERS}
+    modules = catalogue.by_module()
     shown = []
     for path, block in pages.blocks(record, modules).items():
         text = (REPO_ROOT / path).read_text()

@@ -77,6 +77,31 @@ def default_data_root(data_root: str, quick: bool, fetch: bool = True) -> str:
     return str(found) if found else ""
 
 
+def excerpt_unless_given(data_root: str) -> str:
+    """--data_root as given ('synthetic': ''); empty: the MSLR excerpt's folder, fetched when
+    absent; UserError naming --data_root when it cannot be had."""
+    if data_root == "synthetic":
+        return ""
+    if data_root:
+        return data_root
+    found = find_or_fetch_excerpt()
+    if found is None:
+        raise UserError(
+            "--data_root: the MSLR excerpt is absent and could not be fetched "
+            "(third_party/mslr_sample/fetch.py); give a dataset, or --data_root=synthetic"
+        )
+    return str(found)
+
+
+def describe(data_root: str) -> str:
+    """The data of ``data_root`` in words ('' : synthetic)."""
+    if not data_root:
+        return "synthetic"
+    if pathlib.Path(data_root).resolve() in [p.resolve() for p in PLACES]:
+        return "MSLR-WEB10K excerpt (Fold 1, 43 + 43 queries)"
+    return data_root
+
+
 def dataset_flags(data_root: str) -> list:
     """[(fold name, data flags)] for every fold under data_root (synthetic when empty)."""
     if not data_root:

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import sys
 
 from experiments.lib.claims.table import VERDICT_WORDS, timing
+from experiments.lib.output import write_text_atomic
 from experiments.lib.paper_figures.summary import markdown_cell
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -121,3 +123,14 @@ def replace(text: str, block: str, where: str) -> str:
 
 def read_record() -> dict:
     return json.loads(RECORD.read_text(encoding="utf-8"))
+
+
+def write_docs(payload: dict, text: str, modules: dict) -> None:
+    """Records a run's table (``payload``, its Markdown ``text``) as the documentation's and
+    regenerates the pages' claims blocks (``modules``: as ``blocks`` takes them)."""
+    write_text_atomic(TABLE, text)
+    write_text_atomic(RECORD, json.dumps(payload, indent=1) + "\n")
+    for path, block in blocks(payload, modules).items():
+        target = REPO / path
+        write_text_atomic(target, replace(target.read_text(), block, path))
+        print(f"[claims] rewrote the claims block of {path}", file=sys.stderr)
