@@ -109,7 +109,7 @@ def run_recipe(
 ) -> bool:
     """Runs what is missing, then the report; False when a run failed."""
     commands = _commands(recipe, results_dir, folds, n_runs, quick)
-    todo = [(out, argv) for out, argv in commands if not runs.complete(out, argv, say=False)]
+    todo = runs.missing(commands, say=False)
     print(
         f"[{recipe.name}] {recipe.title}: {len(commands)} run(s), "
         f"{len(commands) - len(todo)} already done",

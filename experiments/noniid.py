@@ -421,11 +421,20 @@ def run_cell(
     except federation.ConfigError as error:
         raise user_error(error) from None
     check_same_everywhere((cell.name, spec, cell.describe), arrays)
-    fingerprint = cell_fingerprint(cell, spec, arrays) if finished.enabled else ""
-    saved = finished.load(cell.name, fingerprint)
-    if isinstance(saved, dict) and "curves" in saved:  # not one of an older results format
-        print(f"{PROGRAM}: [{cell.name}] finished by an earlier run, reused", file=sys.stderr)
-        return saved
+    return finished.reuse(
+        cell.name,
+        lambda: cell_fingerprint(cell, spec, arrays),
+        lambda: compute_cell(cell, spec, arrays, output, labels, start),
+        # a saved cell of an older results format has no "curves": computed again
+        read=lambda saved: saved if isinstance(saved, dict) and "curves" in saved else None,
+        checkpoints=(output.checkpoint(f"{cell.name}-warmup"), output.checkpoint(cell.name)),
+        label=cell.name,
+    )
+
+
+def compute_cell(cell: Cell, spec, arrays, output: Output, labels: dict, start: float) -> dict:
+    """The cell's results cell (``start``: when its work began): the warm-up when it has
+    one, then the run, resuming from their checkpoints."""
     initial = None
     writer = is_writer()  # process 0 of a --distributed run prints and writes
     if cell.warmup is not None:
@@ -488,10 +497,6 @@ def run_cell(
         wall_seconds=time.perf_counter() - start,
         timings=timings(log),
     )
-    finished.save(cell.name, fingerprint, written)
-    if finished.enabled:  # the saved part holds them now
-        loop.remove_checkpoint(output.checkpoint(f"{cell.name}-warmup"))
-        loop.remove_checkpoint(output.checkpoint(cell.name))
     return written
 
 

@@ -12,6 +12,7 @@ import math
 import os
 import pathlib
 import stat
+import sys
 import tempfile
 import warnings
 
@@ -114,6 +115,27 @@ class FinishedParts:
         arrays = []
         meta = {"result": files.to_plain(result, arrays)}
         files.save_arrays(self._path(name), fingerprint, meta, arrays, self.code)
+
+    def reuse(self, name, fingerprint, compute, *, read=None, plain=None, checkpoints=(),
+              label=None):
+        """Part ``name``'s result: the one an earlier, interrupted invocation saved when it is
+        this run's (``fingerprint()``, asked only when parts are kept, names its settings and
+        data; ``read`` turns the saved plain data back, None when it does not fit), said on
+        stderr as ``[label] finished by an earlier run, reused``; else ``compute()``, saved
+        (as ``plain(result)``), after which the checkpoints it resumed from go: the saved
+        part holds it now."""
+        key = fingerprint() if self.enabled else ""
+        saved = self.load(name, key)
+        found = saved if saved is None or read is None else read(saved)
+        if found is not None:
+            print(f"[{label or name}] finished by an earlier run, reused", file=sys.stderr)
+            return found
+        result = compute()
+        self.save(name, key, result if plain is None else plain(result))
+        if self.enabled:
+            for checkpoint in checkpoints:
+                loop.remove_checkpoint(checkpoint)
+        return result
 
     def clear(self) -> None:
         """Removes the parts this run saved or looked for, and what their killed writers

@@ -187,12 +187,17 @@ def read_object(path: pathlib.Path):
         return None
 
 
+def missing(commands, say: bool = True) -> list:
+    """The (output folder, argv) commands whose run is not ``complete`` (made by this very
+    command, code and data); ``say``: why, on stderr, for results made otherwise."""
+    return [(out, argv) for out, argv in commands if not complete(pathlib.Path(out), argv, say)]
+
+
 def run_missing(commands, jobs: int, tag: str) -> list:
-    """Runs the (output folder, argv) commands that are not ``complete`` (made by this very
-    command, code and data), ``jobs`` at a time, printing progress as '[tag] ...' on stderr;
-    returns the folders whose run failed.  The results of a run made otherwise are removed
-    before it runs again."""
-    todo = [(out, argv) for out, argv in commands if not complete(pathlib.Path(out), argv)]
+    """Runs the ``missing`` (output folder, argv) commands, ``jobs`` at a time, printing
+    progress as '[tag] ...' on stderr; returns the folders whose run failed.  The results
+    of a run made otherwise are removed before it runs again."""
+    todo = missing(commands)
     for out, _ in todo:
         forget(pathlib.Path(out))
     done_before = len(commands) - len(todo)
