@@ -52,6 +52,12 @@ def opts(**values) -> tuple:
     return tuple(f"--{k}={v}" for k, v in values.items())
 
 
+def ten_thousand_rounds(quick: bool) -> tuple:
+    """--rounds and --chunk_rounds of the 10,000 rounds of the poisoning, unlearning and
+    non-IID papers (quick: 40 rounds in chunks of 20)."""
+    return opts(rounds=40, chunk_rounds=20) if quick else opts(rounds=10_000, chunk_rounds=500)
+
+
 # FOLtR-ES as its public code runs it: its data loader reads the LETOR files as they are, so on
 # MSLR-WEB10K (whose files are not normalised) it trains and scores on raw features, while the
 # FPDGD code normalises per query.  The FOLtR-ES runs of the recipes and claims do the same.

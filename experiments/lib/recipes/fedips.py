@@ -10,9 +10,7 @@ GAMMAS = (0.5, 1.0, 1.5, 2.0)  # the position bias γ of Figure 1
 
 def recipes(quick: bool) -> list:
     """FedIPS paper: Figure 1 (γ), Figure 2 (|U|; estimated propensities)."""
-
-    def rounds(full, small):
-        return small if quick else full
+    rounds = 20 if quick else 500
 
     out = []
     fig1 = []
@@ -22,7 +20,7 @@ def recipes(quick: bool) -> list:
                 Run(
                     f"gamma{gamma}_{propensity}",
                     "fedips",
-                    opts(gamma=gamma, propensity=propensity, rounds=rounds(500, 20))
+                    opts(gamma=gamma, propensity=propensity, rounds=rounds)
                     + (opts(n_users=200) if quick else ()),
                     label=("FedIPS" if propensity == "known" else "FedAvg") + f", γ = {gamma}",
                 )
@@ -48,7 +46,7 @@ def recipes(quick: bool) -> list:
         Run(
             f"users{u}",
             "fedips",
-            opts(n_users=u, gamma=1.0, rounds=rounds(500, 20)),
+            opts(n_users=u, gamma=1.0, rounds=rounds),
             label=f"|U| = {u}",
         )
         for u in users
@@ -56,7 +54,7 @@ def recipes(quick: bool) -> list:
         Run(
             f"estimated_{p}",
             "fedips",
-            opts(propensity=p, gamma=1.0, rounds=rounds(500, 20))
+            opts(propensity=p, gamma=1.0, rounds=rounds)
             + (opts(n_users=200) if quick else ()),
             label={"estimated": "FedIPS (estimated IPS)", "known": "FedIPS (real IPS)"}.get(
                 p, "FedAvg"

@@ -17,13 +17,10 @@ FIG6_BUDGET_ROUNDS, FIG6_QUICK_ROUNDS = 200, 40
 def recipes(quick: bool) -> list:
     """FPDGD paper (ICTIR 2021): Figures 2-6 and Table 2."""
 
-    def rounds(full, small):
-        return small if quick else full
-
     out = []
     # Click models and (ε, Δ) pairs are grids run as one program by the fpdgd binary.
     dp_grid = opts(privacy_grid=",".join(f"{e}:{float(d)}" for e, d, _ in PRIVACY))
-    short = opts(rounds=rounds(200, 20))
+    short = opts(rounds=20 if quick else 200)
     fig2 = [
         Run("fpdgd", "fpdgd", ALL_CLICKS + dp_grid + short, label="FPDGD"),
         Run("pdgd", "fpdgd", ("--centralised",) + ALL_CLICKS + short, label="PDGD (same budget)"),
@@ -90,7 +87,7 @@ def recipes(quick: bool) -> list:
             "fpdgd",
             ALL_CLICKS
             + opts(local_updates=b, n_clients=1000, privacy_grid="4.5:5")
-            + opts(rounds=rounds(FIG6_BUDGET_ROUNDS, FIG6_QUICK_ROUNDS) * 2 // b),
+            + opts(rounds=(FIG6_QUICK_ROUNDS if quick else FIG6_BUDGET_ROUNDS) * 2 // b),
             label=f"|B| = {b}",
         )
         for b in (2, 4, 8)

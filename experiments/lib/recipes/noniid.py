@@ -3,7 +3,7 @@ and the runs its claims read (experiments/lib/claims/noniid.py)."""
 
 from __future__ import annotations
 
-from experiments.lib.recipes import CLICKS, Recipe, Run, opts
+from experiments.lib.recipes import CLICKS, Recipe, Run, opts, ten_thousand_rounds
 
 RANKERS = ("linear", "neural")
 MUS = (0.001, 0.01, 0.1, 1.0, 10.0)  # FedProx μ (§4.3.3)
@@ -21,9 +21,6 @@ PROX = opts(prox_mu=",".join(mu_text(m) for m in MUS))
 def recipes(quick: bool) -> list:
     """Thesis ch. 4, non-IID data: a run per click model, each run's cells one program."""
 
-    def rounds(full, small):
-        return small if quick else full
-
     out = []
 
     def per_click(name: str, values: tuple, own_data: bool = False, label: str = "") -> list:
@@ -32,7 +29,7 @@ def recipes(quick: bool) -> list:
             for click in CLICKS
         ]
 
-    noniid_rounds = opts(rounds=rounds(10_000, 40), chunk_rounds=rounds(500, 20))
+    noniid_rounds = ten_thousand_rounds(quick)
     mus = opts(prox_mu="0.01,1") if quick else PROX
     type1 = opts(type=1) + noniid_rounds
     out.append(

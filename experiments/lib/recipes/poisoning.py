@@ -3,14 +3,11 @@ claims read (experiments/lib/claims/poisoning.py)."""
 
 from __future__ import annotations
 
-from experiments.lib.recipes import CLICKS, Recipe, Run, opts
+from experiments.lib.recipes import CLICKS, Recipe, Run, opts, ten_thousand_rounds
 
 
 def recipes(quick: bool) -> list:
     """Poisoning paper (ICTIR 2023): one grid program covers Figures 2-4."""
-
-    def rounds(full, small):
-        return small if quick else full
 
     out = []
     out.append(
@@ -26,7 +23,7 @@ def recipes(quick: bool) -> list:
                     # 200 points a curve, and evaluating the 1,095 slots' models on 2,000
                     # test queries takes ~5 s on a CPU, half a round's time at every 10th
                     # round (docs/performance.md).
-                    opts(rounds=rounds(10_000, 40), chunk_rounds=rounds(500, 20))
+                    ten_thousand_rounds(quick)
                     + (() if quick else opts(eval_every=50)),
                     label="FPDGD",
                 ),

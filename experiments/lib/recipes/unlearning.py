@@ -3,17 +3,14 @@ and the runs its claims read (experiments/lib/claims/unlearning.py)."""
 
 from __future__ import annotations
 
-from experiments.lib.recipes import CLICKS, Recipe, Run, opts
+from experiments.lib.recipes import CLICKS, Recipe, Run, opts, ten_thousand_rounds
 
 
 def recipes(quick: bool) -> list:
     """Unlearning paper (ECIR 2024): Figures 2-3 and Table 3 in one program."""
 
-    def rounds(full, small):
-        return small if quick else full
-
     out = []
-    unlearning = opts(rounds=rounds(10_000, 40), chunk_rounds=rounds(500, 20))
+    unlearning = ten_thousand_rounds(quick)
     if quick:
         unlearning += opts(delta_t="2,4", unlearn_local_updates="1,3")
     out.append(
