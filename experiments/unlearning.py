@@ -155,24 +155,27 @@ def _train_one(config, labels, output, finished, logs, kind, spec, arrays):
     from ``finished``, or run (resuming from its checkpoint, its progress log appended to
     ``logs``) and saved there."""
     check_same_everywhere((config, kind, spec), arrays)
-    fingerprint = loop.fingerprint((config, kind, spec), arrays) if finished.enabled else ""
-    result = _run_result(finished.load(kind, fingerprint))
-    if result is not None:
-        print(f"[{labels[kind]}] finished by an earlier run, reused", file=sys.stderr)
-        return result
-    logs.append(ProgressLog(labels[kind]))
-    names = [f"{labels[kind]} {c}" for c in config.click_models]
-    with stop_cleanly(names, config.federation.n_runs, "training"):
-        result = federation.run(
-            spec,
-            arrays,
-            progress=logs[-1] if is_writer() else None,
-            checkpoint=output.checkpoint(kind),
-        )
-    finished.save(kind, fingerprint, _plain(result))
-    if finished.enabled:  # the saved part holds it now
-        loop.remove_checkpoint(output.checkpoint(kind))
-    return result
+
+    def train():
+        logs.append(ProgressLog(labels[kind]))
+        names = [f"{labels[kind]} {c}" for c in config.click_models]
+        with stop_cleanly(names, config.federation.n_runs, "training"):
+            return federation.run(
+                spec,
+                arrays,
+                progress=logs[-1] if is_writer() else None,
+                checkpoint=output.checkpoint(kind),
+            )
+
+    return finished.reuse(
+        kind,
+        lambda: loop.fingerprint((config, kind, spec), arrays),
+        train,
+        read=_run_result,
+        plain=_plain,
+        checkpoints=(output.checkpoint(kind),),
+        label=labels[kind],
+    )
 
 
 def _training_cells(config, labels, trained) -> list[dict]:
