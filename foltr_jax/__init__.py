@@ -26,6 +26,16 @@ from foltr_jax.foltr_es import FoltrEsConfig  # noqa: E402
 from foltr_jax.unlearning import UnlearningConfig  # noqa: E402
 
 
+def _check_splits(train: data.RankingDataset, test: data.RankingDataset) -> None:
+    """A split without queries is refused in one ``DatasetError`` before JAX sees it
+    (nothing to train on, or nothing to evaluate); a test split without a relevant
+    document is warned about as the binaries warn (its offline nDCG is 0)."""
+    for split, dataset in (("training", train), ("test", test)):
+        if dataset.n_queries < 1:
+            raise data.DatasetError(f"the {split} split has no query")
+    data.warn_without_relevant(test, "the test split", stacklevel=4)  # the caller's line
+
+
 def run_fpdgd(
     config: FederationConfig,
     train: data.RankingDataset,
@@ -67,6 +77,7 @@ def run_fpdgd(
         result = foltr_jax.run_fpdgd(config, train, test, cells)
         finals = result.by_cell("offline_ndcg")[:, :, -1]  # [2 cells, 2 runs]
     """
+    _check_splits(train, test)
     from foltr_jax import federation
 
     spec, arrays = federation.build(config, train, test, settings, clients=clients)
@@ -105,6 +116,7 @@ def run_foltr_es(
         result = foltr_jax.run_foltr_es(config, train, test)
         result.epsilon, result.offline_ndcg[:, -1]
     """
+    _check_splits(train, test)
     from foltr_jax import foltr_es
 
     spec, arrays = foltr_es.build(config, train, test)
@@ -140,6 +152,7 @@ def run_fedips(
         result = foltr_jax.run_fedips(config, train, test)
         result.offline_ndcg5[:, -1]
     """
+    _check_splits(train, test)
     from foltr_jax import fedips
 
     spec, arrays, _ = fedips.build(config, train, test)
@@ -177,6 +190,7 @@ def run_unlearning(
         protocol = foltr_jax.run_unlearning(config, train, test)
         protocol.replayed.final_offline_ndcg()  # [cells, runs]
     """
+    _check_splits(train, test)
     from foltr_jax import unlearning
 
     return unlearning.run_protocol(config, train, test, progress)

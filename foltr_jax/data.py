@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import pathlib
 import warnings
+import weakref
 
 import numpy as np
 
@@ -156,15 +157,20 @@ def read_letor(
     return dataset
 
 
-def warn_without_relevant(dataset: RankingDataset, source) -> None:
+_WARNED = weakref.WeakSet()  # the datasets warn_without_relevant has warned about
+
+
+def warn_without_relevant(dataset: RankingDataset, source, stacklevel: int = 2) -> None:
     """Warns when no document of a test split is relevant: offline nDCG is then 0 in
-    every round, as no query has a relevant document to find."""
-    if dataset.n_docs and dataset.max_label == 0:
+    every round, as no query has a relevant document to find.  Once per dataset (a
+    binary warns when it reads the file, the ``run_*`` functions when they start)."""
+    if dataset.n_docs and dataset.max_label == 0 and dataset not in _WARNED:
+        _WARNED.add(dataset)
         warnings.warn(
             f"{source}: no document has a label above 0, so offline nDCG is 0 in every "
             "round (a test split without relevant documents)",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=stacklevel,
         )
 
 

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -303,3 +304,58 @@ def test_the_run_functions_examples_run(name, public_data):
     train, test = public_data
     exec(compile(code, f"<{name} example>", "exec"),
          {"foltr_jax": foltr_jax, "train": train, "test": test})
+
+
+def _split_cases():
+    """(train, empty split, a test split whose every label is 0) for the split checks."""
+    train, test = foltr_jax.data.synthetic_train_test(
+        0, n_train_queries=4, n_test_queries=3, n_features=3, mean_docs_per_query=4
+    )
+    fields = ("features", "labels", "query_offsets", "query_lengths", "query_ids")
+    empty = foltr_jax.data.RankingDataset(**{f: getattr(test, f)[:0] for f in fields})
+    unlabelled = foltr_jax.data.RankingDataset(
+        **{f: getattr(test, f) for f in fields[:-1] if f != "labels"},
+        labels=np.zeros_like(test.labels),
+        query_ids=test.query_ids,
+    )
+    return train, empty, unlabelled
+
+
+RUN_FUNCTIONS = {  # each with the module whose build it starts: stopped there in the test
+    "run_fpdgd": ("federation", "build", foltr_jax.FederationConfig(n_clients=2, rounds=2)),
+    "run_foltr_es": ("foltr_es", "build", foltr_jax.FoltrEsConfig(n_clients=2, rounds=2)),
+    "run_fedips": ("fedips", "build", foltr_jax.FedIpsConfig(n_users=2, rounds=2)),
+    "run_unlearning": ("unlearning", "run_protocol", foltr_jax.UnlearningConfig()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUN_FUNCTIONS))
+def test_every_run_function_refuses_an_empty_split_and_warns_of_an_unlabelled_test_split(
+    name, monkeypatch
+):
+    """Before any JAX program: an empty training or test split is one DatasetError naming
+    it; a test split without a relevant document gets the binaries' warning (offline nDCG
+    would be 0 in every round, silently)."""
+    import importlib
+
+    module, builder, config = RUN_FUNCTIONS[name]
+
+    class Started(Exception):
+        pass
+
+    def started(*args, **kwargs):
+        raise Started
+
+    monkeypatch.setattr(importlib.import_module(f"foltr_jax.{module}"), builder, started)
+    run = getattr(foltr_jax, name)
+    train, empty, unlabelled = _split_cases()
+    with pytest.raises(foltr_jax.data.DatasetError, match="^the training split has no query$"):
+        run(config, empty, unlabelled)
+    with pytest.raises(foltr_jax.data.DatasetError, match="^the test split has no query$"):
+        run(config, train, empty)
+    with pytest.warns(RuntimeWarning, match="^the test split: no document has a label above 0"):
+        with pytest.raises(Started):
+            run(config, train, unlabelled)
+    with pytest.raises(Started), warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per dataset
+        run(config, train, unlabelled)
