@@ -438,3 +438,46 @@ def test_binaries_that_do_not_run_over_processes_refuse_distributed(tmp_path, mo
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith(f"{module}: error: --distributed: "), line
         assert not list(tmp_path.glob("results*")), module
+
+
+def test_a_step_that_fails_when_a_peer_dies_ends_in_one_line(monkeypatch, capsys):
+    """A peer killed mid-run makes the survivor's collective fail (gloo: connection reset).
+    The survivor ends at once with one line naming the processes and the way on (its
+    checkpoint untouched), not a traceback followed by JAX's abort at exit (status 134).
+    Here the failure is raised in this process under --distributed (which process dies,
+    and when, decides whether gloo raises it or JAX's heartbeat check aborts the process
+    from C++, which no Python code can catch)."""
+    import jax
+    from absl import flags
+
+    from experiments.lib import distributed
+    from experiments.lib import program
+
+    class Ended(Exception):
+        pass
+
+    def ended(status):
+        raise Ended(status)
+
+    def run():
+        raise jax.errors.JaxRuntimeError(
+            "UNKNOWN: Gloo AllGather failed: [external/gloo/gloo/transport/tcp/pair.cc:538] "
+            "Read error [127.0.0.1]:14765: Connection reset by peer"
+        )
+
+    binaries.load("fpdgd")
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["fpdgd", "--distributed"])
+    monkeypatch.setattr(distributed.os, "_exit", ended)
+    monkeypatch.setattr(program, "start_distributed", lambda name: None)
+    with pytest.raises(Ended, match="^1$"):
+        program.main("fpdgd", run)(["fpdgd"])
+    assert capsys.readouterr().err == (
+        "fpdgd: error: --distributed: a step over the 1 processes failed in process 0 (Gloo "
+        "AllGather failed: Read error [127.0.0.1]:14765: Connection reset by peer); if another "
+        "process stopped, start every process again with the same command: the run resumes "
+        "from its last checkpoint, which is kept\n"
+    )
+    flags.FLAGS.distributed = False  # one process: JAX's own error
+    with pytest.raises(jax.errors.JaxRuntimeError):
+        program.main("fpdgd", run)(["fpdgd"])

@@ -103,6 +103,34 @@ def on_every_process(fn, *args, **kwargs):
     return result
 
 
+def end_after_failed_step(program: str, error: Exception) -> None:
+    """Ends a --distributed process whose step over the processes failed (typically: a
+    peer was killed, and gloo's collective lost its connection) with one line naming the
+    processes and the way on.  It ends at once (``os._exit``, status 1): at a normal exit
+    JAX shuts the distributed client down, which waits for the dead process at a barrier
+    and then aborts in C++ (a check-failure stack, status 134), which Python cannot catch.
+    The checkpoint, written atomically after every chunk, is left as it was; the output
+    folder's lock goes with the process."""
+    import re
+    import sys
+
+    import jax
+
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    detail = re.sub(r"^[A-Z_]+: ", "", re.sub(r"\[[^\]]*\.cc:\d+\] ", "", detail))
+    me, count = jax.process_index(), jax.process_count()
+    others = f"process {1 - me}" if count == 2 else "another process"
+    sys.stdout.flush()
+    print(
+        f"{program}: error: --distributed: a step over the {count} processes failed in "
+        f"process {me} ({detail}); if {others} stopped, start every process again with the "
+        "same command: the run resumes from its last checkpoint, which is kept",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(1)
+
+
 def is_distributed() -> bool:
     """Whether this process is one of a --distributed run."""
     return "distributed" in FLAGS and FLAGS.distributed

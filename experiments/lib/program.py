@@ -3,7 +3,8 @@
 ``main(program, run)`` gives absl's ``main``: quiet logs; extra arguments refused;
 ``--plugin`` code imported; ``--distributed`` joined (or refused in one line where the
 binary does not run over several processes); ``run()`` called; a ``UserError`` printed
-as one line ``<program>: error: ...`` (status 2); the claimed output folder finished;
+as one line ``<program>: error: ...`` (status 2), and so is a --distributed step that
+failed (a peer died; status 1); the claimed output folder finished;
 the result line printed by the process that writes, and its exit status.  ``parse_flags``
 is every binary's absl flag parser: a flag absl itself refuses is one line too.  The tools
 that run no simulation themselves (batch, claims, report, paper_budget) use it with
@@ -22,7 +23,13 @@ from absl import flags
 
 from experiments.lib import plugins, provenance
 from experiments.lib.cli import UserError, fail, quiet_logs
-from experiments.lib.distributed import is_writer, refuse_distributed, start_distributed
+from experiments.lib.distributed import (
+    end_after_failed_step,
+    is_distributed,
+    is_writer,
+    refuse_distributed,
+    start_distributed,
+)
 from foltr_jax.registry import PartError
 
 FLAGS = flags.FLAGS
@@ -93,6 +100,10 @@ def main(
             done = run()
         except (UserError, PartError) as error:
             fail(program, str(error))
+        except jax.errors.JaxRuntimeError as error:
+            if not is_distributed():
+                raise
+            end_after_failed_step(program, error)  # a peer died: one line, not an abort
         if done.output is not None:
             done.output.finish()
         if done.message and is_writer():
