@@ -14,11 +14,14 @@ With one process (``jax.process_count() == 1``) every helper here does nothing.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
+import itertools
 import os
 import sys
 import threading
+import time
 
 import jax
 import numpy as np
@@ -96,6 +99,66 @@ def initialize(
         raise DistributedError(f"jax.distributed.initialize failed: {message}{hint}") from None
     finally:
         watchdog.cancel()
+    watch_peers(program)
+
+
+PEER_PATIENCE_S = 30.0  # a peer silent this long is taken as stopped (JAX's own check: 100 s)
+
+
+def watch_peers(program: str, patience: float = PEER_PATIENCE_S, every: float = 1.0) -> None:
+    """Starts a thread that notes every ``every`` s that this process lives (a key of JAX's
+    coordination service) and reads the others' notes.  When a peer has been silent for
+    ``patience`` s, or the coordinator (process 0) cannot be reached, it prints one line
+    '<program>: error: ...' naming the process and ends this one (status 1).  Without it, a
+    survivor blocked in a collective step waits for JAX's heartbeat check, which ends the
+    process from C++ (a check failure and stack dumps, status 134) that Python cannot
+    catch.  The checkpoint, written atomically, is left as it was."""
+    from jax._src import distributed
+
+    client, me, count = distributed.global_state.client, jax.process_index(), jax.process_count()
+    if client is None or count < 2:
+        return
+
+    def stop(why: str) -> None:
+        print(
+            f"{program}: error: --distributed: {why} (this is process {me} of {count}); start "
+            "every process again with the same command: the run resumes from its last "
+            "checkpoint, which is kept",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(1)
+
+    def watch() -> None:
+        seen = {p: (None, time.monotonic()) for p in range(count) if p != me}
+        for beat in itertools.count():
+            try:
+                client.key_value_set(f"foltr_jax/alive/{me}", str(beat), allow_overwrite=True)
+            except Exception as error:  # noqa: BLE001 - whatever the lost service raises
+                if me != 0 and not exiting.is_set():  # at exit: JAX has closed the client
+                    stop(f"the coordinator, process 0, cannot be reached ({_first_line(error)})")
+                return
+            now = time.monotonic()
+            for p, (value, since) in seen.items():
+                try:
+                    found = client.key_value_try_get(f"foltr_jax/alive/{p}")
+                except Exception:  # noqa: BLE001 - not noted yet
+                    found = None
+                if found != value:
+                    seen[p] = (found, now)
+            silent = [p for p, (_, since) in seen.items() if now - since > patience]
+            if silent:
+                stop(f"process(es) {silent} stopped (nothing from them for {patience:.0f} s)")
+            time.sleep(every)
+
+    exiting = threading.Event()
+    atexit.register(exiting.set)  # runs before JAX's own exit handler closes the client
+    threading.Thread(target=watch, name="foltr_jax-peers", daemon=True).start()
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def is_multiprocess() -> bool:

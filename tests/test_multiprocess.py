@@ -481,3 +481,40 @@ def test_a_step_that_fails_when_a_peer_dies_ends_in_one_line(monkeypatch, capsys
     flags.FLAGS.distributed = False  # one process: JAX's own error
     with pytest.raises(jax.errors.JaxRuntimeError):
         program.main("fpdgd", run)(["fpdgd"])
+
+
+@pytest.mark.slow  # two processes, one of them stopped for the 30 s the other waits
+@pytest.mark.parametrize("how", ["killed", "frozen"])
+def test_a_peer_that_dies_or_freezes_mid_run_ends_the_other_in_one_line(tmp_path, how):
+    """Process 1 killed (its connections reset: the survivor's collective step fails at
+    once, or its watch of the peers notices the silence) or frozen (SIGSTOP: the step
+    would wait for ever; the watch ends it after 30 s of silence): process 0 ends with one line naming the way on,
+    status 1, never JAX's C++ abort (134), and keeps its checkpoint."""
+    import signal
+
+    args = [*[a for a in ARGS if not a.startswith("--rounds")], "--rounds=3000", "--output_dir=out"]
+    processes = start("fpdgd", args, tmp_path, "peer")
+    out = tmp_path / "peer" / "p0" / "out"
+    deadline = time.time() + 180
+    try:
+        while not (out / ".checkpoint.npz").exists():
+            assert all(p.poll() is None for p, _ in processes), "a process ended early"
+            assert time.time() < deadline, "no checkpoint in time"
+            time.sleep(0.05)
+        victim = processes[1][0]
+        victim.send_signal(signal.SIGKILL if how == "killed" else signal.SIGSTOP)
+        survivor = processes[0][0]
+        survivor.wait(timeout=120)
+    finally:
+        kill(processes)
+    lines = [x for x in error_lines((tmp_path / "peer" / "p0" / "stderr").read_text())
+             if not x.startswith("[fpdgd] round")]  # fmt: skip
+    assert survivor.returncode == 1, lines
+    assert len(lines) == 2 and lines[0].startswith("fpdgd: 2 run(s)"), lines
+    failed_step = "fpdgd: error: --distributed: a step over the 2 processes failed in process 0 ("
+    silent = "fpdgd: error: --distributed: process(es) [1] stopped (nothing from them for 30 s)"
+    # killed: gloo notices the reset connection, or (between steps) the watch its silence
+    expected = (failed_step, silent) if how == "killed" else (silent,)
+    assert lines[1].startswith(expected), lines
+    assert lines[1].endswith("the run resumes from its last checkpoint, which is kept"), lines
+    assert (out / ".checkpoint.npz").exists() and not (out / "grid.json").exists()
