@@ -133,27 +133,45 @@ def watch_peers(program: str, patience: float = PEER_PATIENCE_S, every: float = 
         seen = {p: (None, time.monotonic()) for p in range(count) if p != me}
         for beat in itertools.count():
             try:
-                client.key_value_set(f"foltr_jax/alive/{me}", str(beat), allow_overwrite=True)
+                client.key_value_set(_alive(me), str(beat), allow_overwrite=True)
             except Exception as error:  # noqa: BLE001 - whatever the lost service raises
-                if me != 0 and not exiting.is_set():  # at exit: JAX has closed the client
-                    stop(f"the coordinator, process 0, cannot be reached ({_first_line(error)})")
-                return
+                stop(f"the coordinator, process 0, cannot be reached ({_first_line(error)})")
             now = time.monotonic()
             for p, (value, since) in seen.items():
                 try:
-                    found = client.key_value_try_get(f"foltr_jax/alive/{p}")
+                    found = client.key_value_try_get(_alive(p))
                 except Exception:  # noqa: BLE001 - not noted yet
                     found = None
                 if found != value:
                     seen[p] = (found, now)
-            silent = [p for p, (_, since) in seen.items() if now - since > patience]
+            silent = [p for p, (v, since) in seen.items() if v != _EXITING and now - since > patience]
             if silent:
                 stop(f"process(es) {silent} stopped (nothing from them for {patience:.0f} s)")
-            time.sleep(every)
+            if exiting.wait(every):
+                return
+
+    def at_exit() -> None:
+        """Before JAX's own exit handler (it closes the client): the thread ends, joined
+        here (a daemon thread inside a C++ call at the interpreter's end aborts it), and
+        the peers are told not to wait for this process's notes any more."""
+        exiting.set()
+        thread.join(timeout=10)
+        try:
+            client.key_value_set(_alive(me), _EXITING, allow_overwrite=True)
+        except Exception:  # noqa: BLE001 - the service is gone: nobody waits
+            pass
 
     exiting = threading.Event()
-    atexit.register(exiting.set)  # runs before JAX's own exit handler closes the client
-    threading.Thread(target=watch, name="foltr_jax-peers", daemon=True).start()
+    thread = threading.Thread(target=watch, name="foltr_jax-peers", daemon=True)
+    thread.start()
+    atexit.register(at_exit)
+
+
+_EXITING = "exiting"
+
+
+def _alive(process: int) -> str:
+    return f"foltr_jax/alive/{process}"
 
 
 def _first_line(error: Exception) -> str:
