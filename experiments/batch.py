@@ -13,8 +13,10 @@ re-running a recipe (e.g. after an interruption) only does what is missing, and 
 otherwise (another --n_runs, an edited data file or plugin) runs again, saying why.  A
 recipe's folder holds one batch's runs: <results_dir>/<recipe>/batch.json records whether it
 was a --quick or a full batch and on which data, and a batch of the other kind or other
-data into the same --results_dir is refused (give each its own --results_dir).  Runs of a long binary report their own progress; the batch prints how
-many runs are done and an estimate of the time left.  When its runs are done,
+data into the same --results_dir is refused (give each its own --results_dir).  Before the
+first run the batch names the data (folds, files, size), the runs to do and, from the runs
+--results_dir already holds, an estimate of their time; runs of a long binary report their
+own progress; the batch prints how many runs are done and an estimate of the time left.  When its runs are done,
 the recipe's figures and tables are made by experiments.lib.figures into
 <results_dir>/<recipe>/report/.
 
@@ -139,6 +141,71 @@ def run_recipe(
     return True
 
 
+def describe_data(data_root: str) -> str:
+    """The data's name: the MSLR excerpt named as such, else its folder."""
+    if data_root and pathlib.Path(data_root).resolve() in [p.resolve() for p in runs.PLACES]:
+        return f"the MSLR-WEB10K excerpt at {data_root}"
+    return os.path.abspath(data_root) if data_root else "synthetic"
+
+
+def data_files(data_flags) -> list[pathlib.Path]:
+    """The LETOR files a run's data flags name (--fold_dir: its train, vali and test)."""
+    found = []
+    for flag in data_flags:
+        name, _, value = flag.lstrip("-").partition("=")
+        if name == "fold_dir":
+            found += [pathlib.Path(value, f"{s}.txt") for s in ("train", "vali", "test")]
+        elif name in ("train_path", "test_path"):
+            found.append(pathlib.Path(value))
+    return [path for path in found if path.is_file()]
+
+
+def timed_seconds(results_dir: pathlib.Path) -> list[float]:
+    """Compute seconds (compile included) of every run finished under results_dir, one
+    number a run folder (a grid's cells share their run's program: its longest cell)."""
+    by_run: dict = {}
+    for path in results_dir.rglob("results.json") if results_dir.is_dir() else ():
+        found = runs.read_object(path)
+        if not isinstance(found, dict):
+            continue
+        seconds = [found.get(k) for k in ("seconds", "compile_seconds")]
+        if not all(isinstance(x, (int, float)) and x >= 0 for x in seconds):
+            continue
+        run = path.parent.parent if (path.parent.parent / "grid.json").exists() else path.parent
+        by_run[run] = max(by_run.get(run, 0.0), float(sum(seconds)))
+    return list(by_run.values())
+
+
+def announce(recipe_commands: list, results_dir: pathlib.Path, folds, data: str) -> None:
+    """Before the first run: the data (where, folds, size), the runs to do and an estimate
+    of their time from the runs this --results_dir already holds (else when the first
+    estimate comes)."""
+    paths = sorted({p for _, flags_ in folds for p in data_files(flags_)})
+    size = sum(p.stat().st_size for p in paths)
+    fold_names = ", ".join(fold for fold, _ in folds)
+    what = (
+        f"{data} ({fold_names}: {len(paths)} file(s), {size / 1e6:.1f} MB)" if paths else
+        "synthetic (each run generates its own queries; --data_root names a LETOR dataset)"
+    )  # fmt: skip
+    todo = [out for out, argv in recipe_commands if not runs.complete(out, argv, say=False)]
+    timed = timed_seconds(results_dir)
+    if not todo:
+        estimate = "nothing to run"
+    elif timed:
+        each = sum(timed) / len(timed)
+        estimate = (
+            f"about {each * len(todo) / 60:.0f} min ({each:.0f} s a run, the mean of the "
+            f"{len(timed)} run(s) timed in {results_dir}; start-up adds seconds each)"
+        )
+    else:
+        estimate = "no run timed here yet: the first estimate follows the first finished run"
+    print(
+        f"[batch] data: {what}; {len(todo)} of {len(recipe_commands)} run(s) to do: {estimate}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def claim_recipe_folder(folder: pathlib.Path, batch: dict) -> None:
     """Records in ``<folder>/batch.json`` which batch (quick or full, which data and folds)
     fills the recipe's folder; UserError naming --results_dir when another batch's runs are
@@ -201,6 +268,9 @@ def run() -> program.Done:
         batch = {"quick": FLAGS.quick, "data": data, "folds": [fold for fold, _ in folds]}
         for name in names:  # every recipe's folder checked before any run
             claim_recipe_folder(results_dir / name, batch)
+    every = [c for n in names for c in _commands(available[n], results_dir, folds, n_runs,
+                                                   FLAGS.quick)]  # fmt: skip
+    announce(every, results_dir, folds, describe_data(data_root))
     outcomes = [
         run_recipe(available[n], results_dir, folds, n_runs, FLAGS.quick, FLAGS.dry_run, FLAGS.jobs)
         for n in names

@@ -266,3 +266,34 @@ def test_the_library_finds_the_repository_and_fingerprints_every_binary():
     assert runs.PLACES[0] == REPO_ROOT.parent / "shared" / "data" / "mslr_sample"
     assert output.EXPERIMENTS_DIR == REPO_ROOT / "experiments"
     assert (output.EXPERIMENTS_DIR / "fpdgd.py").is_file()
+
+
+def test_the_batch_names_its_data_size_and_time_before_the_first_run(tmp_path):
+    """One line before any run: the data (its folds, files and size), the runs to do and
+    an estimate from the runs the results folder holds (here: two timed runs)."""
+    root = tmp_path / "MSLR"
+    (root / "Fold1").mkdir(parents=True)
+    for split, size in (("train", 600_000), ("test", 400_000)):
+        (root / "Fold1" / f"{split}.txt").write_bytes(b"0 qid:1 1:0.5\n" * (size // 14))
+    results = tmp_path / "results"
+    args = ("--recipe=fpdgd_fig5", f"--data_root={root}", f"--results_dir={results}", "--dry_run")
+    first = batch_here(*args, tmp_path=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert (
+        f"[batch] data: {root} (Fold1: 2 file(s), 1.0 MB); 3 of 3 run(s) to do: no run timed "
+        "here yet: the first estimate follows the first finished run"
+    ) in first.stderr.splitlines()
+    for name, seconds in (("a", (50, 10)), ("b", (80, 20))):  # a grid: its longest cell
+        for cell, share in (("c1", 1.0), ("c2", 0.5)):
+            (results / "x" / name / cell).mkdir(parents=True)
+            (results / "x" / name / cell / "results.json").write_text(json.dumps(
+                {"seconds": seconds[0] * share, "compile_seconds": seconds[1] * share}))
+        (results / "x" / name / "grid.json").write_text('{"cells": ["c1", "c2"]}')
+    again = batch_here(*args, tmp_path=tmp_path)
+    assert (
+        f"[batch] data: {root} (Fold1: 2 file(s), 1.0 MB); 3 of 3 run(s) to do: about 4 min "
+        f"(80 s a run, the mean of the 2 run(s) timed in {results}; start-up adds seconds each)"
+    ) in again.stderr.splitlines(), again.stderr
+    synthetic = batch_here("--recipe=fpdgd_fig5", "--data_root=synthetic", "--dry_run",
+                           f"--results_dir={tmp_path / 'r2'}", tmp_path=tmp_path)  # fmt: skip
+    assert "[batch] data: synthetic (each run generates its own queries" in synthetic.stderr
