@@ -16,9 +16,9 @@ was a --quick or a full batch and on which data, and a batch of the other kind o
 data into the same --results_dir is refused (give each its own --results_dir).  Before the
 first run the batch names the data (folds, files, size), the runs to do and, from the runs
 --results_dir already holds, an estimate of their time; runs of a long binary report their
-own progress; the batch prints how many runs are done and an estimate of the time left.  When its runs are done,
-the recipe's figures and tables are made by experiments.lib.figures into
-<results_dir>/<recipe>/report/.
+own progress; the batch prints how many runs are done and an estimate of the time left.
+When its runs are done, the recipe's figures and tables are made by experiments.lib.figures
+into <results_dir>/<recipe>/report/.
 
 --data_root is a dataset in the standard layout: Fold1/ ... Fold5/ with
 train.txt and test.txt (MQ2007, MSLR-WEB10K), or one train.txt + test.txt

@@ -144,7 +144,10 @@ def watch_peers(program: str, patience: float = PEER_PATIENCE_S, every: float = 
                     found = None
                 if found != value:
                     seen[p] = (found, now)
-            silent = [p for p, (v, since) in seen.items() if v != _EXITING and now - since > patience]
+            silent = [
+                p for p, (note, since) in seen.items()
+                if note != _EXITING and now - since > patience
+            ]  # fmt: skip
             if silent:
                 stop(f"process(es) {silent} stopped (nothing from them for {patience:.0f} s)")
             if exiting.wait(every):

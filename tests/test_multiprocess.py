@@ -488,8 +488,9 @@ def test_a_step_that_fails_when_a_peer_dies_ends_in_one_line(monkeypatch, capsys
 def test_a_peer_that_dies_or_freezes_mid_run_ends_the_other_in_one_line(tmp_path, how):
     """Process 1 killed (its connections reset: the survivor's collective step fails at
     once, or its watch of the peers notices the silence) or frozen (SIGSTOP: the step
-    would wait for ever; the watch ends it after 30 s of silence): process 0 ends with one line naming the way on,
-    status 1, never JAX's C++ abort (134), and keeps its checkpoint."""
+    would wait for ever; the watch ends it after 30 s of silence): process 0 ends with one
+    line naming the way on, status 1, never JAX's C++ abort (134), and keeps its
+    checkpoint."""
     import signal
 
     args = [*[a for a in ARGS if not a.startswith("--rounds")], "--rounds=3000", "--output_dir=out"]
