@@ -131,7 +131,7 @@ def test_docs_build_without_warnings(built_site):
 
 # The pages a newcomer opens first, the ones with math, wide tables or wide code.
 BROWSER_PAGES = (
-    "index", "getting-started", "concepts", "papers/fpdgd", "howto/reproduce",
+    "index", "getting-started", "concepts", "papers/fpdgd", "papers/poisoning", "howto/reproduce",
     "reference/api", "performance", "_generated/api/public/engine", "_generated/binaries/fpdgd",
 )
 
@@ -180,8 +180,8 @@ def test_pages_read_offline_in_a_browser(built_site, name):
     if name == "concepts":
         assert found["math"] >= 5, found
         assert found["outline"] >= 5, found
-    if name in ("concepts", "getting-started", "papers/fpdgd"):
-        assert found["images"] >= 1, found  # the data flow, the first run's curve, Figure 4
+    if name in ("concepts", "getting-started", "papers/fpdgd", "papers/poisoning"):
+        assert found["images"] >= 1, found  # the data flow, the first curve, quick figures
 
 
 def test_flag_pages_list_what_the_binary_defines():
