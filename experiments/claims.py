@@ -43,7 +43,7 @@ from absl import app, flags
 
 from experiments.lib import program, runs
 from experiments.lib.cli import UserError, need_report_extra
-from experiments.lib.output import write_text_atomic
+from foltr_jax import files
 
 need_report_extra("claims")  # the t-tests: scipy
 from experiments.lib import claims as catalogue  # noqa: E402
@@ -83,6 +83,21 @@ flags.DEFINE_bool(
 )
 
 
+def write_table(results_dir: pathlib.Path, record: str, text: str) -> None:
+    """claims.json and claims.md, both or neither (a read-only folder, a full disk: one
+    line, and the table of an earlier run, if any, left whole)."""
+    try:
+        files.write_together({
+            results_dir / "claims.json": lambda stream: stream.write(record.encode()),
+            results_dir / "claims.md": lambda stream: stream.write(text.encode()),
+        })  # fmt: skip
+    except OSError as error:
+        raise UserError(
+            f"--results_dir: cannot write claims.json and claims.md in {results_dir} "
+            f"({error.strerror or error}); neither was written"
+        ) from None
+
+
 def run() -> program.Done:
     claims = catalogue.select([n for n in FLAGS.claims if n], FLAGS.reduced)
     if FLAGS.write_docs and (FLAGS.claims or FLAGS.reduced):
@@ -100,7 +115,10 @@ def run() -> program.Done:
     data_root = runs.excerpt_unless_given(FLAGS.data_root)
     folds = runs.dataset_flags(data_root)
     results_dir = pathlib.Path(FLAGS.results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"--results_dir: cannot make {results_dir} ({error.strerror or error})") from None
     # the runs share XLA's persistent compilation cache: the many runs of one shape compile
     # once (the compiled programs are the same, so are the results)
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(results_dir.resolve() / ".jax_cache"))
@@ -121,8 +139,7 @@ def run() -> program.Done:
     payload = {"data": data, "seconds": seconds, "ran": FLAGS.run, "n_runs": FLAGS.n_runs,
                "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs, "claims": rows}  # fmt: skip
     text = document(payload)
-    write_text_atomic(results_dir / "claims.json", json.dumps(payload, indent=1) + "\n")
-    write_text_atomic(results_dir / "claims.md", text)
+    write_table(results_dir, json.dumps(payload, indent=1) + "\n", text)
     if FLAGS.write_docs:
         pages.write_docs(payload, text, catalogue.by_module())
     print(text)

@@ -46,21 +46,37 @@ def write_atomically(path, write: Callable[[BinaryIO], None]) -> None:
     """Calls ``write(stream)`` on a binary temporary file beside ``path``, then renames it
     over ``path`` (creating the folder first).  The file gets the mode a plain ``open``
     would give it (0666 less the umask), not the temporary file's 0600."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    write_together({path: write})
+
+
+def write_together(writes: dict) -> None:
+    """``write_atomically`` for several files ``{path: write}`` that belong together (a
+    table and its record): every one is written to its temporary file first, and only
+    when all are complete are they renamed over their paths, so that a full disk or a
+    refused folder leaves every path as it was (and no temporary file)."""
+    done = []  # (temporary, path) of the complete files
     try:
-        os.fchmod(handle, 0o666 & ~umask())
-        with os.fdopen(handle, "wb") as stream:
-            write(stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
+        for path, write in writes.items():
+            path = pathlib.Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(
+                dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+            )
+            done.append((temporary, path))
+            with os.fdopen(handle, "wb") as stream:
+                os.fchmod(stream.fileno(), 0o666 & ~umask())
+                write(stream)
+                stream.flush()
+                os.fsync(stream.fileno())
+        while done:
+            os.replace(*done[0])
+            done.pop(0)
     except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        for temporary, _ in done:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
         raise
 
 

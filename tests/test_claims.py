@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from binaries import run
+from binaries import call, load, run
 from sample_data import REPO_ROOT, SAMPLE_DIR, needs_sample
 from scipy import stats
 
@@ -324,3 +324,60 @@ def test_norun_writes_the_table_from_what_the_folder_holds(tmp_path):
     assert table["ran"] is False and [r["holds"] for r in table["claims"]] == [None]
     assert "read from runs made earlier (--norun)" in (out / "claims.md").read_text()
     assert not (out / "synthetic").exists()
+
+
+def test_the_table_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """claims.json and claims.md: both or neither.  A full disk at the second file leaves
+    the earlier table whole and no temporary file; the binary says so in one line."""
+    import errno
+    import os
+
+    from foltr_jax import files
+
+    claims = load("claims")
+    for name in ("claims.json", "claims.md"):
+        (tmp_path / name).write_text(f"the earlier {name}")
+    real_fsync, calls = os.fsync, []
+
+    def full_at_second(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(files.os, "fsync", full_at_second)
+    with pytest.raises(claims.UserError, match=(
+        f"^--results_dir: cannot write claims.json and claims.md in {tmp_path} "
+        r"\(No space left on device\); neither was written$"
+    )):  # fmt: skip
+        claims.write_table(tmp_path, "{}\n", "# table\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.json", "claims.md"]
+    for name in ("claims.json", "claims.md"):
+        assert (tmp_path / name).read_text() == f"the earlier {name}"
+    monkeypatch.setattr(files.os, "fsync", real_fsync)
+    claims.write_table(tmp_path, "{}\n", "# table\n")
+    assert (tmp_path / "claims.md").read_text() == "# table\n"
+
+    def always_full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files.os, "fsync", always_full)
+    out = tmp_path / "new"
+    done = call("claims", "--norun", "--claims=fpdgd_fig4", "--data_root=synthetic",
+                f"--results_dir={out}")  # fmt: skip
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()[-1:]
+    assert line.startswith("claims: error: --results_dir: cannot write claims.json"), line
+    assert "Traceback" not in done.stderr and list(out.iterdir()) == []
+
+
+def test_a_results_file_the_claims_cannot_read_is_named(tmp_path):
+    """An older format's results.json among the runs: a warning naming it (its runs count
+    as missing), the other runs still read."""
+    old = tmp_path / "synthetic" / "fpdgd_fig4" / "results.json"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps({"results_format": 1, "method": "fpdgd"}))
+    with pytest.warns(UserWarning, match=f"^{old}: results format 1: written by an older"):
+        results = core.Results(tmp_path)
+    with pytest.raises(core.MissingResults, match="0 series"):
+        results.series("fpdgd_fig4")

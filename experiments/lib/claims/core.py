@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import pathlib
 import re
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -82,10 +84,18 @@ class Results:
     """
 
     def __init__(self, root):
+        root = pathlib.Path(root)
         try:
-            series = report.load_series(root)
+            paths = report.find_results(root)
         except report.ReportError:  # no results yet
-            series = []
+            paths = []
+        series = []
+        for path in paths:  # a file it cannot read (an older format, damage) is named
+            try:
+                series += report.read_results(path, path.relative_to(root).as_posix())
+            except report.ReportError as error:
+                warnings.warn(f"{error}; the claims reading its runs find them missing")
+        report.label_series(series)
         self.pool = Pool(series)
 
     def series(self, run: str, panel=None, **fields):
