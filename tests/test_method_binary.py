@@ -65,13 +65,15 @@ def test_a_plugins_method_runs_chunked_and_under_attack(tmp_path):
     attacked = found["attacked"][1]
     assert np.isfinite(attacked["offline_ndcg"]).all()
     assert attacked["offline_ndcg"] != curves["offline_ndcg"]  # the server saw other models
-    # A chunked round cannot run a model attack: one line naming the method.
+    # A chunked round cannot run a model attack: one line naming the flag (the shared run
+    # settings' check, before the method is built).
     done = binaries.run(
         "method", *DBGD, *SMALL, *runs["attacked"], "--client_chunk=4",
         f"--output_dir={tmp_path / 'refused'}",
     )  # fmt: skip
     (line,) = done.stderr.strip().splitlines()[-1:]
-    assert done.returncode == 2 and line.startswith("method: error: --method: dbgd: "), line
+    assert done.returncode == 2 and line.startswith("method: error: --client_chunk: "), line
+    assert "model attacks needs every client of a round at once" in line
 
 
 @pytest.mark.slow  # two binaries' compilations
