@@ -94,12 +94,12 @@ def _escape_bars(app, what, name, obj, options, lines):
 
 def _config_fields(app, what, name, obj, options, lines):
     """A config's fields as a table (name, default, the help its flag shows), for the config
-    dataclasses whose fields are the binaries' flags (``foltr_jax.config.setting_help``)."""
+    dataclasses whose fields are the binaries' flags (``foltr_jax.engine.config.setting_help``)."""
     import dataclasses
 
     if what != "class" or not dataclasses.is_dataclass(obj):
         return
-    from foltr_jax import config
+    from foltr_jax.engine import config
 
     rows, missing = [], 0
     for field in dataclasses.fields(obj):

@@ -19,8 +19,10 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from foltr_jax import click_models, data, engine, lists, metrics
-from foltr_jax.config import RunConfig, setting
+from foltr_jax import data, engine
+from foltr_jax.core import click_models, metrics
+from foltr_jax.engine import lists
+from foltr_jax.engine.config import RunConfig, setting
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,7 +40,7 @@ from experiments.lib.cli import UserError
 from experiments.lib.distributed import is_writer, on_every_process
 from experiments.lib.output import probe_output_file, stop_cleanly, write_output_file
 from experiments.lib.results import dataset_summary, peak_rss_mb, versions
-from foltr_jax import federation
+from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS
 shared_flags.define_data_flags()

@@ -33,7 +33,8 @@ from experiments.lib import program
 from experiments.lib.cli import fail, quiet_logs
 from experiments.lib.output import write_json_atomic
 from experiments.lib.results import versions
-from foltr_jax import data, federation
+from foltr_jax import data
+from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("n_clients", 1000, "Clients per round |C|.")

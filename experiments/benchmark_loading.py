@@ -63,7 +63,8 @@ def _run_case(case: str, path: pathlib.Path, cache_dir: str | None) -> dict:
     """Loads ``path`` one way; wall and CPU seconds and a digest of what was read."""
     import numpy as np
 
-    from foltr_jax import data, letor
+    from foltr_jax import data
+    from foltr_jax.data import letor
 
     if case == "line_by_line":
         load = lambda: letor.parse_file_by_lines(path, None)

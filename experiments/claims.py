@@ -43,7 +43,7 @@ from absl import app, flags
 
 from experiments.lib import program, runs
 from experiments.lib.cli import UserError, need_report_extra
-from foltr_jax import files
+from foltr_jax.core import files
 
 need_report_extra("claims")  # the t-tests: scipy
 from experiments.lib import claims as catalogue  # noqa: E402

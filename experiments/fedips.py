@@ -25,7 +25,10 @@ from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
 from experiments.lib.output import claim_output, stop_cleanly
 from experiments.lib.results import curve_summary, timings
-from foltr_jax import federation, fedips, lambdarank, rankers
+from foltr_jax.core import rankers
+from foltr_jax.methods import fedips
+from foltr_jax.methods.fedips import lambdarank
+from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS
 NO_CLICK_MODEL = "(no click_model)"  # a report's panel for the FedIPS users' clicks

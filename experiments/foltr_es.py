@@ -24,7 +24,8 @@ from experiments.lib.cli import ProgressLog
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
 from experiments.lib.output import claim_output, stop_cleanly
 from experiments.lib.results import curve_summary, results_file
-from foltr_jax import federation, foltr_es
+from foltr_jax.methods import foltr_es
+from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS
 shared_flags.define_data_flags()

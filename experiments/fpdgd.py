@@ -30,7 +30,7 @@ from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.distributed import is_writer, on_every_process
 from experiments.lib.output import claim_output, stop_cleanly, unique_names
 from experiments.lib.results import curve_summary, results_file
-from foltr_jax import federation
+from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS
 shared_flags.define_data_flags()

@@ -8,7 +8,7 @@
 #   groups:     the whole round (profile_round --nostages) at 10^6 linear lanes with 4, 8,
 #               16 and 32 display groups and at 10^5 neural lanes with 4 and 16, with each
 #               chunk's first call (compile): 16 is the accelerators' default
-#               (foltr_jax.config.DISPLAY_GROUPS); on the H200, 30.2M linear interactions/s
+#               (foltr_jax.engine.config.DISPLAY_GROUPS); on the H200, 30.2M linear interactions/s
 #               at 16, 34.0M at 32; neural 7.07M at 16, 6.90M at 32
 #   profile:    experiments/profile_round per stage (best wall, XLA's bytes, bandwidth against
 #               the card's peak: H200 4,800 GB/s, else the H100's 3,350) at 10^6 linear lanes

@@ -80,7 +80,7 @@ flags.DEFINE_string("output_dir", f"results/{METHOD}", "Folder for results.json.
 
 def _help_of_every_field(config_class, internal) -> dict:
     """A help text for the fields that have none (a user's config): its class and field."""
-    from foltr_jax.config import setting_help
+    from foltr_jax.engine.config import setting_help
 
     found = {}
     for field in dataclasses.fields(config_class):

@@ -54,8 +54,12 @@ from experiments.lib.output import (
     unique_names,
 )
 from experiments.lib.results import dataset_summary, timings
-from foltr_jax import click_models, data, federation, loop, noniid
-from foltr_jax.client_plan import PERSONAL_EVALUATIONS
+from foltr_jax import data
+from foltr_jax.core import click_models
+from foltr_jax.data import noniid
+from foltr_jax.engine import loop
+from foltr_jax.methods.fpdgd import federation
+from foltr_jax.methods.fpdgd.client_plan import PERSONAL_EVALUATIONS
 
 FLAGS = flags.FLAGS
 shared_flags.define_data_flags()

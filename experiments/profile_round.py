@@ -11,18 +11,18 @@ stages of one round:
 - the whole round (``engine.run_chunk`` over --rounds rounds, per round);
 - the first step's shared training-set scores (``rounds.first_step_scores``), when the
   round uses them;
-- query sampling and the per-lane key split (``interaction.interaction_step``'s first lines);
+- query sampling and the per-lane key split (``fpdgd_lanes.interaction_step``'s first lines);
 - scoring: the first step's window gather from the shared scores (when used), and a
-  later step's scoring as the round does it (``interaction.scores_by_group``: by length
+  later step's scoring as the round does it (``fpdgd_lanes.scores_by_group``: by length
   group at many lanes, each lane's window otherwise), padded to the window;
-- Plackett-Luce sampling of the displayed lists (``interaction._display_in_groups``);
-- a later step's scoring and sampling together (``interaction.display_lists``: with
+- Plackett-Luce sampling of the displayed lists (``fpdgd_lanes._display_in_groups``);
+- a later step's scoring and sampling together (``fpdgd_lanes.display_lists``: with
   several display groups and many lanes each group is scored and sampled at its own
   width);
 - clicks (``click_models.simulate_clicks`` on every lane);
 - clicks and the PDGD update (``pdgd.pdgd_update_lanes``: the clicks, the
   debiasing weights, the vjp and the step);
-- local training (``interaction.local_training``: B steps of all of the above);
+- local training (``fpdgd_lanes.local_training``: B steps of all of the above);
 - the server's side (``engine.serve``'s aggregation of the trained models);
 - offline evaluation of the new global models (``rounds.offline_metrics``).
 
@@ -50,7 +50,10 @@ from absl import app, flags
 
 from experiments.lib import program, shared_flags
 from experiments.lib.cli import UserError
-from foltr_jax import click_models, engine, interaction, lists, loop, pdgd, rounds
+from foltr_jax import engine
+from foltr_jax.core import click_models
+from foltr_jax.engine import lists, loop
+from foltr_jax.methods.fpdgd import lanes as fpdgd_lanes, pdgd, rounds
 
 FLAGS = flags.FLAGS
 shared_flags.define_data_flags()
@@ -73,7 +76,7 @@ flags.DEFINE_integer(
     "display_groups",
     None,
     "Groups of similar query length the lanes are scored and sampled in (default: the "
-    "library's by the window scoring, foltr_jax.config.DISPLAY_GROUPS: 4 with map, 16 with "
+    "library's by the window scoring, foltr_jax.engine.config.DISPLAY_GROUPS: 4 with map, 16 with "
     "vmap).",
     lower_bound=1,
 )
@@ -134,18 +137,18 @@ def stage_functions(spec, arrays):
         )(lanes.slot, queries)
 
     def score_later(lane_params, queries):
-        return interaction.scores_by_group(lane_spec, train, lane_params, queries)
+        return fpdgd_lanes.scores_by_group(lane_spec, train, lane_params, queries)
 
     scores = jax.jit(score_later)(lane_params, queries)
     lengths = train.query_lengths[queries]
 
     def sample(key_rank, scores, lengths):
-        return interaction._display_in_groups(lane_spec, key_rank, scores, lengths)
+        return fpdgd_lanes._display_in_groups(lane_spec, key_rank, scores, lengths)
 
     displayed = jax.jit(sample)(key_rank, scores, lengths)
 
     def display_later(lane_params, key_rank, queries):
-        return interaction.display_lists(
+        return fpdgd_lanes.display_lists(
             lane_spec, data, lane_params, key_rank, queries, lanes.slot, None
         )
 
@@ -175,7 +178,7 @@ def stage_functions(spec, arrays):
         )
 
     def local(lane_params, lane_keys, global_scores):
-        return interaction.local_training(
+        return fpdgd_lanes.local_training(
             lane_spec, data, lane_params, lane_keys, lanes, global_scores
         )
 
@@ -201,7 +204,7 @@ def stage_functions(spec, arrays):
     def evaluate(params):
         return rounds.offline_metrics(spec, arrays, params)
 
-    by_group = interaction._scores_group_by_group(lane_spec, n_slots * n)
+    by_group = fpdgd_lanes._scores_group_by_group(lane_spec, n_slots * n)
     shared = []  # the first step's shared scores, when the round uses them
     if global_scores is not None:
         shared = [

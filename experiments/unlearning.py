@@ -36,7 +36,9 @@ from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
 from experiments.lib.output import FinishedParts, Output, claim_output, refuse_repeats, stop_cleanly
 from experiments.lib.results import timings
-from foltr_jax import federation, loop, unlearning
+from foltr_jax.engine import loop
+from foltr_jax.methods import unlearning
+from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS
 shared_flags.define_data_flags()

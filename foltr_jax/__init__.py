@@ -17,13 +17,20 @@ binary can then name (see the README's "Use from Python").
 
 __version__ = "0.1.0"
 
-from foltr_jax import aggregators, attacks, click_models, data, engine, noniid, rankers  # noqa: E402
-from foltr_jax.client_plan import ClientPlan  # noqa: E402
-from foltr_jax.config import ConfigError, FederationConfig, Setting  # noqa: E402
+# The layers, lowest first: core (numerics, registries, files), data, server (aggregators,
+# attacks, the pipeline), engine (the shared round, run and config), methods (one folder
+# each); the modules a user reaches as ``foltr_jax.<name>`` are bound here.
+from foltr_jax.core import click_models, metrics, rankers  # noqa: E402
+from foltr_jax import data  # noqa: E402
+from foltr_jax.data import noniid  # noqa: E402
+from foltr_jax.server import aggregators, attacks  # noqa: E402
+from foltr_jax import engine  # noqa: E402
 from foltr_jax.engine import RunResult  # noqa: E402
-from foltr_jax.fedips import FedIpsConfig  # noqa: E402
-from foltr_jax.foltr_es import FoltrEsConfig  # noqa: E402
-from foltr_jax.unlearning import UnlearningConfig  # noqa: E402
+from foltr_jax.engine.config import ConfigError, FederationConfig, Setting  # noqa: E402
+from foltr_jax.methods.fpdgd.client_plan import ClientPlan  # noqa: E402
+from foltr_jax.methods.fedips import FedIpsConfig  # noqa: E402
+from foltr_jax.methods.foltr_es import FoltrEsConfig  # noqa: E402
+from foltr_jax.methods.unlearning import UnlearningConfig  # noqa: E402
 
 
 def _check_splits(train: data.RankingDataset, test: data.RankingDataset) -> None:
@@ -78,7 +85,7 @@ def run_fpdgd(
         finals = result.by_cell("offline_ndcg")[:, :, -1]  # [2 cells, 2 runs]
     """
     _check_splits(train, test)
-    from foltr_jax import federation
+    from foltr_jax.methods.fpdgd import federation
 
     spec, arrays = federation.build(config, train, test, settings, clients=clients)
     result = federation.run(spec, arrays, progress, checkpoint=checkpoint)
@@ -117,7 +124,7 @@ def run_foltr_es(
         result.epsilon, result.offline_ndcg[:, -1]
     """
     _check_splits(train, test)
-    from foltr_jax import foltr_es
+    from foltr_jax.methods import foltr_es
 
     spec, arrays = foltr_es.build(config, train, test)
     return foltr_es.run(spec, arrays, progress, checkpoint)
@@ -153,7 +160,7 @@ def run_fedips(
         result.offline_ndcg5[:, -1]
     """
     _check_splits(train, test)
-    from foltr_jax import fedips
+    from foltr_jax.methods import fedips
 
     spec, arrays, _ = fedips.build(config, train, test)
     return fedips.run(spec, arrays, progress, checkpoint)
@@ -191,7 +198,7 @@ def run_unlearning(
         protocol.replayed.final_offline_ndcg()  # [cells, runs]
     """
     _check_splits(train, test)
-    from foltr_jax import unlearning
+    from foltr_jax.methods import unlearning
 
     return unlearning.run_protocol(config, train, test, progress)
 
@@ -226,6 +233,7 @@ __all__ = [
     "click_models",
     "data",
     "engine",
+    "metrics",
     "noniid",
     "rankers",
     "run_fedips",

@@ -59,7 +59,9 @@ def _registrations_end_with_their_module():
     """Parts a test module registers (an aggregator, attack, click model, ranker or method,
     as a user's plugin would) are dropped after it, so no later module in the same worker
     sees them: the flag pages' help text, for one, lists the built-in parts only."""
-    from foltr_jax import aggregators, attacks, click_models, engine, rankers
+    from foltr_jax import engine
+    from foltr_jax.core import click_models, rankers
+    from foltr_jax.server import aggregators, attacks
 
     registries = (
         aggregators._REGISTRY,

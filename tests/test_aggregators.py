@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import aggregators
+from foltr_jax.server import aggregators
 
 # Five clients in d = 2: a cross around (1, 1) and one outlier.
 CROSS = np.array([[0, 0], [2, 0], [0, 2], [1, 1], [10, 10]], dtype=np.float32)

@@ -11,7 +11,7 @@ import pytest
 from sample_data import REPO_ROOT
 
 import foltr_jax
-from foltr_jax import aggregators
+from foltr_jax.server import aggregators
 
 
 def readme_python_example() -> str:
@@ -74,7 +74,7 @@ def _zero_the_attackers(key, models, global_model, n_malicious):
 
 
 def test_registered_attack_is_named_like_the_built_in_ones():
-    from foltr_jax import attacks
+    from foltr_jax.server import attacks
 
     attacks.register("zero_models", "the attackers send zeros", _zero_the_attackers)
     assert "zero_models" in attacks.names() and "zero_models" not in attacks.BUILT_IN
@@ -103,7 +103,7 @@ def _small_run(**config):
 
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_registered_click_model_is_what_the_clients_click_with():
-    from foltr_jax import click_models
+    from foltr_jax.core import click_models
 
     def never_clicks(n_grades):
         zeros = jnp.zeros((n_grades,), jnp.float32)
@@ -133,7 +133,7 @@ class _DoubledLinear(foltr_jax.rankers.LinearRanker):
 
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_registered_ranker_is_what_the_clients_train():
-    from foltr_jax import rankers
+    from foltr_jax.core import rankers
 
     rankers.register("doubled_linear", "x · 2w", _DoubledLinear)
     assert "doubled_linear" in rankers.names() and "doubled_linear" not in rankers.RANKERS
@@ -154,7 +154,7 @@ def test_registered_ranker_is_what_the_clients_train():
     es = foltr_jax.FoltrEsConfig(n_clients=4, local_updates=2, rounds=1, ranker="doubled_linear")
     result = foltr_jax.run_foltr_es(es, train, test)
     assert set(result.final_params) == {"w"} and np.abs(result.final_params["w"]).max() > 0
-    assert set(foltr_jax.foltr_es.make_ranker("neural", 6).init(None)) == {"w1", "b1", "w2"}
+    assert set(foltr_jax.methods.foltr_es.make_ranker("neural", 6).init(None)) == {"w1", "b1", "w2"}
 
 
 @pytest.fixture(scope="module")
@@ -322,10 +322,10 @@ def _split_cases():
 
 
 RUN_FUNCTIONS = {  # each with the module whose build it starts: stopped there in the test
-    "run_fpdgd": ("federation", "build", foltr_jax.FederationConfig(n_clients=2, rounds=2)),
-    "run_foltr_es": ("foltr_es", "build", foltr_jax.FoltrEsConfig(n_clients=2, rounds=2)),
-    "run_fedips": ("fedips", "build", foltr_jax.FedIpsConfig(n_users=2, rounds=2)),
-    "run_unlearning": ("unlearning", "run_protocol", foltr_jax.UnlearningConfig()),
+    "run_fpdgd": ("methods.fpdgd.federation", "build", foltr_jax.FederationConfig(n_clients=2, rounds=2)),
+    "run_foltr_es": ("methods.foltr_es", "build", foltr_jax.FoltrEsConfig(n_clients=2, rounds=2)),
+    "run_fedips": ("methods.fedips", "build", foltr_jax.FedIpsConfig(n_users=2, rounds=2)),
+    "run_unlearning": ("methods.unlearning", "run_protocol", foltr_jax.UnlearningConfig()),
 }
 
 

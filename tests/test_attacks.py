@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import attacks, pipeline
+from foltr_jax.server import attacks, pipeline
 
 N, D = 10, 6
 LIE_Z_N10 = {1: 0.0, 2: 0.2533, 3: 0.5244, 4: 0.8416}  # Baruch et al. z_max for n = 10

@@ -332,7 +332,7 @@ def test_the_table_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     import errno
     import os
 
-    from foltr_jax import files
+    from foltr_jax.core import files
 
     claims = load("claims")
     for name in ("claims.json", "claims.md"):

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import click_models
+from foltr_jax.core import click_models
 
 N = 100_000
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from sample_data import SAMPLE_DIR, needs_sample
 
-from foltr_jax import data, letor, ranking_dataset
+from foltr_jax import data
+from foltr_jax.data import letor, ranking_dataset
 from foltr_jax.data import (
     DatasetError,
     LetorFormatError,

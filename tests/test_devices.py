@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow  # a subprocess with forced devices compiling five
 
 SCRIPT = """
 import dataclasses, numpy as np, jax
-from foltr_jax import data, foltr_es, fedips
+from foltr_jax import data
+from foltr_jax.methods import foltr_es, fedips
 assert jax.device_count() == 4, jax.devices()
 train, test = data.synthetic_train_test(
     0, n_train_queries=40, n_test_queries=20, n_features=8, mean_docs_per_query=12)
@@ -41,7 +42,10 @@ for run, base in ((es_run, es), (ips_run, ips)):
             np.testing.assert_allclose(a, b, atol=1e-6)
     print(type(base).__name__, "matches")
 
-from foltr_jax import ClientPlan, FederationConfig, federation, noniid, unlearning
+from foltr_jax import ClientPlan, FederationConfig
+from foltr_jax.data import noniid
+from foltr_jax.methods import unlearning
+from foltr_jax.methods.fpdgd import federation
 def same(a, b):
     for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)

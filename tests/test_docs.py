@@ -82,9 +82,11 @@ def test_reference_pages_are_generated_from_the_code():
         assert name in binaries
     assert "common" not in binaries and "recipes" not in binaries
     modules = flagdoc.library_modules()
-    assert "engine" in modules and "__init__" not in modules
+    assert "engine" in modules and "methods.fpdgd.rounds" in modules
+    assert not [m for m in modules if "__init__" in m or m.startswith("_")]
     assert set(flagdoc.PUBLIC_MODULES) <= set(modules)
-    assert {"letor_blocks", "files", "multiprocess"} <= set(flagdoc.internal_modules())
+    internals = set(flagdoc.internal_modules())
+    assert {"data.letor_blocks", "core.files", "core.multiprocess"} <= internals
 
 
 def test_readme_links_point_at_pages():

@@ -15,8 +15,10 @@ import pytest
 from binaries import call
 from test_fedips import tiny_config, tiny_data
 
-from foltr_jax import data, engine, fedips, foltr_es, pipeline
-from foltr_jax.config import ConfigError
+from foltr_jax import data, engine
+from foltr_jax.methods import fedips, foltr_es
+from foltr_jax.server import pipeline
+from foltr_jax.engine.config import ConfigError
 
 
 def _toy_train(n_slots, d):
@@ -205,7 +207,8 @@ def test_binaries_take_eval_every_and_client_chunk(tmp_path):
 def test_a_registered_streaming_rule_and_a_per_client_attack_run_in_chunks(tiny):
     """An aggregator registered with a ``stream`` and a ``per_client`` attack pass the
     client_chunk check, and the chunked run repeats the plain one."""
-    from foltr_jax import aggregators, attacks, federation
+    from foltr_jax.methods.fpdgd import federation
+    from foltr_jax.server import aggregators, attacks
 
     if "unweighted_mean" not in aggregators.names():
 

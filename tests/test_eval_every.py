@@ -7,8 +7,8 @@ import binaries
 import numpy as np
 import pytest
 
-from foltr_jax import federation, rounds
-from foltr_jax.config import ConfigError
+from foltr_jax.methods.fpdgd import federation, rounds
+from foltr_jax.engine.config import ConfigError
 
 def _config(**overrides):
     settings = {
@@ -81,7 +81,7 @@ def test_resumes_from_a_checkpoint(tiny, every_round, tmp_path):
 
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
 def test_client_chunks_and_fedper(tiny):
-    from foltr_jax.client_plan import ClientPlan
+    from foltr_jax.methods.fpdgd.client_plan import ClientPlan
 
     plan = ClientPlan(personal=("w2",), personal_eval="clients")  # the personalised models
     personal = {"ranker": "neural", "clients": plan}

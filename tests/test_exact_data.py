@@ -7,7 +7,8 @@ import io
 import numpy as np
 import pytest
 
-from foltr_jax import data, letor, noniid
+from foltr_jax import data
+from foltr_jax.data import letor, noniid
 from foltr_jax.data import DatasetError, LetorFormatError, RankingDataset
 
 
@@ -127,7 +128,7 @@ def test_the_noniid_binary_refuses_an_empty_intent_file_in_one_line(tmp_path):
 
 
 def test_an_empty_split_is_refused_by_the_api_in_words(tiny):
-    from foltr_jax import federation
+    from foltr_jax.methods.fpdgd import federation
 
     train, test = tiny
     empty = RankingDataset(np.zeros((0, train.n_features), np.float32), [], [], [], [])

@@ -17,7 +17,7 @@ SIMULATION_BINARIES = ("fpdgd", "poisoning", "noniid", "unlearning", "foltr_es",
 
 
 def test_the_library_imports_no_reporting_package():
-    for path in sorted((REPO_ROOT / "foltr_jax").glob("*.py")):
+    for path in sorted((REPO_ROOT / "foltr_jax").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]

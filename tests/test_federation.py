@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import reference_fpdgd
 
-from foltr_jax import click_models, data, federation, pdgd, rounds
-from foltr_jax.config import centralised
+from foltr_jax import data
+from foltr_jax.core import click_models
+from foltr_jax.methods.fpdgd import federation, pdgd, rounds
+from foltr_jax.engine.config import centralised
 
 
 def _run(tiny, **overrides):
@@ -218,7 +220,7 @@ def test_one_interaction_matches_the_reference_update(tiny, seed, ranker):
 
 
 def test_window_scoring_auto_follows_the_backend_and_explicit_values_stay():
-    from foltr_jax.config import resolve_window_scoring
+    from foltr_jax.engine.config import resolve_window_scoring
 
     assert jax.default_backend() == "cpu"  # the suite runs on CPU
     assert resolve_window_scoring("auto") == "map"
@@ -236,7 +238,7 @@ def test_window_scoring_auto_follows_the_backend_and_explicit_values_stay():
 
 
 def test_display_groups_zero_follows_the_window_scoring_and_explicit_values_stay():
-    from foltr_jax.config import DISPLAY_GROUPS, resolve_display_groups
+    from foltr_jax.engine.config import DISPLAY_GROUPS, resolve_display_groups
 
     assert resolve_display_groups(0, "map") == DISPLAY_GROUPS["map"] == 4
     assert resolve_display_groups(0, "vmap") == DISPLAY_GROUPS["vmap"] == 16

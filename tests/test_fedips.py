@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 from binaries import call, run_twice, without_timings
 
-from foltr_jax import data, fedips, ips
-from foltr_jax.federation import ConfigError
+from foltr_jax import data
+from foltr_jax.methods import fedips
+from foltr_jax.methods.fedips import ips
+from foltr_jax.engine.config import ConfigError
 
 # --- (a) eq. 9: the IPS estimator is unbiased when clicks = examination × relevance ------------
 
@@ -421,7 +423,7 @@ def test_binary_refuses_bad_flags_with_one_line(tmp_path, flag, named):
 def test_lambdarank_on_the_shared_run_is_plain_full_batch_gradient_descent():
     """``train_lambdarank`` (``engine.run`` of ``lambdarank.FullBatch``) equals steps of
     w ← w − η ∇loss(w) written out by hand, and its curve is the test NDCG after each."""
-    from foltr_jax import lambdarank
+    from foltr_jax.methods.fedips import lambdarank
 
     train, test = data.synthetic_train_test(
         3, n_train_queries=12, n_test_queries=6, n_features=5, mean_docs_per_query=7

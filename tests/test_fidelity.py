@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import reference_fpdgd
 
-from foltr_jax import data, federation
+from foltr_jax import data
+from foltr_jax.methods.fpdgd import federation
 
 N_RUNS = 8
 

@@ -6,7 +6,9 @@ import binaries
 import pytest
 from absl import flags
 
-from foltr_jax import config, federation, fedips, foltr_es
+from foltr_jax.engine import config
+from foltr_jax.methods import fedips, foltr_es
+from foltr_jax.methods.fpdgd import federation
 
 BINARIES = ("fpdgd", "poisoning", "noniid", "unlearning", "foltr_es", "fedips", "benchmark")
 SHARED_MODULES = ("experiments.lib.shared_flags", "experiments.lib.config_flags")

@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 from binaries import call, run_twice, without_timings
 
-from foltr_jax import click_models, data, es_rewards, federation, foltr_es, loop
+from foltr_jax import data
+from foltr_jax.core import click_models
+from foltr_jax.engine import loop
+from foltr_jax.methods import foltr_es
+from foltr_jax.methods.foltr_es import es_rewards
+from foltr_jax.methods.fpdgd import federation
 
 # Upper 0.1 % point of the chi-square distribution with 10 degrees of freedom.
 CHI2_10_999 = 29.588

@@ -1,4 +1,4 @@
-"""Sampling the displayed lists in blocks of lanes (interaction._display_in_groups)."""
+"""Sampling the displayed lists in blocks of lanes (fpdgd_lanes._display_in_groups)."""
 
 import dataclasses
 import functools
@@ -8,7 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import data, interaction, lists, pdgd, rankers
+from foltr_jax import data
+from foltr_jax.core import rankers
+from foltr_jax.engine import lists
+from foltr_jax.methods.fpdgd import lanes as fpdgd_lanes, pdgd
 
 K = 10
 
@@ -21,7 +24,7 @@ def lane_spec(window: int, display_groups: int, window_scoring: str = "map"):
         top_k=K,
         window_scoring=window_scoring,
     )
-    return interaction.LaneSpec(scoring, 0.1, 1, display_groups=display_groups)
+    return fpdgd_lanes.LaneSpec(scoring, 0.1, 1, display_groups=display_groups)
 
 
 def lanes(n: int, window: int, seed: int = 0):
@@ -42,10 +45,10 @@ def lanes(n: int, window: int, seed: int = 0):
 @pytest.mark.parametrize(
     "n, display_groups",
     [
-        (interaction.LANES_PER_SAMPLING_BLOCK + 37, 1),  # 2 blocks, the last padded
-        (2 * interaction.LANES_PER_SAMPLING_BLOCK + 37, 2),  # 2 padded blocks a group
-        (3 * interaction.LANES_PER_SAMPLING_BLOCK + 37, 3),
-        (4 * interaction.LANES_PER_SAMPLING_BLOCK, 2),  # whole blocks, no padding
+        (fpdgd_lanes.LANES_PER_SAMPLING_BLOCK + 37, 1),  # 2 blocks, the last padded
+        (2 * fpdgd_lanes.LANES_PER_SAMPLING_BLOCK + 37, 2),  # 2 padded blocks a group
+        (3 * fpdgd_lanes.LANES_PER_SAMPLING_BLOCK + 37, 3),
+        (4 * fpdgd_lanes.LANES_PER_SAMPLING_BLOCK, 2),  # whole blocks, no padding
     ],
 )
 def test_sampling_in_blocks_equals_every_lane_at_once_bit_for_bit(n, display_groups):
@@ -55,14 +58,14 @@ def test_sampling_in_blocks_equals_every_lane_at_once_bit_for_bit(n, display_gro
 
     def sample(lanes_per_block):
         fn = functools.partial(
-            interaction._display_in_groups, spec, lanes_per_block=lanes_per_block
+            fpdgd_lanes._display_in_groups, spec, lanes_per_block=lanes_per_block
         )
         return fn, jax.jit(fn)(keys, scores, lengths)
 
     blocked_fn, blocked = sample(None)  # the CPU's default: sampling_block
     at_once_fn, at_once = sample(0)
     # the blocked form really splits every group's keys into blocks; the other does not
-    size = interaction.LANES_PER_SAMPLING_BLOCK
+    size = fpdgd_lanes.LANES_PER_SAMPLING_BLOCK
     in_blocks = f"u32[{-(-n // display_groups // size)},{size},2]"
     assert in_blocks in str(jax.make_jaxpr(blocked_fn)(keys, scores, lengths))
     assert f",{size},2]" not in str(jax.make_jaxpr(at_once_fn)(keys, scores, lengths))
@@ -82,19 +85,19 @@ def test_sampling_in_blocks_equals_every_lane_at_once_bit_for_bit(n, display_gro
 
 
 def test_the_accelerator_samples_every_lane_at_once():
-    assert interaction.sampling_block(lane_spec(120, 1, "vmap").scoring) == 0
+    assert fpdgd_lanes.sampling_block(lane_spec(120, 1, "vmap").scoring) == 0
     assert (
-        interaction.sampling_block(lane_spec(120, 1).scoring)
-        == interaction.LANES_PER_SAMPLING_BLOCK
+        fpdgd_lanes.sampling_block(lane_spec(120, 1).scoring)
+        == fpdgd_lanes.LANES_PER_SAMPLING_BLOCK
     )
     spec = lane_spec(120, 1, "vmap")
-    keys, scores, lengths = lanes(interaction.LANES_PER_SAMPLING_BLOCK + 5, 120)
+    keys, scores, lengths = lanes(fpdgd_lanes.LANES_PER_SAMPLING_BLOCK + 5, 120)
     jaxpr = str(
-        jax.make_jaxpr(functools.partial(interaction._display_in_groups, spec))(
+        jax.make_jaxpr(functools.partial(fpdgd_lanes._display_in_groups, spec))(
             keys, scores, lengths
         )
     )
-    assert f",{interaction.LANES_PER_SAMPLING_BLOCK},2]" not in jaxpr
+    assert f",{fpdgd_lanes.LANES_PER_SAMPLING_BLOCK},2]" not in jaxpr
 
 
 @pytest.mark.parametrize("display_groups", [3, 16])
@@ -107,7 +110,7 @@ def test_the_accelerator_loops_over_groups_with_the_written_out_groups_lists(dis
 
     def sample(window_scoring):
         spec = lane_spec(window, display_groups, window_scoring)
-        fn = functools.partial(interaction._display_in_groups, spec, lanes_per_block=0)
+        fn = functools.partial(fpdgd_lanes._display_in_groups, spec, lanes_per_block=0)
         jaxpr = str(jax.make_jaxpr(fn)(keys, scores, lengths))
         return jaxpr.count(" cond["), jaxpr.count(" scan["), jax.jit(fn)(keys, scores, lengths)
 
@@ -127,7 +130,7 @@ def test_lane_blocks_pad_and_drop_the_padding():
     x = jnp.arange(23, dtype=jnp.float32)
     y = jnp.arange(46, dtype=jnp.float32).reshape(23, 2)
     for block in (0, 5, 23, 30):
-        got = interaction.in_lane_blocks(fn, block)(x, y)
+        got = fpdgd_lanes.in_lane_blocks(fn, block)(x, y)
         np.testing.assert_array_equal(got["sum"], x + y[:, 0])
         np.testing.assert_array_equal(got["y"], y * 2)
 
@@ -141,7 +144,7 @@ def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
     and samples it there; the lists are, bit for bit, those sampled from one
     [lanes, window] array of every lane's scores (Scoring.score_lanes padded to the
     window, then _display_in_groups), with blocks in the groups on a CPU ('map', 600
-    lanes).  Small score arrays (under interaction.GROUPED_SCORING_BYTES) keep the one
+    lanes).  Small score arrays (under fpdgd_lanes.GROUPED_SCORING_BYTES) keep the one
     array."""
     train, _ = data.synthetic_train_test(
         3,
@@ -172,12 +175,12 @@ def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
 
             scores = spec.scoring.score_lanes(device, lane_params, queries, pad)
             lengths = device.query_lengths[queries]
-            return interaction._display_in_groups(spec, keys, scores, lengths)
+            return fpdgd_lanes._display_in_groups(spec, keys, scores, lengths)
 
         def display_lists():  # a new function each time: JAX caches traces by function
             def fn(lane_params, keys, queries):
-                lane_data = interaction.LaneData(device)
-                return interaction.display_lists(
+                lane_data = fpdgd_lanes.LaneData(device)
+                return fpdgd_lanes.display_lists(
                     spec, lane_data, lane_params, keys, queries, None, None
                 )
 
@@ -186,7 +189,7 @@ def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
         # 600 lanes' scores fit the cache: one array, as before
         one = f"f32[{n},{window}]"
         assert one in str(jax.make_jaxpr(display_lists())(lane_params, keys, queries))
-        monkeypatch.setattr(interaction, "GROUPED_SCORING_BYTES", n * window * 4 - 1)
+        monkeypatch.setattr(fpdgd_lanes, "GROUPED_SCORING_BYTES", n * window * 4 - 1)
         grouped = display_lists()
         # the grouped form writes no [lanes, window] array of scores
         jaxpr = str(jax.make_jaxpr(grouped)(lane_params, keys, queries))

@@ -1,4 +1,4 @@
-"""The vectorised LETOR reader (foltr_jax.letor_blocks) reads what the line-by-line reader
+"""The vectorised LETOR reader (foltr_jax.data.letor_blocks) reads what the line-by-line reader
 reads: the same arrays bit for bit, and on bad input the same error naming the same
 file:line.  letor.parse_file_by_lines (the parser before the vectorised one) is the oracle."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sample_data import SAMPLE_DIR, needs_sample
 
-from foltr_jax import letor, letor_blocks
-from foltr_jax.letor import DatasetError, LetorFormatError
+from foltr_jax.data import letor, letor_blocks
+from foltr_jax.data.letor import DatasetError, LetorFormatError
 
 
 def _assert_identical(new, old):

@@ -5,7 +5,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import metrics
+from foltr_jax.core import metrics
 
 
 def reference_ndcg(labels_in_order, all_labels, k=10):

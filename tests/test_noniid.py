@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 from binaries import call
 
-from foltr_jax import data, federation, metrics, noniid, rankers, rounds
+from foltr_jax import data
+from foltr_jax.core import metrics, rankers
+from foltr_jax.data import noniid
+from foltr_jax.methods.fpdgd import federation, rounds
 
 
 def _config(**overrides):

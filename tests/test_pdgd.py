@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import reference_fpdgd as reference
 
-from foltr_jax import pdgd, rankers
+from foltr_jax.core import rankers
+from foltr_jax.methods.fpdgd import pdgd
 
 
 def reference_pdgd(scores, ranking, clicks, doc_gradients):

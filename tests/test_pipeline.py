@@ -9,7 +9,9 @@ import numpy as np
 import optax
 import pytest
 
-from foltr_jax import data, federation, pdgd, pipeline
+from foltr_jax import data
+from foltr_jax.methods.fpdgd import federation, pdgd
+from foltr_jax.server import pipeline
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import plackett_luce
+from foltr_jax.core import plackett_luce
 
 
 def _sample(scores, mask, k, n, seed=0):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import privacy
+from foltr_jax.core import privacy
 
 N_SAMPLES = 200_000
 N_CLIENTS = 10
@@ -168,7 +168,7 @@ def test_small_shape_gamma_retries_keep_the_gamma_distribution(alpha):
 def _noised_average(stages, n_clients, n_absent, d, seed):
     """The aggregate of ``n_clients`` zero models (the first ``n_absent`` weigh 0) after
     ``stages``: what the privacy noise leaves on the FedAvg."""
-    from foltr_jax import pipeline
+    from foltr_jax.server import pipeline
 
     weights = jnp.where(jnp.arange(n_clients) >= n_absent, 2.0, 0.0)
     zeros = jnp.zeros(d, jnp.float32)
@@ -182,7 +182,7 @@ def _noised_average(stages, n_clients, n_absent, d, seed):
 def test_noise_drawn_once_on_the_average_has_the_per_client_distribution(n_absent):
     from scipy import stats
 
-    from foltr_jax import pipeline
+    from foltr_jax.server import pipeline
 
     n, d = N_CLIENTS, N_SAMPLES
     present = n - n_absent
@@ -209,7 +209,7 @@ def test_noise_drawn_once_on_the_average_has_the_per_client_distribution(n_absen
 
 
 def _final_ndcg(data_pair, **overrides):
-    from foltr_jax import federation
+    from foltr_jax.methods.fpdgd import federation
 
     settings = dict(
         n_clients=8,
@@ -251,8 +251,8 @@ def test_noise_drawn_once_gives_the_per_client_final_metrics(small_data):
 
 
 def test_noise_once_only_where_no_stage_sees_a_noised_client(small_data):
-    from foltr_jax import federation
-    from foltr_jax.client_plan import ClientPlan
+    from foltr_jax.methods.fpdgd import federation
+    from foltr_jax.methods.fpdgd.client_plan import ClientPlan
 
     def spec(plan=None, **overrides):
         settings = dict(n_clients=8, rounds=2, epsilon=4.5, sensitivity=5.0)

@@ -212,7 +212,7 @@ def test_a_recipe_s_folder_records_its_batch_and_refuses_another_dataset(tmp_pat
 
 
 def test_a_checkpoint_written_under_another_plugin_source_is_not_resumed(tmp_path):
-    from foltr_jax import files
+    from foltr_jax.core import files
 
     path = tmp_path / "state.npz"
     try:

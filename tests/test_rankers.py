@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import rankers
+from foltr_jax.core import rankers
 
 
 def test_linear_ranker_starts_at_zero():

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from sample_data import REPO_ROOT
 
-from foltr_jax import data, federation
-from foltr_jax.config import centralised
+from foltr_jax import data
+from foltr_jax.methods.fpdgd import federation
+from foltr_jax.engine.config import centralised
 
 TRAIN, TEST = data.synthetic_train_test(
     0, n_train_queries=60, n_test_queries=30, n_features=8, mean_docs_per_query=20
@@ -125,7 +126,8 @@ def test_bad_scale_settings_are_refused(change, settings, field, message):
 
 SHARDED = """
 import dataclasses, numpy as np, jax
-from foltr_jax import data, federation
+from foltr_jax import data
+from foltr_jax.methods.fpdgd import federation
 assert jax.device_count() == 8, jax.devices()
 train, test = data.synthetic_train_test(
     0, n_train_queries=60, n_test_queries=30, n_features=8, mean_docs_per_query=20)

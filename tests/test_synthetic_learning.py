@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from foltr_jax import data, federation
+from foltr_jax import data
+from foltr_jax.methods.fpdgd import federation
 
 
 @pytest.fixture(scope="module")

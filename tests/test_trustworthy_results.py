@@ -32,18 +32,13 @@ from experiments.lib.output import (
     unique_names,
     write_output_file,
 )
-from foltr_jax import (
-    FederationConfig,
-    FedIpsConfig,
-    Setting,
-    aggregators,
-    data,
-    federation,
-    files,
-    loop,
-)
-from foltr_jax.config import ConfigError
-from foltr_jax.foltr_es import FoltrEsConfig
+from foltr_jax import FederationConfig, FedIpsConfig, Setting, data
+from foltr_jax.core import files
+from foltr_jax.engine import loop
+from foltr_jax.methods.fpdgd import federation
+from foltr_jax.server import aggregators
+from foltr_jax.engine.config import ConfigError
+from foltr_jax.methods.foltr_es import FoltrEsConfig
 
 # ---------------------------------------------------------------------------------------
 # 1. A non-finite model is never a result

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 from binaries import call as run_binary
 
-from foltr_jax import attacks, data, federation, unlearning
+from foltr_jax import data
+from foltr_jax.methods import unlearning
+from foltr_jax.methods.fpdgd import federation
+from foltr_jax.server import attacks
 
 TRAIN, TEST = data.synthetic_train_test(
     3, n_train_queries=40, n_test_queries=20, n_features=8, mean_docs_per_query=15

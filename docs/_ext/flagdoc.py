@@ -3,7 +3,9 @@
 - ``_generated/binaries/<name>.md``: one page per binary (every ``experiments/*.py`` that
   runs as ``__main__``), holding a ``binary-flags`` directive;
 - ``_generated/api/{public,internal}/<module>.md``: one autodoc page per ``foltr_jax``
-  module, the public ones (``PUBLIC_MODULES``) apart from the internals.
+  module, found by walking the package's folders (``methods.fpdgd.rounds.md``, so the
+  pages sort by layer folder), the public ones (``PUBLIC_MODULES``) apart from the
+  internals.
 
 The ``binary-flags`` directive renders the binary's docstring and every flag it defines,
 read from absl's FLAGS in a process of its own (``flag_dump.py``), so the pages follow
@@ -39,18 +41,28 @@ def binaries() -> list:
 
 
 def library_modules() -> list:
-    return sorted(
-        p.stem for p in (ROOT / "foltr_jax").glob("*.py") if not p.stem.startswith("_")
-    )
+    """Every module of ``foltr_jax`` by its dotted name below the package, walking the
+    folders (``methods.fpdgd.rounds``; a folder's ``__init__.py`` is the folder's name);
+    the front door itself is the API page's own."""
+    package = ROOT / "foltr_jax"
+    found = []
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        if parts and not any(part.startswith("_") for part in parts):
+            found.append(".".join(parts))
+    return sorted(found)
 
 
-# The modules a user imports and extends: the front door's configs, runs, results, data,
-# metrics and registries, the methods, and the parts a plugin names.  Every other module
-# of the package is an internal (the reference lists them apart).
+# The modules a user imports and extends: the folders' overviews, the configs, runs,
+# results, data, metrics and registries, the methods, and the parts a plugin names.  Every
+# other module of the package is an internal (the reference lists them apart).
 PUBLIC_MODULES = (
-    "config", "engine", "data", "metrics", "registry", "aggregators", "attacks",
-    "click_models", "rankers", "client_plan", "noniid", "federation", "foltr_es", "fedips",
-    "unlearning", "privacy", "pipeline", "lists",
+    "core", "core.metrics", "core.registry", "core.click_models", "core.rankers",
+    "core.privacy", "data", "data.noniid", "server", "server.aggregators", "server.attacks",
+    "server.pipeline", "engine", "engine.config", "engine.lists", "methods", "methods.fpdgd",
+    "methods.fpdgd.client_plan", "methods.fpdgd.federation", "methods.foltr_es",
+    "methods.fedips", "methods.unlearning",
 )
 
 

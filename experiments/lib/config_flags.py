@@ -14,7 +14,7 @@ import dataclasses
 from absl import flags
 
 from experiments.lib.cli import UserError
-from foltr_jax.config import ConfigError, resolved, setting_help
+from foltr_jax.engine.config import ConfigError, resolved, setting_help
 
 FLAGS = flags.FLAGS
 

@@ -9,7 +9,7 @@ import os
 from absl import flags
 
 from experiments.lib.cli import UserError, fail
-from foltr_jax import loop
+from foltr_jax.engine import loop
 
 FLAGS = flags.FLAGS
 
@@ -22,7 +22,7 @@ def start_distributed(program: str) -> None:
     UserError naming the flag or variable otherwise."""
     if not FLAGS.distributed:
         return
-    from foltr_jax import multiprocess
+    from foltr_jax.core import multiprocess
 
     values = {name: os.environ.get(name) or None for name in _CLUSTER_VARIABLES}
     numbers = {}
@@ -73,7 +73,7 @@ def check_same_everywhere(*trees, what: str = "data or settings") -> None:
     (configs, data, keys), compared by ``loop.fingerprint``."""
     if not FLAGS.distributed:
         return
-    from foltr_jax import multiprocess
+    from foltr_jax.core import multiprocess
 
     try:
         multiprocess.check_agreement(loop.fingerprint(*trees), what)
@@ -88,7 +88,7 @@ def on_every_process(fn, *args, **kwargs):
     for them in the next collective step."""
     if not FLAGS.distributed:
         return fn(*args, **kwargs)
-    from foltr_jax import multiprocess
+    from foltr_jax.core import multiprocess
 
     result = error = None
     try:
@@ -141,6 +141,6 @@ def is_writer() -> bool:
     --distributed run)."""
     if "distributed" not in FLAGS or not FLAGS.distributed:
         return True
-    from foltr_jax import multiprocess
+    from foltr_jax.core import multiprocess
 
     return multiprocess.is_writer()

@@ -47,7 +47,7 @@ from experiments.lib.tables import (  # noqa: F401
     resolve_baseline,
     summarise_group,
 )
-from foltr_jax import files
+from foltr_jax.core import files
 
 MAX_POINTS = 1000  # per plotted curve; longer curves are thinned evenly
 

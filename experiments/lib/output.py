@@ -21,7 +21,8 @@ from absl import flags
 
 from experiments.lib.cli import UserError
 from experiments.lib.distributed import is_distributed, is_writer
-from foltr_jax import files, loop
+from foltr_jax.core import files
+from foltr_jax.engine import loop
 
 FLAGS = flags.FLAGS
 

@@ -8,7 +8,7 @@ batch passes its plugins on to every run it starts.
 
 What was loaded is recorded (``loaded``: each plugin's file and the SHA-256 of its source):
 results.json names it, and the code version of checkpoints and finished parts covers it
-(``foltr_jax.files.set_user_code``), so that a run killed and started again after a plugin
+(``foltr_jax.core.files.set_user_code``), so that a run killed and started again after a plugin
 was edited starts over instead of mixing the two versions' rounds.  A module plugin is
 fingerprinted by its module's file (a package: its ``__init__.py``; what it imports from
 elsewhere is not covered).
@@ -24,7 +24,7 @@ import sys
 import traceback
 
 from experiments.lib.cli import UserError
-from foltr_jax import files
+from foltr_jax.core import files
 
 # What ``load`` imported last: [{'plugin', 'path', 'sha256'}] (``loaded``).
 _LOADED: list = []

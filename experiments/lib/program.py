@@ -30,7 +30,7 @@ from experiments.lib.distributed import (
     refuse_distributed,
     start_distributed,
 )
-from foltr_jax.registry import PartError
+from foltr_jax.core.registry import PartError
 
 FLAGS = flags.FLAGS
 

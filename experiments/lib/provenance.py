@@ -31,7 +31,7 @@ import sys
 from absl import flags
 
 import foltr_jax
-from foltr_jax import files
+from foltr_jax.core import files
 
 FLAGS = flags.FLAGS
 EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parents[1]  # experiments/

@@ -26,7 +26,7 @@ import time
 from experiments.lib import provenance
 from experiments.lib.cli import UserError
 from experiments.lib.results import RESULTS_FORMAT
-from foltr_jax import files
+from foltr_jax.core import files
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]  # experiments/lib/runs.py
 FETCH = REPO_ROOT / "third_party" / "mslr_sample" / "fetch.py"

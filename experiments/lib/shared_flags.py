@@ -16,8 +16,9 @@ from experiments.lib import config_flags, provenance
 from experiments.lib.cli import LoadLog, UserError
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere
-from foltr_jax import data, federation
-from foltr_jax.config import INT32_MAX, FederationConfig, centralised
+from foltr_jax import data
+from foltr_jax.methods.fpdgd import federation
+from foltr_jax.engine.config import INT32_MAX, FederationConfig, centralised
 
 FLAGS = flags.FLAGS
 

@@ -14,7 +14,8 @@ from typing import ClassVar, NamedTuple
 import jax
 import numpy as np
 
-from foltr_jax import aggregators, attacks, click_models, pipeline, rankers
+from foltr_jax.core import click_models, rankers
+from foltr_jax.server import aggregators, attacks, pipeline
 
 AGGREGATIONS = ("fedavg", "sum_of_updates")
 CENTRALISED_FORMS = ("same_updates", "same_budget", "batch")

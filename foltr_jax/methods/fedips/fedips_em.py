@@ -16,7 +16,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from foltr_jax.ips import em_statistics, examination, init_relevance_model
+from foltr_jax.methods.fedips.ips import em_statistics, examination, init_relevance_model
 
 
 class EmState(NamedTuple):

@@ -18,11 +18,13 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import click_models, engine, pipeline
-from foltr_jax.client_plan import ClientArrays
-from foltr_jax.config import FederationConfig, RunSettings, resolved
-from foltr_jax.interaction import Lanes, LaneData, LaneSpec, train_lanes
-from foltr_jax.lists import DeviceData, Scoring, ranking_quality
+from foltr_jax import engine
+from foltr_jax.core import click_models
+from foltr_jax.server import pipeline
+from foltr_jax.methods.fpdgd.client_plan import ClientArrays
+from foltr_jax.engine.config import FederationConfig, RunSettings, resolved
+from foltr_jax.methods.fpdgd.lanes import Lanes, LaneData, LaneSpec, train_lanes
+from foltr_jax.engine.lists import DeviceData, Scoring, ranking_quality
 
 
 @dataclasses.dataclass(frozen=True)
@@ -455,7 +457,7 @@ def federated_round(
         evaluate=lambda p, kept: offline_metrics(spec, arrays, p, kept_personal(kept)),
         evaluate_now=evaluate_now,
         client_chunk=cfg.client_chunk,
-        n_devices=1,  # FPDGD splits its lanes over the devices itself (interaction.train_lanes)
+        n_devices=1,  # FPDGD splits its lanes over the devices itself (lanes.train_lanes)
         offline=spec.offline,
         online=("online_ndcg", "online_max_rr"),
     )

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from foltr_jax.ranking_dataset import RankingDataset, normalise_per_query
+from foltr_jax.data.ranking_dataset import RankingDataset, normalise_per_query
 
 __all__ = ["synthetic_dataset", "synthetic_train_test"]
 

@@ -165,14 +165,17 @@ def user_code() -> dict:
 
 @functools.cache
 def source_version(*folders) -> str:
-    """SHA-256 (first 16 hex digits) of the ``.py`` files of foltr_jax and of ``folders``,
-    with the jax and numpy versions (the user code not included)."""
+    """SHA-256 (first 16 hex digits) of the ``.py`` files of foltr_jax (every folder) and of
+    ``folders``, with the jax and numpy versions (the user code not included)."""
     import jax
 
     digest = hashlib.sha256(f"jax {jax.__version__} numpy {np.__version__}".encode())
-    for folder in (pathlib.Path(__file__).resolve().parent, *map(pathlib.Path, folders)):
-        for source in sorted(folder.glob("*.py")):
-            digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    package = pathlib.Path(__file__).resolve().parent.parent
+    sources = [(p.relative_to(package).as_posix(), p) for p in sorted(package.rglob("*.py"))]
+    for folder in map(pathlib.Path, folders):
+        sources += [(p.name, p) for p in sorted(folder.glob("*.py"))]
+    for name, source in sources:
+        digest.update(name.encode() + b"\0" + source.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax.registry import Registry
+from foltr_jax.core.registry import Registry
 
 # P(click | rel), P(stop | click, rel) per grade, for 5-grade, 3-grade and binary labels.
 # Binary labels (the intent-change collection, thesis §4.2) have their own tables in the

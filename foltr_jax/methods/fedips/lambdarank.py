@@ -11,9 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import engine, metrics, rankers
+from foltr_jax import engine
+from foltr_jax.core import metrics, rankers
 from foltr_jax.data import RankingDataset
-from foltr_jax.lists import window_widths
+from foltr_jax.engine.lists import window_widths
 
 
 class RankBatch(NamedTuple):

@@ -1,8 +1,8 @@
-"""Vectorised parse of one block of LETOR lines: the fast path of :mod:`foltr_jax.letor`.
+"""Vectorised parse of one block of LETOR lines: the fast path of :mod:`foltr_jax.data.letor`.
 
 :func:`parse_block` reads a block of whole lines (bytes) with a fixed number of numpy
 passes, whatever its number of lines and tokens, and returns its documents, or ``None``
-when it is not *sure* that the line-by-line parser of :mod:`foltr_jax.letor` would
+when it is not *sure* that the line-by-line parser of :mod:`foltr_jax.data.letor` would
 accept the block and read the same arrays.  The caller then parses that block with the
 line-by-line parser, which accepts it or names the first bad line: this module never
 raises a format error itself, so the errors (and their ``file:line``) are the

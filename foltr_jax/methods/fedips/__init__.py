@@ -38,17 +38,21 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from foltr_jax import engine, lambdarank, loop, pipeline, rankers
-from foltr_jax.config import ConfigError, RunConfig, Setting, fits_float32, setting
+from foltr_jax import engine
+from foltr_jax.core import rankers
+from foltr_jax.engine import loop
+from foltr_jax.methods.fedips import lambdarank
+from foltr_jax.server import pipeline
+from foltr_jax.engine.config import ConfigError, RunConfig, Setting, fits_float32, setting
 from foltr_jax.data import RankingDataset
-from foltr_jax.fedips_em import EmState, init_em, round_propensities
-from foltr_jax.lists import Scoring, at_narrowest_width, window_widths
-from foltr_jax.ips import (
+from foltr_jax.methods.fedips.fedips_em import EmState, init_em, round_propensities
+from foltr_jax.engine.lists import Scoring, at_narrowest_width, window_widths
+from foltr_jax.methods.fedips.ips import (
     hinge_rank_bound,
     sample_user_gammas,
     simulate_clicks,
 )
-from foltr_jax.lambdarank import (
+from foltr_jax.methods.fedips.lambdarank import (
     TestData,
     evaluate_scores,
     logging_queries,

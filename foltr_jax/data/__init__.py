@@ -9,10 +9,10 @@ names ``"<path>:<line>"``), normalises it per query and caches the arrays as an
 
 The parts live in their own modules and are re-exported here:
 
-* :mod:`foltr_jax.ranking_dataset`: the container and :func:`normalise_per_query`;
-* :mod:`foltr_jax.letor`: the file format, its parser and errors;
-* :mod:`foltr_jax.dataset_cache`: the content-hashed ``.npz`` cache;
-* :mod:`foltr_jax.synthetic`: the synthetic generator.
+* :mod:`foltr_jax.data.ranking_dataset`: the container and :func:`normalise_per_query`;
+* :mod:`foltr_jax.data.letor`: the file format, its parser and errors;
+* :mod:`foltr_jax.data.dataset_cache`: the content-hashed ``.npz`` cache;
+* :mod:`foltr_jax.data.synthetic`: the synthetic generator.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import weakref
 
 import numpy as np
 
-from foltr_jax import dataset_cache, letor
-from foltr_jax.dataset_cache import CACHE_FORMAT_VERSION, default_cache_dir
-from foltr_jax.letor import (
+from foltr_jax.data import dataset_cache, letor
+from foltr_jax.data.dataset_cache import CACHE_FORMAT_VERSION, default_cache_dir
+from foltr_jax.data.letor import (
     MAX_FEATURE_ID,
     MAX_LABEL,
     READ_ERRORS,
@@ -37,8 +37,8 @@ from foltr_jax.letor import (
     open_text,
     read_error,
 )
-from foltr_jax.ranking_dataset import RankingDataset, normalise_into, normalise_per_query
-from foltr_jax.synthetic import synthetic_dataset, synthetic_train_test
+from foltr_jax.data.ranking_dataset import RankingDataset, normalise_into, normalise_per_query
+from foltr_jax.data.synthetic import synthetic_dataset, synthetic_train_test
 
 __all__ = [
     "CACHE_FORMAT_VERSION",
@@ -97,7 +97,7 @@ def read_letor(
         SHA-256 of the file's bytes plus ``normalise``, ``n_features`` and
         :data:`CACHE_FORMAT_VERSION`.  An unwritable cache directory, or one
         that is a symbolic link (never followed), only produces a warning.
-      progress: called with a :class:`foltr_jax.letor.LoadProgress` (bytes read,
+      progress: called with a :class:`foltr_jax.data.letor.LoadProgress` (bytes read,
         documents, queries, seconds) after every block the parser reads; not called
         when the cache answers.  ``experiments.lib.cli.LoadLog`` prints it.
 

@@ -26,9 +26,11 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import loop, metrics, multiprocess, pipeline
-from foltr_jax.registry import Registry
-from foltr_jax.config import ConfigError
+from foltr_jax.core import metrics, multiprocess
+from foltr_jax.engine import loop
+from foltr_jax.server import pipeline
+from foltr_jax.core.registry import Registry
+from foltr_jax.engine.config import ConfigError
 
 
 class Sent(NamedTuple):

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from foltr_jax.registry import Registry
+from foltr_jax.core.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,9 +19,9 @@ import warnings
 
 import numpy as np
 
-from foltr_jax import files
-from foltr_jax.letor import MAX_LABEL
-from foltr_jax.ranking_dataset import RankingDataset
+from foltr_jax.core import files
+from foltr_jax.data.letor import MAX_LABEL
+from foltr_jax.data.ranking_dataset import RankingDataset
 
 __all__ = [
     "CACHE_FORMAT_VERSION",

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import files, multiprocess
+from foltr_jax.core import files, multiprocess
 
 ProgressFn = Callable[[int, int, float], None]  # (rounds done, rounds total, seconds so far)
 

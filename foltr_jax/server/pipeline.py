@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from foltr_jax import aggregators, attacks, privacy
+from foltr_jax.core import privacy
+from foltr_jax.server import aggregators, attacks
 
 
 class ClientUpdates(NamedTuple):

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import metrics
+from foltr_jax.core import metrics
 from foltr_jax.data import RankingDataset
 
 

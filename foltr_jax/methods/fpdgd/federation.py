@@ -18,9 +18,10 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import click_models, engine, rankers
-from foltr_jax.client_plan import ClientPlan, client_arrays
-from foltr_jax.config import (
+from foltr_jax import engine
+from foltr_jax.core import click_models, rankers
+from foltr_jax.methods.fpdgd.client_plan import ClientPlan, client_arrays
+from foltr_jax.engine.config import (
     ConfigError,
     FederationConfig,
     RunSettings,
@@ -28,9 +29,9 @@ from foltr_jax.config import (
     resolved,
 )
 from foltr_jax.data import DatasetError, RankingDataset
-from foltr_jax.lists import to_device, window_widths
-from foltr_jax.loop import ProgressFn
-from foltr_jax.rounds import (
+from foltr_jax.engine.lists import to_device, window_widths
+from foltr_jax.engine.loop import ProgressFn
+from foltr_jax.methods.fpdgd.rounds import (
     Arrays,
     Spec,
     noise_once,

@@ -30,9 +30,12 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax import attacks, engine, federation, loop, pipeline
-from foltr_jax.config import RunSettings
-from foltr_jax.rounds import (
+from foltr_jax import engine
+from foltr_jax.engine import loop
+from foltr_jax.methods.fpdgd import federation
+from foltr_jax.server import attacks, pipeline
+from foltr_jax.engine.config import RunSettings
+from foltr_jax.methods.fpdgd.rounds import (
     Arrays,
     Spec,
     _Round,

@@ -14,7 +14,7 @@ File format (one document per line)::
 
 The reader is strict: any malformed line raises :class:`LetorFormatError` whose
 message starts with ``"<path>:<line>: "``.  The file is read in blocks of whole
-lines.  A block is first read by :mod:`foltr_jax.letor_blocks` (a fixed number of
+lines.  A block is first read by :mod:`foltr_jax.data.letor_blocks` (a fixed number of
 numpy passes over its bytes, several hundred MB/s), which hands back any block it
 cannot vouch for; such a block is read line by line: each line's header (label,
 query id) in Python, the block's features at once by ``np.fromstring``, falling
@@ -42,7 +42,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from foltr_jax import letor_blocks
+from foltr_jax.data import letor_blocks
 
 __all__ = [
     "MAX_FEATURE_ID",
@@ -457,7 +457,7 @@ def parse_file(
     (default: up to 2, the cores there are) read blocks at once with the vectorised
     reader; the result does not depend on it.
 
-    Each block of lines is read by :func:`foltr_jax.letor_blocks.parse_block` (numpy
+    Each block of lines is read by :func:`foltr_jax.data.letor_blocks.parse_block` (numpy
     over the whole block) when it can vouch for it, else line by line (as
     :func:`parse_file_by_lines` reads the whole file), which also names the first bad
     line: the arrays and the errors are those of the line-by-line reader.

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
-from foltr_jax.registry import Registry
+from foltr_jax.core.registry import Registry
 
 
 def _malicious_mask(n: int, n_malicious) -> jax.Array:

@@ -37,7 +37,7 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from foltr_jax import click_models, metrics, plackett_luce, privacy
+from foltr_jax.core import click_models, metrics, plackett_luce, privacy
 
 
 def preference_pairs(clicks: jax.Array, shown: jax.Array) -> jax.Array:

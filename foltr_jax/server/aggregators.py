@@ -32,7 +32,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from foltr_jax.registry import PartError, Registry
+from foltr_jax.core.registry import PartError, Registry
 
 
 class Stream(NamedTuple):
