@@ -160,20 +160,47 @@ def data_files(data_flags) -> list[pathlib.Path]:
     return [path for path in found if path.is_file()]
 
 
-def timed_seconds(results_dir: pathlib.Path) -> list[float]:
-    """Compute seconds (compile included) of every run finished under results_dir, one
-    number a run folder (a grid's cells share their run's program: its longest cell)."""
+def timed_seconds(results_dir: pathlib.Path) -> dict:
+    """{binary: compute seconds (compile included) of each of its runs finished under
+    results_dir}, one number a run folder (a grid's cells share their run's program: its
+    longest cell); the binary is the one the run's provenance names (unnamed: left out)."""
     by_run: dict = {}
     for path in results_dir.rglob("results.json") if results_dir.is_dir() else ():
         found = runs.read_object(path)
-        if not isinstance(found, dict):
+        if not isinstance(found, dict) or not isinstance(found.get("provenance"), dict):
             continue
+        command = found["provenance"].get("command")
         seconds = [found.get(k) for k in ("seconds", "compile_seconds")]
+        if not (isinstance(command, list) and command and isinstance(command[0], str)):
+            continue
         if not all(isinstance(x, (int, float)) and x >= 0 for x in seconds):
             continue
         run = path.parent.parent if (path.parent.parent / "grid.json").exists() else path.parent
-        by_run[run] = max(by_run.get(run, 0.0), float(sum(seconds)))
-    return list(by_run.values())
+        longest = max(by_run.get(run, ("", 0.0))[1], float(sum(seconds)))
+        by_run[run] = (command[0].rpartition(".")[2], longest)  # experiments.<binary>
+    timed: dict = {}
+    for binary, seconds in by_run.values():
+        timed.setdefault(binary, []).append(seconds)
+    return timed
+
+
+def estimate_time(todo: list, timed: dict, results_dir: pathlib.Path) -> str:
+    """The time of the runs to do (their binaries, ``todo``), each from the mean time of the
+    finished runs of its own binary (a FOLtR-ES run says nothing of an unlearning grid's
+    time); runs whose binary has no timed run are named apart."""
+    means = {binary: sum(t) / len(t) for binary, t in timed.items()}
+    known = [b for b in todo if b in means]
+    if not known:
+        return "no run timed here yet: the first estimate follows the first finished run"
+    minutes = sum(means[b] for b in known) / 60
+    said = (
+        f"about {minutes:.0f} min for {len(known)} of them (each from the mean time of its "
+        f"binary's runs timed in {results_dir}; start-up adds seconds each)"
+    )
+    unknown = sorted(set(todo) - set(known))
+    if unknown:
+        said += f"; {len(todo) - len(known)} run(s) of {', '.join(unknown)} not timed here yet"
+    return said
 
 
 def announce(recipe_commands: list, results_dir: pathlib.Path, folds, data: str) -> None:
@@ -187,18 +214,12 @@ def announce(recipe_commands: list, results_dir: pathlib.Path, folds, data: str)
         f"{data} ({fold_names}: {len(paths)} file(s), {size / 1e6:.1f} MB)" if paths else
         "synthetic (each run generates its own queries; --data_root names a LETOR dataset)"
     )  # fmt: skip
-    todo = [out for out, argv in recipe_commands if not runs.complete(out, argv, say=False)]
-    timed = timed_seconds(results_dir)
+    todo = [argv for out, argv in recipe_commands if not runs.complete(out, argv, say=False)]
     if not todo:
         estimate = "nothing to run"
-    elif timed:
-        each = sum(timed) / len(timed)
-        estimate = (
-            f"about {each * len(todo) / 60:.0f} min ({each:.0f} s a run, the mean of the "
-            f"{len(timed)} run(s) timed in {results_dir}; start-up adds seconds each)"
-        )
-    else:
-        estimate = "no run timed here yet: the first estimate follows the first finished run"
+    else:  # argv: python -m experiments.<binary> ...
+        binaries = [argv[2].rpartition(".")[2] for argv in todo]
+        estimate = estimate_time(binaries, timed_seconds(results_dir), results_dir)
     print(
         f"[batch] data: {what}; {len(todo)} of {len(recipe_commands)} run(s) to do: {estimate}",
         file=sys.stderr,
