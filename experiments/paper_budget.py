@@ -88,7 +88,7 @@ def paper_rounds(run: Run) -> int:
         return int(value)
     if run.binary in DEFAULT_ROUNDS:
         return DEFAULT_ROUNDS[run.binary]
-    from foltr_jax.engine.config import FederationConfig
+    from foltr_jax.methods.fpdgd.config import FederationConfig
 
     return FederationConfig().rounds
 

@@ -26,7 +26,8 @@ from foltr_jax.data import noniid  # noqa: E402
 from foltr_jax.server import aggregators, attacks  # noqa: E402
 from foltr_jax import engine  # noqa: E402
 from foltr_jax.engine import RunResult  # noqa: E402
-from foltr_jax.engine.config import ConfigError, FederationConfig, Setting  # noqa: E402
+from foltr_jax.engine.config import ConfigError, Setting  # noqa: E402
+from foltr_jax.methods.fpdgd.config import FederationConfig  # noqa: E402
 from foltr_jax.methods.fpdgd.client_plan import ClientPlan  # noqa: E402
 from foltr_jax.methods.fedips import FedIpsConfig  # noqa: E402
 from foltr_jax.methods.foltr_es import FoltrEsConfig  # noqa: E402
@@ -53,7 +54,7 @@ def run_fpdgd(
     progress=None,
     checkpoint: str | None = None,
 ) -> RunResult:
-    """Runs FPDGD (Wang et al. 2021), or centralised PDGD (``config.centralised``).
+    """Runs FPDGD (Wang et al. 2021), or centralised PDGD (``methods.fpdgd.config.centralised``).
 
     Every cell of ``settings`` runs ``config.n_runs`` repetitions, all in one compiled
     program; repetition r of every cell shares its random keys (paired runs).

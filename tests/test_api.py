@@ -11,6 +11,7 @@ import pytest
 from sample_data import REPO_ROOT
 
 import foltr_jax
+from foltr_jax.engine import runner
 from foltr_jax.server import aggregators
 
 
@@ -273,11 +274,9 @@ def test_a_result_prints_in_one_short_line():
 
 
 def test_runs_per_cell_come_from_the_slots_repetitions():
-    from foltr_jax import engine
-
-    assert engine._runs_per_cell(np.tile(np.arange(3), 4)) == 3
-    assert engine._runs_per_cell(np.zeros(1, np.int64)) == 1
-    assert engine._runs_per_cell(np.array([0, 1, 0])) == 3  # not cell-major: one cell
+    assert runner._runs_per_cell(np.tile(np.arange(3), 4)) == 3
+    assert runner._runs_per_cell(np.zeros(1, np.int64)) == 1
+    assert runner._runs_per_cell(np.array([0, 1, 0])) == 3  # not cell-major: one cell
 
 
 def _docstring_example(function) -> str:

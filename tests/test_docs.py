@@ -121,8 +121,8 @@ def test_docs_build_without_warnings(built_site):
     assert stderr.strip() == "", stderr[-3000:]
     flags = (html / "_generated" / "binaries" / "fpdgd.html").read_text()
     assert "--n_clients" in flags and "--privacy_grid" in flags
-    api = (html / "_generated" / "api" / "public" / "engine.html").read_text()
-    assert "foltr_jax.engine.run" in api
+    api = (html / "_generated" / "api" / "public" / "engine.runner.html").read_text()
+    assert "foltr_jax.engine.runner.run" in api
     # MathJax is served from the site itself; no page loads anything from a network.
     assert (html / "_static" / "mathjax" / "tex-svg.js").is_file()
     for page in html.rglob("*.html"):
@@ -134,7 +134,8 @@ def test_docs_build_without_warnings(built_site):
 # The pages a newcomer opens first, the ones with math, wide tables or wide code.
 BROWSER_PAGES = (
     "index", "getting-started", "concepts", "papers/fpdgd", "papers/poisoning", "papers/thesis",
-    "papers/unlearning", "howto/reproduce", "reference/api", "performance", "_generated/api/public/engine", "_generated/binaries/fpdgd",
+    "papers/unlearning", "howto/reproduce", "reference/api", "performance",
+    "_generated/api/public/engine.runner", "_generated/binaries/fpdgd",
 )
 
 

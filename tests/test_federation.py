@@ -11,7 +11,7 @@ import reference_fpdgd
 from foltr_jax import data
 from foltr_jax.core import click_models
 from foltr_jax.methods.fpdgd import federation, pdgd, rounds
-from foltr_jax.engine.config import centralised
+from foltr_jax.methods.fpdgd.config import centralised
 
 
 def _run(tiny, **overrides):

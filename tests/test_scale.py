@@ -13,7 +13,7 @@ from sample_data import REPO_ROOT
 
 from foltr_jax import data
 from foltr_jax.methods.fpdgd import federation
-from foltr_jax.engine.config import centralised
+from foltr_jax.methods.fpdgd.config import centralised
 
 TRAIN, TEST = data.synthetic_train_test(
     0, n_train_queries=60, n_test_queries=30, n_features=8, mean_docs_per_query=20

@@ -60,7 +60,9 @@ def library_modules() -> list:
 PUBLIC_MODULES = (
     "core", "core.metrics", "core.registry", "core.click_models", "core.rankers",
     "core.privacy", "data", "data.noniid", "server", "server.aggregators", "server.attacks",
-    "server.pipeline", "engine", "engine.config", "engine.lists", "methods", "methods.fpdgd",
+    "server.pipeline", "engine", "engine.config", "engine.lists", "engine.federated",
+    "engine.method_registry", "engine.results", "engine.runner", "engine.serving",
+    "engine.shared_round", "methods", "methods.fpdgd", "methods.fpdgd.config",
     "methods.fpdgd.client_plan", "methods.fpdgd.federation", "methods.foltr_es",
     "methods.fedips", "methods.unlearning",
 )

@@ -23,6 +23,9 @@ always come from the line-by-line reader, and :func:`parse_file_by_lines` (that
 reader alone, the parser before the vectorised one) is the reference the tests
 hold :func:`parse_file` to.  :func:`foltr_jax.data.read_letor` builds a dataset
 from what :func:`parse_file` returns.
+
+One concern, the file format's strict reader, in one module: its checks, errors and
+block reading share the line numbering and the error messages.
 """
 
 from __future__ import annotations

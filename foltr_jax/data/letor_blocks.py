@@ -6,7 +6,8 @@ when it is not *sure* that the line-by-line parser of :mod:`foltr_jax.data.letor
 accept the block and read the same arrays.  The caller then parses that block with the
 line-by-line parser, which accepts it or names the first bad line: this module never
 raises a format error itself, so the errors (and their ``file:line``) are the
-line-by-line parser's by construction.
+line-by-line parser's by construction.  One concern (the vectorised block parse and
+the conditions under which it vouches for a block), kept whole.
 
 What it accepts (everything else is handed back, never guessed):
 

@@ -23,6 +23,7 @@ training set and each client samples from its own query list.
 
 Remedies (§4.3.3, §4.4.3): FedProx and FedPer (``client_plan.ClientPlan``), data sharing
 (:func:`share_queries` here, and FPDGD's ``federation.warm_up`` on the shared queries).
+One concern, the non-IID data of the four types, in one module.
 """
 
 from __future__ import annotations

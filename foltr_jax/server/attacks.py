@@ -27,6 +27,7 @@ identity.
 An attack is one function and one ``register`` call (bottom of this module); ``names()``
 lists them and ``by_index`` dispatches on a (possibly traced) index into it with ``lax.switch``.
 Data poisoning is a click model (``click_models``), not a model attack, so it is not here.
+One concern (the model attacks and their registry); each attack is a few dozen lines.
 """
 
 from __future__ import annotations

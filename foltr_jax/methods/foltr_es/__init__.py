@@ -1,5 +1,8 @@
 """FOLtR-ES: federated OLTR with evolution strategies (Kharitonov 2019; thesis §3.1).
 
+The method in one module (its config, build, clients' side and run), as FedIPS's; the
+privatised rewards and the gradient estimate are ``es_rewards``.
+
 A round (thesis §3.1.1, "Federated Learning Optimization Setting" and "Gradient
 Estimation"; public code for the details marked so):
 

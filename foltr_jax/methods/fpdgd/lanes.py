@@ -6,6 +6,7 @@ A *lane* is one client of one run slot; every function here maps over the stacke
 axis.  ``LaneSpec`` (PDGD's local training) is its static description, ``LaneData`` the
 arrays every lane reads and ``Lanes`` the per-lane facts; how candidate windows are
 scored (``lists.Scoring``) and the other list helpers every method shares are ``lists``'.
+One concern, the clients' side of an FPDGD round over the lane axis, in one module.
 """
 
 from __future__ import annotations

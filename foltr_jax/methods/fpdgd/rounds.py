@@ -4,7 +4,7 @@ evaluation and the stored update history (FPDGD paper Algorithm 2; unlearning §
 ``Spec`` is the static part of an experiment (one compilation per Spec),
 ``Arrays`` its device data.  ``federated_round`` trains every client of a round at
 once, or ``client_chunk`` at a time through the server pipeline's streaming form,
-so memory follows the chunk.
+so memory follows the chunk.  One concern, FPDGD's round, in one module.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from foltr_jax import engine
 from foltr_jax.core import click_models
 from foltr_jax.server import pipeline
 from foltr_jax.methods.fpdgd.client_plan import ClientArrays
-from foltr_jax.engine.config import FederationConfig, RunSettings, resolved
+from foltr_jax.engine.config import resolved
+from foltr_jax.methods.fpdgd.config import FederationConfig, RunSettings
 from foltr_jax.methods.fpdgd.lanes import Lanes, LaneData, LaneSpec, train_lanes
 from foltr_jax.engine.lists import DeviceData, Scoring, ranking_quality
 

@@ -34,7 +34,7 @@ from foltr_jax import engine
 from foltr_jax.engine import loop
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.server import attacks, pipeline
-from foltr_jax.engine.config import RunSettings
+from foltr_jax.methods.fpdgd.config import RunSettings
 from foltr_jax.methods.fpdgd.rounds import (
     Arrays,
     Spec,
