@@ -30,9 +30,9 @@ from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import is_writer, on_every_process
 from experiments.lib.output import claim_output, refuse_repeats, stop_cleanly
+from foltr_jax.engine.config import ATTACKS
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.server import aggregators
-from foltr_jax.engine.config import ATTACKS
 
 FLAGS = flags.FLAGS
 shared_flags.define_data_flags()

@@ -16,9 +16,9 @@ from binaries import call
 from test_fedips import tiny_config, tiny_data
 
 from foltr_jax import data, engine
+from foltr_jax.engine.config import ConfigError
 from foltr_jax.methods import fedips, foltr_es
 from foltr_jax.server import pipeline
-from foltr_jax.engine.config import ConfigError
 
 
 def _toy_train(n_slots, d):

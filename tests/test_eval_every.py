@@ -7,8 +7,8 @@ import binaries
 import numpy as np
 import pytest
 
-from foltr_jax.methods.fpdgd import federation, rounds
 from foltr_jax.engine.config import ConfigError
+from foltr_jax.methods.fpdgd import federation, rounds
 
 def _config(**overrides):
     settings = {

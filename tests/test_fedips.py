@@ -13,9 +13,9 @@ import pytest
 from binaries import call, run_twice, without_timings
 
 from foltr_jax import data
+from foltr_jax.engine.config import ConfigError
 from foltr_jax.methods import fedips
 from foltr_jax.methods.fedips import ips
-from foltr_jax.engine.config import ConfigError
 
 # --- (a) eq. 9: the IPS estimator is unbiased when clicks = examination × relevance ------------
 

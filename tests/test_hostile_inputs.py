@@ -33,8 +33,8 @@ from foltr_jax import FederationConfig, FedIpsConfig, Setting, data
 from foltr_jax.core import click_models, files
 from foltr_jax.data import dataset_cache
 from foltr_jax.engine import loop
-from foltr_jax.methods.fpdgd import federation
 from foltr_jax.engine.config import ConfigError
+from foltr_jax.methods.fpdgd import federation
 
 LETOR = "2 qid:1 1:0.5 2:0.1\n0 qid:1 1:0.1 2:0.9\n1 qid:2 1:0.3 2:0.3\n0 qid:2 1:0.7 2:0.2\n"
 

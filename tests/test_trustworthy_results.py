@@ -35,10 +35,10 @@ from experiments.lib.output import (
 from foltr_jax import FederationConfig, FedIpsConfig, Setting, data
 from foltr_jax.core import files
 from foltr_jax.engine import loop
-from foltr_jax.methods.fpdgd import federation
-from foltr_jax.server import aggregators
 from foltr_jax.engine.config import ConfigError
 from foltr_jax.methods.foltr_es import FoltrEsConfig
+from foltr_jax.methods.fpdgd import federation
+from foltr_jax.server import aggregators
 
 # ---------------------------------------------------------------------------------------
 # 1. A non-finite model is never a result

@@ -64,7 +64,7 @@ PUBLIC_MODULES = (
     "engine.method_registry", "engine.results", "engine.runner", "engine.serving",
     "engine.shared_round", "methods", "methods.fpdgd", "methods.fpdgd.config",
     "methods.fpdgd.client_plan", "methods.fpdgd.federation", "methods.foltr_es",
-    "methods.fedips", "methods.unlearning",
+    "methods.fedips", "methods.fedips.config", "methods.unlearning",
 )
 
 

@@ -17,8 +17,8 @@ from experiments.lib.cli import LoadLog, UserError
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere
 from foltr_jax import data
-from foltr_jax.methods.fpdgd import federation
 from foltr_jax.engine.config import INT32_MAX
+from foltr_jax.methods.fpdgd import federation
 from foltr_jax.methods.fpdgd.config import FederationConfig, centralised
 
 FLAGS = flags.FLAGS

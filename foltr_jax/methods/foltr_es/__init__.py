@@ -47,9 +47,9 @@ import optax
 
 from foltr_jax import engine
 from foltr_jax.core import click_models, metrics, rankers
+from foltr_jax.data import RankingDataset
 from foltr_jax.engine import lists
 from foltr_jax.engine.config import ConfigError, RunConfig, Setting, resolved, setting
-from foltr_jax.data import RankingDataset
 from foltr_jax.methods.foltr_es.es_rewards import (
     client_gradient,
     epsilon_bound,

@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from foltr_jax.core import click_models, metrics
+from foltr_jax.data import RankingDataset
 from foltr_jax.engine.config import ConfigError
 from foltr_jax.methods.fpdgd.config import FederationConfig
-from foltr_jax.data import RankingDataset
 
 PERSONAL_EVALUATIONS = ("server", "clients")  # FedPer offline model: server, mean of personalised
 

@@ -20,12 +20,12 @@ import numpy as np
 
 from foltr_jax import engine
 from foltr_jax.core import click_models, rankers
-from foltr_jax.methods.fpdgd.client_plan import ClientPlan, client_arrays
-from foltr_jax.engine.config import ConfigError, Setting, resolved
-from foltr_jax.methods.fpdgd.config import FederationConfig, RunSettings
 from foltr_jax.data import DatasetError, RankingDataset
+from foltr_jax.engine.config import ConfigError, Setting, resolved
 from foltr_jax.engine.lists import to_device, window_widths
 from foltr_jax.engine.loop import ProgressFn
+from foltr_jax.methods.fpdgd.client_plan import ClientPlan, client_arrays
+from foltr_jax.methods.fpdgd.config import FederationConfig, RunSettings
 from foltr_jax.methods.fpdgd.rounds import (
     Arrays,
     Spec,

@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from foltr_jax.core import click_models, metrics
-from foltr_jax.methods.fpdgd import pdgd
 from foltr_jax.engine.lists import DeviceData, Scoring, at_narrowest_width, sample_query
+from foltr_jax.methods.fpdgd import pdgd
 
 
 @dataclasses.dataclass(frozen=True)
