@@ -687,7 +687,7 @@ def test_synthetic_default_needs_more_than_one_gradient_step():
     at_centroid = _ndcg_at_10(xt @ centroid, test)
     at_linear = _ndcg_at_10(xt @ linear[:-1], test)
     at_quad = _ndcg_at_10(np.hstack([xt, xt**2]) @ quad[:-1], test)
-    # Since issue 15 the linear signal lies mostly in low-variance directions (a gap of
+    # The default data's linear signal lies mostly in low-variance directions (a gap of
     # 0.12 between the centroid and the linear fit) and the interactions are centred;
     # the quadratic fit (squares only, no products) gains 0.04 over the linear one.
     assert random_ + 0.15 < at_centroid < at_linear - 0.1 < at_quad - 0.12, (

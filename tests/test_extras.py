@@ -1,4 +1,4 @@
-"""The core install (`pip install -e .`) needs only the design card's packages: the library
+"""The core install (`pip install -e .`) needs only its core packages: the library
 and the simulation binaries import neither matplotlib nor scipy; the reporting binaries say
 in one line that they need the report extra."""
 

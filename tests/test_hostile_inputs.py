@@ -1,4 +1,4 @@
-"""Broken and hostile inputs (issue 14): stored files that would run code or pass for
+"""Broken and hostile inputs: stored files that would run code or pass for
 other data, output folders that cannot take the results, two runs in one folder, labels
 and numbers out of range, unreadable or compressed files, bad flag values, and timings
 after a resume.  Each test is named after its hazard; most call the library directly."""

@@ -98,7 +98,7 @@ def test_a_grid_equals_its_cells_run_alone(tiny):
 
 
 def test_data_poisoning_hurts_and_krum_is_not_fedavg(tiny):
-    # 3 of 8 poisoners: on the harder synthetic data (issue 15) 2 of 6 hurt by < 0.02 on
+    # 3 of 8 poisoners: on the harder synthetic data 2 of 6 hurt by < 0.02 on
     # average, and even 3 of 8 do not hurt in every run
     config = dataclasses.replace(CONFIG, n_clients=8, rounds=30, n_runs=4)
     cells = [

@@ -1,5 +1,5 @@
 """--plugin: user code named on the command line registers names every binary and batch
-recipe can use (issue 25 item 5)."""
+recipe can use."""
 
 import json
 import textwrap

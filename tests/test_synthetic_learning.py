@@ -1,4 +1,4 @@
-"""FPDGD on the default synthetic data (issue 15): it keeps learning and orders clicks."""
+"""FPDGD on the default synthetic data: it keeps learning and orders clicks."""
 
 import numpy as np
 import pytest

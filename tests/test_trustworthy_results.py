@@ -1,4 +1,4 @@
-"""Trustworthy results (issue 26), as a careless or hostile user meets them: a model that
+"""Trustworthy results, as a careless or hostile user meets them: a model that
 breaks (NaN or infinity) is never a result, a run touches only its own files, every
 output path is probed before the work, what is read back is checked against its content,
 integers and types are checked where they are read, names never collide, and files follow
