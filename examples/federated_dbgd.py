@@ -19,9 +19,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from foltr_jax import data, engine
-from foltr_jax.core import click_models, metrics
-from foltr_jax.engine import lists
+from foltr_jax import click_models, data, engine, metrics
 from foltr_jax.engine.config import RunConfig, setting
 
 
@@ -65,13 +63,13 @@ class Dbgd(engine.Federated):
 
     def evaluate_params(self, arrays, w):
         cfg = self.config
-        quality = functools.partial(lists.ranking_quality, k=cfg.top_k)
+        quality = functools.partial(engine.lists.ranking_quality, k=cfg.top_k)
         return engine.evaluate_slots(lambda w, x: x @ w, quality, arrays[1], w, cfg.n_devices)
 
     def interact(self, arrays, w, key):
         """One DBGD interaction of one client: (new w, nDCG of the interleaved list)."""
         (train, _, clicks_of), k, keys = arrays, self.config.top_k, jax.random.split(key, 4)
-        query, start, length = lists.sample_query(keys[0], train)
+        query, start, length = engine.lists.sample_query(keys[0], train)
         u = jax.random.normal(keys[1], w.shape)
         u = u / jnp.linalg.norm(u)
         window = jax.lax.dynamic_slice_in_dim(train.features, start, self.window, axis=0)
@@ -102,7 +100,7 @@ class Dbgd(engine.Federated):
 def run_dbgd(config: DbgdConfig, train, test, progress=None, checkpoint=None):
     """Federated DBGD on ``train``, evaluated on ``test``: an ``engine.RunResult``."""
     method = Dbgd(config, max(train.max_query_length, config.top_k))
-    on_device = functools.partial(lists.to_device, window=method.window, k=config.top_k)
+    on_device = functools.partial(engine.lists.to_device, window=method.window, k=config.top_k)
     clicks = click_models.by_name(config.click_model, 5)
     arrays = (on_device(train), on_device(test, ranked=True), clicks)
     return engine.run(method, arrays, progress, checkpoint)

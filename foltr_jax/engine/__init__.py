@@ -21,6 +21,7 @@ helpers every method shares) and ``loop`` (compiled chunks, progress, checkpoint
 Their names are the engine's: ``engine.run``, ``engine.Federated``, ``engine.serve``...
 """
 
+from foltr_jax.engine import config, lists  # the shared settings and list helpers: engine.lists
 from foltr_jax.engine.config import ConfigError
 from foltr_jax.engine.federated import Federated
 from foltr_jax.engine.method_registry import METHODS, MethodEntry, register_method
@@ -53,6 +54,8 @@ from foltr_jax.engine.shared_round import (
 
 __all__ = [
     "METHODS",
+    "config",
+    "lists",
     "ConfigError",
     "Federated",
     "Method",
