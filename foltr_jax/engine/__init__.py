@@ -50,6 +50,7 @@ from foltr_jax.engine.shared_round import (
     scan_rounds,
     server_keys,
     unflatten,
+    unraveller,
 )
 
 __all__ = [
@@ -86,4 +87,5 @@ __all__ = [
     "server_keys",
     "slots_on_devices",
     "unflatten",
+    "unraveller",
 ]

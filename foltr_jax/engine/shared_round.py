@@ -152,6 +152,15 @@ def flatten(params) -> jax.Array:
     return jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(params)
 
 
+@functools.cache  # one per ranker: methods call it in traced code
+def unraveller(ranker) -> Callable:
+    """The inverse of ``flatten`` for one model of ``ranker`` (a registered ranker): a flat
+    parameter vector [P] back into its pytree.  Built from the parameters' shapes only."""
+    shapes = jax.eval_shape(ranker.init, jax.random.PRNGKey(0))
+    zeros = jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
+    return jax.flatten_util.ravel_pytree(zeros)[1]
+
+
 def unflatten(flat: jax.Array, like):
     """Flat vectors [n, d] as pytrees shaped like one model of ``like`` (leaves [n, ...])."""
     unravel = jax.flatten_util.ravel_pytree(jax.tree_util.tree_map(lambda p: p[0], like))[1]

@@ -41,7 +41,6 @@ import math
 from typing import NamedTuple
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import optax
 
@@ -176,7 +175,7 @@ class Spec(engine.Federated):
 
     def unravel(self, flat: jax.Array):
         """A flat parameter vector [P] as the ranker's pytree."""
-        return _unraveller(self.ranker)(flat)
+        return engine.unraveller(self.ranker)(flat)
 
     def optimizer(self) -> optax.GradientTransformation:
         return optimizer(self.config)
@@ -198,10 +197,6 @@ class Spec(engine.Federated):
         final, extras, interactions = super().finish(arrays, state, curves)
         return jax.device_get(jax.vmap(self.unravel)(state[0])), extras, interactions
 
-
-@functools.cache
-def _unraveller(ranker):
-    return jax.flatten_util.ravel_pytree(ranker.init(jax.random.PRNGKey(0)))[1]
 
 
 class Arrays(NamedTuple):

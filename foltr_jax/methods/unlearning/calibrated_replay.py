@@ -11,7 +11,6 @@ import dataclasses
 from typing import NamedTuple
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
@@ -83,13 +82,6 @@ class _ReplayConsts(NamedTuple):
     slot_keys: jax.Array  # [n_slots] the replay's own keys (not engine.run's training keys)
 
 
-def _unravel(spec: Spec):
-    """Turns a flat parameter vector back into the ranker's parameter pytree."""
-    shapes = jax.eval_shape(spec.ranker.init, jax.random.PRNGKey(0))
-    zeros = jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
-    return jax.flatten_util.ravel_pytree(zeros)[1]
-
-
 def calibration(stored, global_models) -> pipeline.Stage:
     """The replay's calibration stage (eq. 2), first in its server chain: each client's
     new update, its model − the global model it started from (``global_models`` [d]),
@@ -138,7 +130,7 @@ class Replay:
         return consts, engine.flatten(jax.vmap(self.spec.ranker.init)(init_keys))
 
     def evaluate(self, consts: _ReplayConsts, flat_global):
-        unravel = _unravel(self.spec)
+        unravel = engine.unraveller(self.spec.ranker)
         return jax.vmap(lambda p: evaluate(self.spec, consts.arrays, unravel(p)))(flat_global)
 
     def round(self, consts: _ReplayConsts, flat_global, train_keys, s, evaluate_now):
@@ -146,7 +138,7 @@ class Replay:
         the replay's keys are ``consts.slot_keys``."""
         spec, arrays = self.spec, consts.arrays
         step_keys = engine.round_keys(consts.slot_keys, s)
-        params = jax.vmap(_unravel(spec))(flat_global)
+        params = jax.vmap(engine.unraveller(spec.ranker))(flat_global)
         rnd = _Round(
             consts.settings,
             step_keys,
@@ -186,7 +178,7 @@ class Replay:
             remaining * steps * rounds
             for (_, steps, _), rounds in zip(self.cells, self.cell_rounds)
         )
-        final = jax.device_get(jax.vmap(_unravel(self.spec))(flat_global))
+        final = jax.device_get(jax.vmap(engine.unraveller(self.spec.ranker))(flat_global))
         extras = {"cells": list(self.cells), "rounds": np.asarray(self.cell_rounds)}
         return final, extras, interactions * cfg.n_runs
 
