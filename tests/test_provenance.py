@@ -97,11 +97,30 @@ def made(tmp_path_factory):
     train, test = letor(tmp / "train.txt"), letor(tmp / "test.txt", 1)
     plugin = tmp / "inert.py"
     plugin.write_text("# inert\n")
+    flag_file = tmp / "run.flags"
+    flag_file.write_text("--seed=3\n")
     out = tmp / "run"
-    args = (f"--train_path={train}", f"--test_path={test}", f"--plugin={plugin}", *TINY[3:])
+    args = (f"--train_path={train}", f"--test_path={test}", f"--plugin={plugin}",
+            f"--flagfile={flag_file}", *TINY[3:])  # fmt: skip
     done = binaries.call("fpdgd", *args, f"--output_dir={out}", cache_dir=tmp / "cache")
     assert done.returncode == 0, done.stderr
-    return {"out": out, "args": args, "train": train, "plugin": plugin}
+    return {"out": out, "args": args, "train": train, "plugin": plugin, "flag_file": flag_file}
+
+
+def test_a_flag_file_is_recorded_with_its_content(made):
+    found = json.loads((made["out"] / "results.json").read_text())["provenance"]
+    flag_file = made["flag_file"]
+    assert found["flag_files"] == [{"path": str(flag_file), "sha256": sha(flag_file)}]
+    assert found["flags"]["seed"] == 3  # what it held, as read
+
+
+def test_flag_files_are_found_in_every_spelling(tmp_path):
+    from experiments.lib import provenance
+
+    args = ["--a=1", "--flagfile=x.flags", "-flagfile=y,z", "--flagfile", "w", "--flagfiles=v"]
+    assert provenance.flag_files(args) == [
+        os.path.abspath(name) for name in ("x.flags", "y", "z", "w")
+    ]
 
 
 def test_a_run_is_reused_only_by_the_command_that_made_it(made, capsys):
@@ -127,7 +146,7 @@ def test_an_edited_data_file_or_plugin_or_other_code_is_not_reused(made, capsys,
     from experiments.lib import provenance, runs
 
     out, args = made["out"], made["args"]
-    for path in (made["train"], made["plugin"]):
+    for path in (made["train"], made["plugin"], made["flag_file"]):
         before = path.read_bytes()
         try:
             path.write_bytes(before + b"\n")  # one byte more: another content

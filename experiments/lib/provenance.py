@@ -12,12 +12,14 @@ batch or the claims check reuses a finished run.
                                         # with the jax and numpy versions
       "foltr_jax": "<version>",
       "plugins": [{"plugin": "x.py", "path": "/abs/x.py", "sha256": "..."}],
-      "data_files": [{"path": "/abs/train.txt", "bytes": 123, "sha256": "..."}]
+      "data_files": [{"path": "/abs/train.txt", "bytes": 123, "sha256": "..."}],
+      "flag_files": [{"path": "/abs/run.flags", "sha256": "..."}]  # --flagfile, as named
     }
 
 ``differences(recorded, argv)`` says what differs between a results file's provenance and
 the command ``argv`` as it would run now (arguments, code, plugins' sources, data files'
-contents): a run is reused only when nothing does.
+contents, the contents of the flag files its command line names): a run is reused only when
+nothing does.
 """
 
 from __future__ import annotations
@@ -104,6 +106,26 @@ def command_of(argv) -> list:
     return [argv[0], *without_output_dir(argv[1:])]
 
 
+def flag_files(args) -> list:
+    """The files ``--flagfile`` names in ``args`` (``--flagfile=X``, ``-flagfile=X`` or the
+    flag and its value as two arguments), absolute, in order: what they hold is part of the
+    command (a flag file named inside a flag file is not followed)."""
+    found, args = [], [str(a) for a in args]
+    for i, arg in enumerate(args):
+        name, _, value = arg.lstrip("-").partition("=") if arg.startswith("-") else ("", "", "")
+        if name == "flagfile":
+            value = value if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+            found.extend(os.path.abspath(v) for v in value.split(",") if v)
+    return found
+
+
+def _flag_file_entry(path: str) -> dict:
+    try:
+        return {"path": path, "sha256": sha256_file(path)}
+    except OSError:  # absl has read it, or the run would not have started
+        return {"path": path, "sha256": None}
+
+
 def _plain(value):
     """A flag's value as JSON takes it (a non-finite float as its name)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -140,6 +162,7 @@ def record() -> dict:
         "foltr_jax": foltr_jax.__version__,
         "plugins": plugins.loaded(),
         "data_files": [dict(entry) for entry in _STATE["data"]],
+        "flag_files": [_flag_file_entry(path) for path in flag_files(sys.argv[1:])],
     }
 
 
@@ -163,6 +186,10 @@ def differences(recorded, argv) -> str | None:
         return f"other code (version {recorded.get('code')}; this is {code()})"
     for entry in recorded.get("plugins") or []:
         problem = _file_changed(entry, "plugin")
+        if problem:
+            return problem
+    for entry in recorded.get("flag_files") or []:
+        problem = _file_changed(entry, "flag file")
         if problem:
             return problem
     data = recorded.get("data_files")
