@@ -81,20 +81,27 @@ def code() -> str:
     return files.source_version(EXPERIMENTS_DIR, EXPERIMENTS_DIR / "lib")
 
 
+def _take_flag(args, name: str) -> tuple[list, list]:
+    """``args`` less the flag ``name`` (``--name=X``, ``-name=X``, or the flag and its value
+    as two arguments), and the values it was given, in order."""
+    rest, values, args = [], [], [str(a) for a in args]
+    i = 0
+    while i < len(args):
+        flag, equals, value = args[i].lstrip("-").partition("=")
+        if not args[i].startswith("-") or flag != name:
+            rest.append(args[i])
+        elif equals:
+            values.append(value)
+        else:  # the value is the next argument
+            values.append(args[i + 1] if i + 1 < len(args) else "")
+            i += 1
+        i += 1
+    return rest, values
+
+
 def without_output_dir(args) -> list:
-    """``args`` less --output_dir (``--output_dir=X``, ``-output_dir=X``, or the flag and its
-    value as two arguments): where a run writes is not what it computes."""
-    out, skip = [], False
-    for arg in map(str, args):
-        if skip:
-            skip = False
-            continue
-        name = arg.lstrip("-").split("=", 1)[0] if arg.startswith("-") else None
-        if name == "output_dir":
-            skip = "=" not in arg
-            continue
-        out.append(arg)
-    return out
+    """``args`` less --output_dir: where a run writes is not what it computes."""
+    return _take_flag(args, "output_dir")[0]
 
 
 def command_of(argv) -> list:
@@ -107,16 +114,10 @@ def command_of(argv) -> list:
 
 
 def flag_files(args) -> list:
-    """The files ``--flagfile`` names in ``args`` (``--flagfile=X``, ``-flagfile=X`` or the
-    flag and its value as two arguments), absolute, in order: what they hold is part of the
-    command (a flag file named inside a flag file is not followed)."""
-    found, args = [], [str(a) for a in args]
-    for i, arg in enumerate(args):
-        name, _, value = arg.lstrip("-").partition("=") if arg.startswith("-") else ("", "", "")
-        if name == "flagfile":
-            value = value if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
-            found.extend(os.path.abspath(v) for v in value.split(",") if v)
-    return found
+    """The files ``--flagfile`` names in ``args``, absolute, in order: what they hold is part
+    of the command (a flag file named inside a flag file is not followed)."""
+    values = _take_flag(args, "flagfile")[1]
+    return [os.path.abspath(v) for value in values for v in value.split(",") if v]
 
 
 def _flag_file_entry(path: str) -> dict:
