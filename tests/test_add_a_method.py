@@ -65,6 +65,7 @@ def test_federated_dbgd_learns_and_chunks_give_the_same_run(small):
     )
 
 
+@pytest.mark.slow  # a second program of the example; the test above runs it in the fast tier
 def test_federated_dbgd_under_attack_with_a_robust_rule(small):
     attacked = dataclasses.replace(BASE, attack="lie", n_malicious=3, rounds=10)
     plain = dbgd.run_dbgd(dataclasses.replace(BASE, rounds=10), *small)

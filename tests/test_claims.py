@@ -215,7 +215,7 @@ def test_the_papers_number_is_set_beside_ours_with_the_ratio(tmp_path):
 
 
 def test_list_and_bad_requests(tmp_path):
-    listed = run("claims", "--list", timeout=120)
+    listed = call("claims", "--list")
     assert listed.returncode == 0, listed.stderr
     assert "fpdgd_table2" in listed.stdout and "cells: perfect, ε = 1.2" in listed.stdout
     for args, message in [
@@ -223,7 +223,7 @@ def test_list_and_bad_requests(tmp_path):
         (("--n_runs=1",), "--n_runs: must be at least 2"),
         ((f"--data_root={tmp_path / 'missing'}",), "no such folder"),
     ]:
-        result = run("claims", *args, f"--results_dir={tmp_path / 'r'}", timeout=120)
+        result = call("claims", *args, f"--results_dir={tmp_path / 'r'}")
         assert result.returncode == 2, result.stderr
         assert message in result.stderr
 

@@ -57,20 +57,21 @@ def test_serve_in_chunks_equals_all_clients_at_once():
     results = {}
     for chunk in (0, 4):
         state, aggregates = init, []
+        serve = jax.jit(  # one compilation for both rounds
+            lambda st, chunk=chunk: engine.serve(
+                _toy_train(n_slots, d),
+                stages,
+                sensitivity,
+                reference,
+                jnp.zeros(n_slots, jnp.int32),
+                st,
+                keys,
+                n,
+                chunk,
+            )
+        )
         for _ in range(2):
-            aggregate, state, online, kept = jax.jit(
-                lambda st, chunk=chunk: engine.serve(
-                    _toy_train(n_slots, d),
-                    stages,
-                    sensitivity,
-                    reference,
-                    jnp.zeros(n_slots, jnp.int32),
-                    st,
-                    keys,
-                    n,
-                    chunk,
-                )
-            )(state)
+            aggregate, state, online, kept = serve(state)
             aggregates.append(aggregate)
         results[chunk] = (np.asarray(aggregates), jax.tree_util.tree_leaves(state), online)
         assert kept is None
@@ -177,6 +178,7 @@ def test_chunks_refuse_a_robust_aggregator_naming_the_field(method, es_data):
     assert error.value.field == "client_chunk"
 
 
+@pytest.mark.slow  # two binaries end to end; the library tests above cover the chunks
 def test_binaries_take_eval_every_and_client_chunk(tmp_path):
     flags = (
         "--synthetic_queries=30",

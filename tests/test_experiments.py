@@ -61,7 +61,11 @@ def test_fpdgd_on_the_mslr_sample_learns(tmp_path):
         assert sum(curve[-5:]) / 5 > initial + 0.05
 
 
-@pytest.mark.parametrize("form", ["same_updates", "same_budget", "batch"])
+# each form compiles its own program: the batch form in the fast tier, the others in the slow
+@pytest.mark.parametrize(
+    "form",
+    [pytest.param(f, marks=pytest.mark.slow) for f in ("same_updates", "same_budget")] + ["batch"],
+)
 def test_centralised_baselines_run(tmp_path, form):
     result = call(
         "fpdgd",

@@ -11,6 +11,7 @@ import reference_fpdgd
 from foltr_jax import data
 from foltr_jax.core import click_models
 from foltr_jax.methods.fpdgd import federation, pdgd, rounds
+from foltr_jax.methods.fpdgd import lanes as fpdgd_lanes
 from foltr_jax.methods.fpdgd.config import centralised
 
 
@@ -56,10 +57,20 @@ def test_runs_do_not_depend_on_how_many_run_together(tiny):
 
 
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
-def test_window_scoring_vmap_matches_map(tiny):
-    _, a = _run(tiny)
-    _, b = _run(tiny, window_scoring="vmap")
-    np.testing.assert_allclose(a.offline_ndcg, b.offline_ndcg, atol=1e-6)
+def test_window_scoring_and_display_groups_do_not_change_results(tiny, monkeypatch):
+    """'map' and 'vmap' scoring give the same run; so does sampling in display groups
+    (4 written out with 'map', 16 looped with 'vmap'), which a run this small leaves to
+    one group (fpdgd_lanes.GROUPED_SAMPLING_BYTES)."""
+    _, one_group = _run(tiny)
+    runs = {"vmap": _run(tiny, window_scoring="vmap")[1]}
+    monkeypatch.setattr(fpdgd_lanes, "GROUPED_SAMPLING_BYTES", 0)
+    runs["map, 4 groups"] = _run(tiny)[1]
+    runs["vmap, 16 groups"] = _run(tiny, window_scoring="vmap")[1]
+    for name, run in runs.items():
+        for curve in ("offline_ndcg", "online_ndcg"):
+            np.testing.assert_allclose(
+                getattr(run, curve), getattr(one_group, curve), atol=1e-6, err_msg=name
+            )
 
 
 def test_server_update_fedavg_and_summed_updates(tiny):

@@ -16,6 +16,34 @@ from foltr_jax.methods.fpdgd import lanes as fpdgd_lanes, pdgd
 K = 10
 
 
+@pytest.fixture(autouse=True)
+def _groups_whatever_the_size():
+    """These tests are about the groups themselves: every array is sampled in groups, not
+    only those over ``GROUPED_SAMPLING_BYTES`` (set apart from ``monkeypatch``, which a
+    test below undoes in its loop)."""
+    saved = fpdgd_lanes.GROUPED_SAMPLING_BYTES
+    fpdgd_lanes.GROUPED_SAMPLING_BYTES = 0
+    yield
+    fpdgd_lanes.GROUPED_SAMPLING_BYTES = saved
+
+
+def test_small_arrays_are_sampled_in_one_group(monkeypatch):
+    """Up to GROUPED_SAMPLING_BYTES a [lanes, window] array is one display group: the
+    lists come out of one sampler, no lax.switch over the widths."""
+    window, n = 120, 200
+    keys, scores, lengths = lanes(n, window, seed=4)
+    spec = lane_spec(window, 4)
+
+    def switches():  # a new function each time: JAX caches traces by function
+        fn = functools.partial(fpdgd_lanes._display_in_groups, spec, lanes_per_block=0)
+        return str(jax.make_jaxpr(fn)(keys, scores, lengths)).count(" cond[")
+
+    monkeypatch.setattr(fpdgd_lanes, "GROUPED_SAMPLING_BYTES", n * window * 4)
+    assert fpdgd_lanes._n_groups(spec, n) == 1 and switches() == 0
+    monkeypatch.setattr(fpdgd_lanes, "GROUPED_SAMPLING_BYTES", n * window * 4 - 1)
+    assert fpdgd_lanes._n_groups(spec, n) == 4 and switches() == 4
+
+
 def lane_spec(window: int, display_groups: int, window_scoring: str = "map"):
     scoring = lists.Scoring(
         ranker=None,
@@ -47,7 +75,9 @@ def lanes(n: int, window: int, seed: int = 0):
     [
         (fpdgd_lanes.LANES_PER_SAMPLING_BLOCK + 37, 1),  # 2 blocks, the last padded
         (2 * fpdgd_lanes.LANES_PER_SAMPLING_BLOCK + 37, 2),  # 2 padded blocks a group
-        (3 * fpdgd_lanes.LANES_PER_SAMPLING_BLOCK + 37, 3),
+        pytest.param(  # slow tier: a third group adds compilation, not a case
+            3 * fpdgd_lanes.LANES_PER_SAMPLING_BLOCK + 37, 3, marks=pytest.mark.slow
+        ),
         (4 * fpdgd_lanes.LANES_PER_SAMPLING_BLOCK, 2),  # whole blocks, no padding
     ],
 )
@@ -100,7 +130,8 @@ def test_the_accelerator_samples_every_lane_at_once():
     assert f",{fpdgd_lanes.LANES_PER_SAMPLING_BLOCK},2]" not in jaxpr
 
 
-@pytest.mark.parametrize("display_groups", [3, 16])
+# 16 (the accelerator's default) writes out 16 switches: the slow tier's
+@pytest.mark.parametrize("display_groups", [3, pytest.param(16, marks=pytest.mark.slow)])
 def test_the_accelerator_loops_over_groups_with_the_written_out_groups_lists(display_groups):
     """With 'vmap' scoring the display groups run as steps of one lax.map over one
     lax.switch (compiling one group's branches, whatever the number of groups); with
@@ -164,7 +195,7 @@ def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
     )
     queries = jax.random.randint(jax.random.PRNGKey(7), (n,), 0, 60)
     keys = jax.random.split(jax.random.PRNGKey(8), n)
-    for groups in (2, 4):
+    for groups in (3,):  # not a divisor of the lanes' widths
         spec = lane_spec(window, groups, window_scoring)
         spec = dataclasses.replace(spec, scoring=dataclasses.replace(spec.scoring, ranker=ranker))
         assert len(spec.scoring.widths) > 3

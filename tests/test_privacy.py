@@ -178,7 +178,7 @@ def _noised_average(stages, n_clients, n_absent, d, seed):
     return np.asarray(out.aggregate, np.float64)
 
 
-@pytest.mark.parametrize("n_absent", [0, 3])
+@pytest.mark.parametrize("n_absent", [0, pytest.param(3, marks=pytest.mark.slow)])
 def test_noise_drawn_once_on_the_average_has_the_per_client_distribution(n_absent):
     from scipy import stats
 

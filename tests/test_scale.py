@@ -13,6 +13,7 @@ from sample_data import REPO_ROOT
 
 from foltr_jax import data
 from foltr_jax.methods.fpdgd import federation
+from foltr_jax.methods.fpdgd import lanes as fpdgd_lanes
 from foltr_jax.methods.fpdgd.config import centralised
 
 TRAIN, TEST = data.synthetic_train_test(
@@ -169,7 +170,7 @@ def test_sharding_over_eight_cpu_devices_gives_the_single_device_results():
 
 
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
-def test_the_length_ladder_gives_the_results_of_scoring_every_query_at_full_width():
+def test_the_length_ladder_gives_the_results_of_scoring_every_query_at_full_width(monkeypatch):
     # long-tailed lengths (2..120 documents), so lanes take different ladder widths
     train, test = data.synthetic_train_test(
         1,
@@ -180,6 +181,7 @@ def test_the_length_ladder_gives_the_results_of_scoring_every_query_at_full_widt
         max_docs_per_query=120,
     )
     config = dataclasses.replace(BASE, display_groups=3)
+    monkeypatch.setattr(fpdgd_lanes, "GROUPED_SAMPLING_BYTES", 0)  # 3 groups, however small
     spec, arrays = federation.build(config, train, test)
     assert len(spec.widths) > 3 and spec.widths[-1] == int(max(train.query_lengths))
     ladder = federation.run(spec, arrays)

@@ -6,6 +6,10 @@ import pytest
 from foltr_jax import data
 from foltr_jax.methods.fpdgd import federation
 
+# Learning curves over 100 rounds and the click models' ordering: the slow tier's, with the
+# papers' orderings (tests/test_experiments.py checks in the fast tier that a run learns).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def default_data():
