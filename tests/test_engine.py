@@ -142,7 +142,9 @@ def test_foltr_es_in_chunks_and_every_kth_round_repeats_the_plain_run(es_data):
     np.testing.assert_array_equal(plain.offline_rounds, np.arange(1, 7))
 
 
-@pytest.mark.parametrize("propensity", ["estimated", "known"])
+@pytest.mark.parametrize(  # known propensities: a second program, the slow tier's
+    "propensity", ["estimated", pytest.param("known", marks=pytest.mark.slow)]
+)
 def test_fedips_in_chunks_and_every_kth_round_repeats_the_plain_run(propensity):
     train, test = tiny_data()
     config = tiny_config(propensity, n_users=6, rounds=4)

@@ -39,6 +39,7 @@ def test_evaluated_rounds():
     assert rounds.evaluated_rounds(10, 10) == [10]
 
 
+@pytest.mark.slow  # compiles the every-round run the slow tests below compare with
 def test_every_round_by_default(every_round):
     np.testing.assert_array_equal(every_round.offline_rounds, np.arange(1, 11))
     assert every_round.offline_ndcg.shape == every_round.online_ndcg.shape == (2, 10)

@@ -78,7 +78,9 @@ def lanes(n: int, window: int, seed: int = 0):
         pytest.param(  # slow tier: a third group adds compilation, not a case
             3 * fpdgd_lanes.LANES_PER_SAMPLING_BLOCK + 37, 3, marks=pytest.mark.slow
         ),
-        (4 * fpdgd_lanes.LANES_PER_SAMPLING_BLOCK, 2),  # whole blocks, no padding
+        pytest.param(  # whole blocks, no padding
+            4 * fpdgd_lanes.LANES_PER_SAMPLING_BLOCK, 2, marks=pytest.mark.slow
+        ),
     ],
 )
 def test_sampling_in_blocks_equals_every_lane_at_once_bit_for_bit(n, display_groups):
@@ -166,8 +168,16 @@ def test_lane_blocks_pad_and_drop_the_padding():
         np.testing.assert_array_equal(got["y"], y * 2)
 
 
-@pytest.mark.parametrize("window_scoring", ["map", "vmap"])
-@pytest.mark.parametrize("ranker_name", ["linear", "neural"])
+# each ranker and each scoring once in the fast tier, the other two pairs in the slow
+@pytest.mark.parametrize(
+    "ranker_name, window_scoring",
+    [
+        ("linear", "map"),
+        ("neural", "vmap"),
+        pytest.param("neural", "map", marks=pytest.mark.slow),
+        pytest.param("linear", "vmap", marks=pytest.mark.slow),
+    ],
+)
 def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
     ranker_name, window_scoring, monkeypatch
 ):

@@ -97,6 +97,7 @@ def test_a_grid_equals_its_cells_run_alone(tiny):
         np.testing.assert_allclose(grid[i], _run(tiny, [cell])[0], atol=1e-6)
 
 
+@pytest.mark.slow  # an ordering over 4 runs of 30 rounds: the slow tier's, with the papers'
 def test_data_poisoning_hurts_and_krum_is_not_fedavg(tiny):
     # 3 of 8 poisoners: on the harder synthetic data 2 of 6 hurt by < 0.02 on
     # average, and even 3 of 8 do not hurt in every run
