@@ -17,14 +17,10 @@ K = 10
 
 
 @pytest.fixture(autouse=True)
-def _groups_whatever_the_size():
+def _groups_whatever_the_size(monkeypatch):
     """These tests are about the groups themselves: every array is sampled in groups, not
-    only those over ``GROUPED_SAMPLING_BYTES`` (set apart from ``monkeypatch``, which a
-    test below undoes in its loop)."""
-    saved = fpdgd_lanes.GROUPED_SAMPLING_BYTES
-    fpdgd_lanes.GROUPED_SAMPLING_BYTES = 0
-    yield
-    fpdgd_lanes.GROUPED_SAMPLING_BYTES = saved
+    only those over ``GROUPED_SAMPLING_BYTES``."""
+    monkeypatch.setattr(fpdgd_lanes, "GROUPED_SAMPLING_BYTES", 0)
 
 
 def test_small_arrays_are_sampled_in_one_group(monkeypatch):
@@ -205,41 +201,39 @@ def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
     )
     queries = jax.random.randint(jax.random.PRNGKey(7), (n,), 0, 60)
     keys = jax.random.split(jax.random.PRNGKey(8), n)
-    for groups in (3,):  # not a divisor of the lanes' widths
-        spec = lane_spec(window, groups, window_scoring)
-        spec = dataclasses.replace(spec, scoring=dataclasses.replace(spec.scoring, ranker=ranker))
-        assert len(spec.scoring.widths) > 3
+    spec = lane_spec(window, 3, window_scoring)  # 3: not a divisor of the lanes' widths
+    spec = dataclasses.replace(spec, scoring=dataclasses.replace(spec.scoring, ranker=ranker))
+    assert len(spec.scoring.widths) > 3
 
-        def one_array(lane_params, keys, queries):
-            def pad(width, scores, length):
-                return jnp.pad(scores, (0, window - width), constant_values=-jnp.inf)
+    def one_array(lane_params, keys, queries):
+        def pad(width, scores, length):
+            return jnp.pad(scores, (0, window - width), constant_values=-jnp.inf)
 
-            scores = spec.scoring.score_lanes(device, lane_params, queries, pad)
-            lengths = device.query_lengths[queries]
-            return fpdgd_lanes._display_in_groups(spec, keys, scores, lengths)
+        scores = spec.scoring.score_lanes(device, lane_params, queries, pad)
+        lengths = device.query_lengths[queries]
+        return fpdgd_lanes._display_in_groups(spec, keys, scores, lengths)
 
-        def display_lists():  # a new function each time: JAX caches traces by function
-            def fn(lane_params, keys, queries):
-                lane_data = fpdgd_lanes.LaneData(device)
-                return fpdgd_lanes.display_lists(
-                    spec, lane_data, lane_params, keys, queries, None, None
-                )
+    def display_lists():  # a new function each time: JAX caches traces by function
+        def fn(lane_params, keys, queries):
+            lane_data = fpdgd_lanes.LaneData(device)
+            return fpdgd_lanes.display_lists(
+                spec, lane_data, lane_params, keys, queries, None, None
+            )
 
-            return fn
+        return fn
 
-        # 600 lanes' scores fit the cache: one array, as before
-        one = f"f32[{n},{window}]"
-        assert one in str(jax.make_jaxpr(display_lists())(lane_params, keys, queries))
-        monkeypatch.setattr(fpdgd_lanes, "GROUPED_SCORING_BYTES", n * window * 4 - 1)
-        grouped = display_lists()
-        # the grouped form writes no [lanes, window] array of scores
-        jaxpr = str(jax.make_jaxpr(grouped)(lane_params, keys, queries))
-        assert one not in jaxpr and one in str(
-            jax.make_jaxpr(one_array)(lane_params, keys, queries)
-        )
-        want = jax.jit(one_array)(lane_params, keys, queries)
-        got = jax.jit(grouped)(lane_params, keys, queries)
-        for g, w in zip(got, want):
-            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-        assert np.isfinite(np.asarray(got.scores)).all()
-        monkeypatch.undo()
+    # 600 lanes' scores fit the cache: one array, as before
+    one = f"f32[{n},{window}]"
+    assert one in str(jax.make_jaxpr(display_lists())(lane_params, keys, queries))
+    monkeypatch.setattr(fpdgd_lanes, "GROUPED_SCORING_BYTES", n * window * 4 - 1)
+    grouped = display_lists()
+    # the grouped form writes no [lanes, window] array of scores
+    jaxpr = str(jax.make_jaxpr(grouped)(lane_params, keys, queries))
+    assert one not in jaxpr and one in str(
+        jax.make_jaxpr(one_array)(lane_params, keys, queries)
+    )
+    want = jax.jit(one_array)(lane_params, keys, queries)
+    got = jax.jit(grouped)(lane_params, keys, queries)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert np.isfinite(np.asarray(got.scores)).all()

@@ -3,7 +3,7 @@ their processes.  No flags are defined here.
 
 Data: a dataset root's folds (``dataset_flags``), or the real MSLR-WEB10K excerpt (43 + 43
 queries of Fold 1), which the quick recipes and the claims check use whenever it is at
-hand: in ../shared/data/mslr_sample/ beside the repository (the developers' copy), or in
+hand: in shared/data/mslr_sample/ in the folder that holds the repository (a developers' copy), or in
 third_party/mslr_sample/data/, where ``third_party/mslr_sample/fetch.py`` puts it (from the
 rankeval 0.8.2 sdist on PyPI; provenance in that folder's README).
 

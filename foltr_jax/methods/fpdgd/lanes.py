@@ -100,10 +100,13 @@ def _scores_group_by_group(lane_spec: LaneSpec, n_lanes: int) -> bool:
     10,950 lanes (47 MB) 57 ms against 88.  With 'vmap' (an accelerator) every lane is
     otherwise scored at the full window: on an H200 at 10^6 lanes that scoring was 65 %
     of the round (146 of 225 ms)."""
-    scoring = lane_spec.scoring
-    return (
-        _n_groups(lane_spec, n_lanes) > 1 and n_lanes * scoring.window * 4 > GROUPED_SCORING_BYTES
-    )
+    grouped = _n_groups(lane_spec, n_lanes) > 1
+    return grouped and _scores_bytes(lane_spec, n_lanes) > GROUPED_SCORING_BYTES
+
+
+def _scores_bytes(lane_spec: LaneSpec, n_lanes: int) -> int:
+    """The size of the [lanes, window] float32 scores ``n_lanes`` lanes sample from."""
+    return n_lanes * lane_spec.scoring.window * 4
 
 
 GROUPED_SAMPLING_BYTES = 1 << 20  # a [lanes, window] float32 array up to this: one group
@@ -118,7 +121,7 @@ def _n_groups(lane_spec: LaneSpec, n_lanes: int) -> int:
     over the widths to compile (a 16-lane test run: 5 s instead of 12 at XLA's -O0)."""
     if len(lane_spec.scoring.widths) == 1:
         return 1
-    if n_lanes * lane_spec.scoring.window * 4 <= GROUPED_SAMPLING_BYTES:
+    if _scores_bytes(lane_spec, n_lanes) <= GROUPED_SAMPLING_BYTES:
         return 1
     return min(lane_spec.display_groups, n_lanes)
 
