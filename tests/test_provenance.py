@@ -92,35 +92,62 @@ def test_output_dir_is_left_out_of_the_command_in_every_spelling():
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    """One finished fpdgd run on a small LETOR file, a plugin among its arguments."""
+    """One finished fpdgd run on a small LETOR file, a plugin among its arguments and a flag
+    file that names another (nested) flag file."""
     tmp = tmp_path_factory.mktemp("made")
     train, test = letor(tmp / "train.txt"), letor(tmp / "test.txt", 1)
     plugin = tmp / "inert.py"
     plugin.write_text("# inert\n")
+    nested = tmp / "nested.flags"
+    nested.write_text("--seed=3\n")
     flag_file = tmp / "run.flags"
-    flag_file.write_text("--seed=3\n")
+    flag_file.write_text(f"# the seed is in another file\n--flagfile={nested}\n")
     out = tmp / "run"
     args = (f"--train_path={train}", f"--test_path={test}", f"--plugin={plugin}",
             f"--flagfile={flag_file}", *TINY[3:])  # fmt: skip
     done = binaries.call("fpdgd", *args, f"--output_dir={out}", cache_dir=tmp / "cache")
     assert done.returncode == 0, done.stderr
-    return {"out": out, "args": args, "train": train, "plugin": plugin, "flag_file": flag_file}
+    return {"out": out, "args": args, "train": train, "plugin": plugin, "flag_file": flag_file,
+            "nested": nested}  # fmt: skip
 
 
 def test_a_flag_file_is_recorded_with_its_content(made):
     found = json.loads((made["out"] / "results.json").read_text())["provenance"]
-    flag_file = made["flag_file"]
-    assert found["flag_files"] == [{"path": str(flag_file), "sha256": sha(flag_file)}]
+    flag_file, nested = made["flag_file"], made["nested"]
+    assert found["flag_files"] == [
+        {"path": str(flag_file), "sha256": sha(flag_file)},
+        {"path": str(nested), "sha256": sha(nested)},
+    ]
     assert found["flags"]["seed"] == 3  # what it held, as read
+    assert found["arguments"] == [*made["args"][:3], "--seed=3", *made["args"][4:]]
 
 
-def test_flag_files_are_found_in_every_spelling(tmp_path):
+def test_flag_files_are_read_in_every_spelling_and_nested_as_absl_reads_them(
+    tmp_path, monkeypatch
+):
+    from absl import flags
+
     from experiments.lib import provenance
 
-    args = ["--a=1", "--flagfile=x.flags", "-flagfile=y,z", "--flagfile", "w", "--flagfiles=v"]
-    assert provenance.flag_files(args) == [
-        os.path.abspath(name) for name in ("x.flags", "y", "z", "w")
-    ]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.flags").write_text("--a=2\n\n# a comment\n// another\n--flagfile=n1.flags\n")
+    (tmp_path / "n1.flags").write_text("--flagfile=n2.flags\n--b=1\n--flagfile=x.flags\n")
+    (tmp_path / "n2.flags").write_text("--c=3\n")
+    (tmp_path / "y").write_text("--d\n")
+    args = ["--a=1", "--flagfile=x.flags", "-flagfile=y", "--flagfile", "y", "--flagfiles=v",
+            "--", "--flagfile=x.flags"]  # fmt: skip
+    expanded, read = provenance.expand_flag_files(args)
+    assert expanded == flags.FlagValues().read_flags_from_files(args)
+    assert expanded == ["--a=1", "--a=2", "--c=3", "--b=1", "--d", "--d", "--flagfiles=v", "--",
+                        "--flagfile=x.flags"]  # a cycle is cut, nothing after -- is read
+    names = ["x.flags", "n1.flags", "n2.flags", "y", "y"]
+    assert [entry["path"] for entry in read] == [str(tmp_path / n) for n in names]
+    assert provenance.flag_files(["--flagfile=n2.flags"]) == [str(tmp_path / "n2.flags")]
+    with pytest.raises(provenance.FlagFileError, match=r"the flag file .*/missing cannot be read"):
+        provenance.expand_flag_files(["--flagfile=missing"])
+    os.mkfifo(tmp_path / "fifo")  # never opened: it would wait for a writer
+    with pytest.raises(provenance.FlagFileError, match="it is a FIFO"):
+        provenance.expand_flag_files(["--flagfile=fifo"])
 
 
 def test_a_run_is_reused_only_by_the_command_that_made_it(made, capsys):
@@ -146,7 +173,7 @@ def test_an_edited_data_file_or_plugin_or_other_code_is_not_reused(made, capsys,
     from experiments.lib import provenance, runs
 
     out, args = made["out"], made["args"]
-    for path in (made["train"], made["plugin"], made["flag_file"]):
+    for path in (made["train"], made["plugin"], made["flag_file"], made["nested"]):
         before = path.read_bytes()
         try:
             path.write_bytes(before + b"\n")  # one byte more: another content
@@ -158,6 +185,96 @@ def test_an_edited_data_file_or_plugin_or_other_code_is_not_reused(made, capsys,
     monkeypatch.setattr(provenance, "code", lambda: "0123456789abcdef")
     assert not runs.complete(out, command(out, *args))
     assert "other code (version" in capsys.readouterr().err
+
+
+def test_same_run_compares_everything_that_can_change_a_number(made, monkeypatch):
+    """Each thing ``same_run`` compares, changed alone, makes another run: the list is
+    enumerated here, so a new entry needs its case."""
+    import copy
+
+    from experiments.lib import provenance
+    from foltr_jax.core import files
+
+    out, args = made["out"], made["args"]
+    recorded = json.loads((out / "results.json").read_text())["provenance"]
+    assert provenance.same_run(recorded, command(out, *args)) is None
+    assert recorded["environment"] == {} and recorded["device"] == {"platform": "cpu",
+                                                                    "kind": "cpu"}  # fmt: skip
+    assert set(recorded["runtime"]) == {"jax", "jaxlib", "numpy"}
+
+    def edited(path, text):
+        def change():
+            before = path.read_text()
+            path.write_text(text)
+            return lambda: path.write_text(before)
+
+        return change
+
+    def recorded_as(key, value):
+        def change():
+            recorded[key] = value
+            return lambda: recorded.__setitem__(key, copy.deepcopy(original[key]))
+
+        return change
+
+    def set_variable(name, value):
+        def change():
+            monkeypatch.setenv(name, value)
+            return lambda: monkeypatch.delenv(name)
+
+        return change
+
+    def other_code():
+        monkeypatch.setattr(provenance, "code", lambda: "0123456789abcdef")
+        return monkeypatch.undo
+
+    original = copy.deepcopy(recorded)
+    cases = {
+        "program": (None, "it was made by ['experiments.fpdgd']"),
+        "arguments": (edited(made["nested"], "--seed=4\n"),  # a nested flag file
+                      "other arguments (--seed=3 then; --seed=4 now)"),
+        "flag files": (edited(made["nested"], "--seed=3\n# said again\n"),
+                       f"the flag file {made['nested']} has changed since"),
+        "code": (other_code, "other code (version"),
+        "plugins": (edited(made["plugin"], "# edited\n"), f"the plugin {made['plugin']} has"),
+        "data files": (edited(made["train"], "1 qid:1 1:0.5\n"),
+                       f"the data file {made['train']} has changed since"),
+        "runtime": (recorded_as("runtime", {**original["runtime"], "jaxlib": "0.0.1"}),
+                    "other versions (jaxlib=0.0.1 then; jaxlib="),
+        "environment": (set_variable("JAX_ENABLE_X64", "1"), "other numerics environment "
+                        "variables (JAX_ENABLE_X64 unset then; JAX_ENABLE_X64=1 now)"),
+        "device": (recorded_as("device", {"platform": "gpu", "kind": "NVIDIA H100"}),
+                   "other device (kind=NVIDIA H100, platform=gpu then; kind=cpu, platform=cpu"),
+    }  # fmt: skip
+    assert tuple(cases) == provenance.COMPARED
+    for aspect, (change, said) in cases.items():
+        argv = command(out, *args, binary="foltr_es") if aspect == "program" else None
+        undo = change() if change else (lambda: None)
+        try:
+            found = provenance.same_run(recorded, argv or command(out, *args))
+        finally:
+            undo()
+        assert found is not None and said in found, (aspect, found)
+        assert provenance.same_run(recorded, command(out, *args)) is None, aspect
+    for key in ("arguments", "flag_files", "runtime", "environment", "device"):
+        older = {k: v for k, v in recorded.items() if k != key}  # an older version's file
+        assert "an older version wrote it" in provenance.same_run(older, command(out, *args))
+    assert set(files.NUMERICS_VARIABLES) >= {"JAX_ENABLE_X64", "JAX_DEFAULT_MATMUL_PRECISION",
+                                            "XLA_FLAGS"}  # fmt: skip
+
+
+def test_a_checkpoint_is_not_resumed_under_other_numerics_variables(tmp_path, monkeypatch):
+    from foltr_jax.core import files
+
+    path = tmp_path / "state.npz"
+    files.save_arrays(path, "f", {}, [[1.0]])
+    for name, value in (("JAX_ENABLE_X64", "1"), ("XLA_FLAGS", "--xla_cpu_enable_fast_math")):
+        with monkeypatch.context() as env:
+            env.setenv(name, value)
+            assert files.numerics_environment() == {name: value}
+            with pytest.raises(files.StoredFileError, match="numerics variables"):
+                files.load_arrays(path, "f")
+    assert files.load_arrays(path, "f")[0] == {}
 
 
 def test_results_without_provenance_are_not_reused(made, tmp_path, capsys):

@@ -1,11 +1,13 @@
 """What made a result: recorded in every results.json ("provenance"), and compared before a
-batch or the claims check reuses a finished run.
+batch, the claims check or a report reuses a finished run.
 
 ::
 
     "provenance": {
       "command": ["experiments.fpdgd", "--rounds=4", ...],  # the program and its arguments,
                                                              # less --output_dir
+      "arguments": ["--rounds=4", "--seed=3", ...],  # the arguments with every --flagfile read
+                                                     # in (nested ones too), less --output_dir
       "flags": {"rounds": 4, ...},      # every flag of the program as it was read (flag
                                         # files included), less --output_dir
       "code": "<16 hex digits>",        # SHA-256 of foltr_jax's and the binaries' sources,
@@ -13,13 +15,18 @@ batch or the claims check reuses a finished run.
       "foltr_jax": "<version>",
       "plugins": [{"plugin": "x.py", "path": "/abs/x.py", "sha256": "..."}],
       "data_files": [{"path": "/abs/train.txt", "bytes": 123, "sha256": "..."}],
-      "flag_files": [{"path": "/abs/run.flags", "sha256": "..."}]  # --flagfile, as named
+      "flag_files": [{"path": "/abs/run.flags", "sha256": "..."}],  # every flag file read
+      "runtime": {"jax": "0.10.2", "jaxlib": "0.10.2", "numpy": "2.3.1"},
+      "device": {"platform": "cpu", "kind": "cpu"},   # the kind of device it computed on
+      "environment": {"JAX_ENABLE_X64": "1"}         # the variables that change numbers, as set
     }
 
-``differences(recorded, argv)`` says what differs between a results file's provenance and
-the command ``argv`` as it would run now (arguments, code, plugins' sources, data files'
-contents, the contents of the flag files its command line names): a run is reused only when
-nothing does.
+``same_run(recorded, argv)`` is the one judge of "same run": it says what differs between a
+results file's provenance and the command ``argv`` as it would run now, in this process's
+environment (``COMPARED`` lists what it compares, in order), or None when nothing does.
+``experiments.batch``, ``experiments.claims`` and the batch's report reuse or read a run
+only when it says None; a run's own resume compares its checkpoint's code version, which
+covers the same environment variables (``files.code_version``).
 """
 
 from __future__ import annotations
@@ -38,15 +45,18 @@ from foltr_jax.core import files
 FLAGS = flags.FLAGS
 EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parents[1]  # experiments/
 
-_STATE: dict = {"program": None, "data": []}
+_STATE: dict = {"program": None, "data": [], "arguments": None, "flag_files": []}
 _HASHES: dict = {}  # (path, device, inode, size, mtime) -> sha256: each file hashed once
 
 
 def start(program: str) -> None:
     """Called as a binary starts (``program.main``): forgets the data files of an earlier
-    call in this process."""
+    call in this process, and reads the flag files of its command line (what they hold now
+    is what absl read)."""
     _STATE["program"] = f"experiments.{program}"
     _STATE["data"] = []
+    _STATE["arguments"] = None
+    _note_arguments()  # the flag files as the run read them
 
 
 def sha256_file(path) -> str:
@@ -113,18 +123,73 @@ def command_of(argv) -> list:
     return [argv[0], *without_output_dir(argv[1:])]
 
 
+class FlagFileError(ValueError):
+    """A flag file that cannot be read (missing, a folder or FIFO, not text)."""
+
+
+def _flag_file_name(arg: str) -> str | None:
+    """The file of a ``--flagfile=F``/``-flagfile=F`` argument (absl's spelling), else None."""
+    for prefix in ("--flagfile=", "-flagfile="):
+        if arg.startswith(prefix):
+            return os.path.expanduser(arg[len(prefix):].strip())
+    return None
+
+
+def expand_flag_files(args) -> tuple[list, list]:
+    """(``args`` with every ``--flagfile`` read in where it stands, as absl reads them: nested
+    flag files too, comments and blank lines left out, nothing after a lone ``--``; the flag
+    files read, [{"path": absolute, "sha256": of its content}] in the order read).
+    FlagFileError naming a file that cannot be read (a folder or FIFO is never opened)."""
+    read: list = []
+
+    def lines(name: str, stack: tuple) -> list:
+        if not name or name in stack:  # absl: an empty name is nothing, a cycle is cut
+            return []
+        path = os.path.abspath(name)
+        try:
+            if files.special_file(path):
+                raise OSError(f"it is {files.special_file(path)}")
+            with open(name) as stream:  # as absl opens it
+                text = stream.readlines()
+            read.append({"path": path, "sha256": sha256_file(path)})
+        except (OSError, UnicodeDecodeError) as error:
+            why = getattr(error, "strerror", None) or error
+            raise FlagFileError(f"the flag file {path} cannot be read ({why})") from None
+        found = []
+        for line in text:
+            if line.isspace() or line.startswith(("#", "//")):
+                continue
+            nested = _flag_file_name(line)
+            if nested is not None:
+                found += lines(nested, (*stack, name))
+            else:
+                found.append(line.strip())
+        return found
+
+    args, out, i = [str(a) for a in args], [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("--flagfile", "-flagfile"):
+            if i + 1 >= len(args):
+                raise FlagFileError("--flagfile with no file")
+            out += lines(os.path.expanduser(args[i + 1]), ())
+            i += 2
+            continue
+        name = _flag_file_name(arg)
+        if name is not None:
+            out += lines(name, ())
+        else:
+            out.append(arg)
+            if arg == "--":
+                out += args[i + 1:]
+                break
+        i += 1
+    return out, read
+
+
 def flag_files(args) -> list:
-    """The files ``--flagfile`` names in ``args``, absolute, in order: what they hold is part
-    of the command (a flag file named inside a flag file is not followed)."""
-    values = _take_flag(args, "flagfile")[1]
-    return [os.path.abspath(v) for value in values for v in value.split(",") if v]
-
-
-def _flag_file_entry(path: str) -> dict:
-    try:
-        return {"path": path, "sha256": sha256_file(path)}
-    except OSError:  # absl has read it, or the run would not have started
-        return {"path": path, "sha256": None}
+    """The flag files ``args`` reads (nested ones too), absolute, in the order read."""
+    return [entry["path"] for entry in expand_flag_files(args)[1]]
 
 
 def _plain(value):
@@ -151,48 +216,185 @@ def flag_values() -> dict:
     return dict(sorted(found.items()))
 
 
+def runtime() -> dict:
+    """The versions of what computes a run's numbers besides the code: jax, jaxlib, numpy."""
+    import jax
+    import jaxlib.version
+    import numpy
+
+    return {"jax": jax.__version__, "jaxlib": jaxlib.version.__version__,
+            "numpy": numpy.__version__}  # fmt: skip
+
+
+_DEVICE_QUERY = (
+    "import jax; d = jax.local_devices()[0]; "
+    "print(d.platform); print(d.device_kind)"
+)
+_DEVICES: dict = {}  # (JAX_PLATFORMS, CUDA_VISIBLE_DEVICES) -> the answer of a fresh process
+
+
+def _backends_started() -> bool:
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):  # another jax: ask a fresh process
+        return False
+
+
+def device() -> dict:
+    """{"platform", "kind"} of the device a run computes on (its first local one): this
+    process's when its JAX backends have started or can only be the CPU; else a fresh
+    process is asked (once per process): starting an accelerator's backend here would hold
+    memory the runs this process starts need.  Unknown: {"platform": None, "kind": None}."""
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
+    if _backends_started() or platforms == "cpu":
+        import jax
+
+        found = jax.local_devices()[0]
+        return {"platform": found.platform, "kind": found.device_kind}
+    key = (platforms, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if key not in _DEVICES:
+        import subprocess
+
+        try:
+            done = subprocess.run([sys.executable, "-c", _DEVICE_QUERY], capture_output=True,
+                                  text=True, timeout=300, check=False)  # fmt: skip
+            lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
+        except (OSError, subprocess.TimeoutExpired):
+            lines = []
+        _DEVICES[key] = (
+            {"platform": lines[-2], "kind": lines[-1]} if len(lines) >= 2
+            else {"platform": None, "kind": None}
+        )  # fmt: skip
+    return dict(_DEVICES[key])
+
+
+def _arguments(args) -> tuple[list, list]:
+    """(the arguments with their flag files read in, less --output_dir; the flag files)."""
+    expanded, read = expand_flag_files(args)
+    return without_output_dir(expanded), read
+
+
 def record() -> dict:
-    """results.json's "provenance" (the structure above) of this process's run."""
+    """results.json's "provenance" (the structure above) of this process's run: the flag
+    files as they were when the run started (``start``), the rest as it is now."""
     from experiments.lib import plugins
 
     program = _STATE["program"] or pathlib.Path(sys.argv[0]).stem
+    if _STATE.get("arguments") is None:
+        _note_arguments()
     return {
         "command": [program, *without_output_dir(sys.argv[1:])],
+        "arguments": list(_STATE["arguments"]),
         "flags": flag_values(),
         "code": code(),
         "foltr_jax": foltr_jax.__version__,
         "plugins": plugins.loaded(),
         "data_files": [dict(entry) for entry in _STATE["data"]],
-        "flag_files": [_flag_file_entry(path) for path in flag_files(sys.argv[1:])],
+        "flag_files": [dict(entry) for entry in _STATE["flag_files"]],
+        "runtime": runtime(),
+        "device": device(),
+        "environment": files.numerics_environment(),
     }
 
 
-def differences(recorded, argv) -> str | None:
-    """What differs between the provenance ``recorded`` in a results file and the command
-    line ``argv`` as it would run now, in words; None when nothing does."""
+def _note_arguments() -> None:
+    try:
+        _STATE["arguments"], _STATE["flag_files"] = _arguments(sys.argv[1:])
+    except FlagFileError:  # absl has read them, or the run would not have started
+        _STATE["arguments"] = without_output_dir(sys.argv[1:])
+        _STATE["flag_files"] = [{"path": p, "sha256": None} for p in _top_flag_files()]
+
+
+def _top_flag_files() -> list:
+    values = _take_flag(sys.argv[1:], "flagfile")[1]
+    return [os.path.abspath(os.path.expanduser(v.strip())) for v in values if v.strip()]
+
+
+def same_run(recorded, argv) -> str | None:
+    """None when the provenance ``recorded`` in a results file is that of the command line
+    ``argv`` (``[python, -m, module, args...]`` or ``[program, args...]``) as it would run
+    now from this process (its environment, its device); else what differs, in words.
+
+    Compared (``COMPARED``): the program; the arguments with every flag file read in,
+    nested ones too, less --output_dir (in order: the last of a repeated flag wins); the
+    content of every flag file read; the code version; every plugin's source; every data
+    file's content; the jax, jaxlib and numpy versions; the environment variables that
+    change numbers (``files.NUMERICS_VARIABLES``); the kind of device.  A file that records
+    one of them not (an older version wrote it) is never the same run."""
     if not isinstance(recorded, dict):
         return "it records no provenance (an older version wrote it)"
-    expected = command_of(argv)
-    found = recorded.get("command")
-    if found != expected:
-        if not (isinstance(found, list) and found and found[0] == expected[0]):
-            return f"it was made by {found[:1] if isinstance(found, list) else found!r}"
-        before, now = set(map(str, found[1:])), set(expected[1:])
-        gone, new = sorted(before - now), sorted(now - before)
-        if gone or new:
-            then, now = ", ".join(gone) or "none", ", ".join(new) or "none"
-            return f"other arguments ({then} then; {now} now)"
-        return "the same arguments in another order"
+    for check in _CHECKS.values():
+        difference = check(recorded, argv)
+        if difference:
+            return difference
+    return None
+
+
+differences = same_run  # the name its first callers knew
+
+
+def _program(recorded, argv):
+    found, expected = recorded.get("command"), command_of(argv)
+    if not (isinstance(found, list) and found and found[0] == expected[0]):
+        return f"it was made by {found[:1] if isinstance(found, list) else found!r}"
+    return None
+
+
+def _arguments_differ(recorded, argv):
+    found = recorded.get("arguments")
+    if not (isinstance(found, list) and all(isinstance(a, str) for a in found)):
+        return "it records no arguments with their flag files read in (an older version wrote it)"
+    try:
+        expected = _arguments(command_of(argv)[1:])[0]
+    except FlagFileError as error:
+        return str(error)
+    if found == expected:
+        return None
+    before, now = set(found), set(expected)
+    gone, new = sorted(before - now), sorted(now - before)
+    if gone or new:
+        then, now = ", ".join(gone) or "none", ", ".join(new) or "none"
+        return f"other arguments ({then} then; {now} now)"
+    return "the same arguments in another order or number"
+
+
+def _flag_files_differ(recorded, argv):
+    found = recorded.get("flag_files")
+    if not isinstance(found, list):
+        return "it records no flag files (an older version wrote it)"
+    try:
+        expected = _arguments(command_of(argv)[1:])[1]
+    except FlagFileError as error:
+        return str(error)
+    for entry in found:
+        if not isinstance(entry, dict):
+            return "an unreadable flag file entry"
+    paths = [entry.get("path") for entry in found]
+    if paths != [entry["path"] for entry in expected]:
+        return f"other flag files ({', '.join(map(str, paths)) or 'none'} then)"
+    for then, now in zip(found, expected):
+        if then.get("sha256") != now["sha256"]:
+            return f"the flag file {now['path']} has changed since"
+    return None
+
+
+def _code_differs(recorded, argv):
     if recorded.get("code") != code():
         return f"other code (version {recorded.get('code')}; this is {code()})"
+    return None
+
+
+def _plugins_differ(recorded, argv):
     for entry in recorded.get("plugins") or []:
         problem = _file_changed(entry, "plugin")
         if problem:
             return problem
-    for entry in recorded.get("flag_files") or []:
-        problem = _file_changed(entry, "flag file")
-        if problem:
-            return problem
+    return None
+
+
+def _data_differ(recorded, argv):
     data = recorded.get("data_files")
     if not isinstance(data, list):
         return "it records no data files"
@@ -201,6 +403,57 @@ def differences(recorded, argv) -> str | None:
         if problem:
             return problem
     return None
+
+
+def _mapping_differs(what: str, found, expected: dict, unset: str = "unset"):
+    """'other <what> (a=1 then; a=2 now)' when the dicts differ, None when they do not."""
+    if not isinstance(found, dict):
+        return f"it records no {what} (an older version wrote it)"
+    if found == expected:
+        return None
+    keys = sorted(set(found) | set(expected))
+    changed = [k for k in keys if found.get(k) != expected.get(k)]
+
+    def said(values):
+        return ", ".join(f"{k}={values[k]}" if k in values else f"{k} {unset}" for k in changed)
+
+    return f"other {what} ({said(found)} then; {said(expected)} now)"
+
+
+def _runtime_differs(recorded, argv):
+    return _mapping_differs("versions", recorded.get("runtime"), runtime())
+
+
+def _environment_differs(recorded, argv):
+    return _mapping_differs(
+        "numerics environment variables", recorded.get("environment"),
+        files.numerics_environment(),
+    )  # fmt: skip
+
+
+def _device_differs(recorded, argv):
+    found = recorded.get("device")
+    if not isinstance(found, dict):
+        return "it records no device (an older version wrote it)"
+    now = device()
+    if now["kind"] is None:
+        return "the device a run would compute on now cannot be told (JAX did not start)"
+    return _mapping_differs("device", found, now, unset="unknown")
+
+
+# What ``same_run`` compares, in the order it compares them (the cheap first).
+_CHECKS = {
+    "program": _program,
+    "arguments": _arguments_differ,
+    "flag files": _flag_files_differ,
+    "code": _code_differs,
+    "plugins": _plugins_differ,
+    "data files": _data_differ,
+    "runtime": _runtime_differs,
+    "environment": _environment_differs,
+    "device": _device_differs,
+}
+COMPARED = tuple(_CHECKS)
 
 
 def _file_changed(entry, what: str) -> str | None:

@@ -8,8 +8,9 @@ third_party/mslr_sample/data/, where ``third_party/mslr_sample/fetch.py`` puts i
 rankeval 0.8.2 sdist on PyPI; provenance in that folder's README).
 
 Processes: ``run_missing`` runs the commands whose output folder holds no results made by
-that very command (its arguments, the code, the plugins' sources and the data files'
-contents: ``complete``), a few at a time; a binary started again resumes from its own
+that very command (``provenance.same_run``: its arguments with their flag files, the code,
+the plugins' sources, the data files' contents, the versions, environment and device that
+compute it: ``complete``), a few at a time; a binary started again resumes from its own
 checkpoint.
 """
 
@@ -129,9 +130,8 @@ def complete(out: pathlib.Path, argv=None, say: bool = True) -> bool:
     """A run is done when its results.json (or a grid's grid.json, written last, and every
     cell's results.json it lists) exists and reads as a JSON object of this results format,
     and, with ``argv`` (the command that would make it now), when what made it (its
-    "provenance": arguments less --output_dir, code version, plugins' sources, data files'
-    contents) is what would make it now.  One that is not done runs again, and (``say``)
-    the reason is printed on stderr."""
+    "provenance") is what would make it now: ``provenance.same_run``.  One that is not done
+    runs again, and (``say``) the reason is printed on stderr."""
 
     def again(reason: str) -> bool:
         if say:
@@ -158,7 +158,7 @@ def complete(out: pathlib.Path, argv=None, say: bool = True) -> bool:
                 f"writes {RESULTS_FORMAT})"
             )
         if argv is not None:
-            difference = provenance.differences(found.get("provenance"), argv)
+            difference = provenance.same_run(found.get("provenance"), argv)
             if difference:
                 return again(f"{out / name}: not made by this command: {difference}")
     return True

@@ -179,16 +179,46 @@ def source_version(*folders) -> str:
     return digest.hexdigest()[:16]
 
 
+# The environment variables that change what JAX computes, read when a program compiles:
+# precision (x64, matmul precision, default dtype bits, dtype promotion), random streams
+# (PRNG implementation, partitionable threefry), XLA's own flags and NVIDIA's TF32
+# override.  A results file records those set (its provenance's "environment"), and a
+# checkpoint's code version covers them: a run is never resumed or reused under others.
+NUMERICS_VARIABLES = (
+    "JAX_ENABLE_X64",
+    "JAX_DEFAULT_MATMUL_PRECISION",
+    "JAX_DEFAULT_DTYPE_BITS",
+    "JAX_NUMPY_DTYPE_PROMOTION",
+    "JAX_DEFAULT_PRNG_IMPL",
+    "JAX_THREEFRY_PARTITIONABLE",
+    "JAX_ENABLE_CUSTOM_PRNG",
+    "JAX_DISABLE_JIT",
+    "JAX_SOFTMAX_CUSTOM_JVP",
+    "XLA_FLAGS",
+    "LIBTPU_INIT_ARGS",
+    "NVIDIA_TF32_OVERRIDE",
+)
+
+
+def numerics_environment() -> dict:
+    """{name: value} of the ``NUMERICS_VARIABLES`` set in this process's environment."""
+    return {name: os.environ[name] for name in NUMERICS_VARIABLES if name in os.environ}
+
+
 def code_version(*folders) -> str:
-    """``source_version(*folders)``, and the user code declared (``set_user_code``) when
-    there is any: a file written by other code, or while a plugin read otherwise, is never
-    resumed."""
+    """``source_version(*folders)``, and the user code declared (``set_user_code``) and the
+    variables of ``numerics_environment`` when there are any: a file written by other code,
+    while a plugin read otherwise, or under other numerics (``JAX_ENABLE_X64``, ``XLA_FLAGS``)
+    is never resumed."""
     base = source_version(*folders)
-    if not _USER_CODE:
+    environment = numerics_environment()
+    if not _USER_CODE and not environment:
         return base
     digest = hashlib.sha256(base.encode())
     for name, sha in sorted(_USER_CODE.items()):
         digest.update(name.encode() + b"\0" + sha.encode() + b"\0")
+    for name, value in sorted(environment.items()):
+        digest.update(b"env\0" + name.encode() + b"=" + value.encode() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -244,6 +274,7 @@ def load_arrays(path, fingerprint: str, code: str | None = None) -> tuple[dict, 
                 raise StoredFileError(f"format version {header.get('version')!r}")
             if header.get("code") != (code or code_version()):
                 plugins = " or plugin files" if _USER_CODE else ""
+                plugins += " or under other JAX_*/XLA_FLAGS numerics variables"
                 raise StoredFileError(
                     f"written by other code{plugins} (version {header.get('code')}, "
                     f"this is {code or code_version()})"
