@@ -304,12 +304,12 @@ def test_run_missing_reruns_what_other_settings_made_and_removes_their_results(
         shutil.copytree(made["out"], folder)
     started = []
 
-    def fake_run(argv, **_):
+    def fake_run(argv, *_):
         started.append(argv)
         assert not (other / "results.json").exists()  # removed before the run
         return subprocess.CompletedProcess(argv, 1, "", "it failed")
 
-    monkeypatch.setattr(runs.subprocess, "run", fake_run)
+    monkeypatch.setattr(runs, "run_one", fake_run)
     args = made["args"]
     todo = [(same, command(same, *args)), (other, command(other, *swap(args, "--n_runs=1", "--n_runs=3")))]
     failed = runs.run_missing(todo, 1, "claims")

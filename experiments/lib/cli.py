@@ -14,6 +14,12 @@ class UserError(Exception):
     """A problem with the user's input: printed as one line, no traceback."""
 
 
+# Where the work is, for the one line an interrupt prints (``program.interrupted``): the
+# last progress line's part, rounds done and rounds in all (``ProgressLog``), and a batch's
+# runs done and in all (``runs.run_missing``).
+PROGRESS: dict = {}
+
+
 def quiet_logs() -> None:
     """Keeps absl's INFO chatter (e.g. JAX probing for absent TPUs) off the terminal, and
     prints Python warnings as one line each ('<program>: warning: ...')."""
@@ -55,6 +61,7 @@ class ProgressLog:
         self.resumed_at = 0  # rounds done by an earlier, interrupted invocation
 
     def __call__(self, done: int, total: int, seconds: float) -> None:
+        PROGRESS["rounds"] = (self.label, done, total)
         if seconds == 0 and done > 0:  # scan_in_chunks resuming from a checkpoint
             self.resumed_at = done
             print(

@@ -27,6 +27,9 @@ from foltr_jax.engine import loop
 FLAGS = flags.FLAGS
 
 EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parents[1]  # experiments/, the binaries and lib/
+# The output folders this process holds (claimed, not yet released): an interrupt names
+# the checkpoints found there (``program.interrupted``).
+CLAIMED: list = []
 
 
 def checkpoint_file(output_dir, part: str = "", enabled: bool | None = None) -> str | None:
@@ -189,6 +192,7 @@ class Output:
         except UserError:
             self.release()
             raise
+        CLAIMED.append(self)
         for name in outputs:
             target, problem = self.path / name, None
             if target.parent.exists() and not target.parent.is_dir():
@@ -252,6 +256,21 @@ class Output:
                 f"--{self.flag}: cannot write into {self.path} ({error.strerror or error})"
             ) from None
 
+    @property
+    def keeps_checkpoints(self) -> bool:
+        """Whether the run saves checkpoints here (False with --nocheckpoint)."""
+        if self.checkpoints is not None:
+            return bool(self.checkpoints)
+        return "checkpoint" in FLAGS and bool(FLAGS.checkpoint)
+
+    def saved(self) -> list:
+        """The checkpoints and finished parts on disk now (``.checkpoint*.npz``, and
+        ``.cells/`` or ``.phases/``'s files), for the line an interrupt prints."""
+        found = sorted(self.path.glob(".checkpoint*.npz"))
+        for folder in (".cells", ".phases"):
+            found += sorted((self.path / folder).glob("*.npz"))
+        return [path for path in found if path.is_file()]
+
     def checkpoint(self, part: str = "") -> str | None:
         """The checkpoint of the run or of one ``part`` (None with --nocheckpoint)."""
         path = checkpoint_file(self.path, part, self.checkpoints)
@@ -304,6 +323,8 @@ class Output:
 
     def release(self) -> None:
         """Unlocks; removes the folders this run created if they are still empty."""
+        if self in CLAIMED:
+            CLAIMED.remove(self)
         if self._lock_fd is not None:
             (self.path / ".lock").unlink(missing_ok=True)
             os.close(self._lock_fd)

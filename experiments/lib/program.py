@@ -5,7 +5,9 @@
 binary does not run over several processes); ``run()`` called; a ``UserError`` printed
 as one line ``<program>: error: ...`` (status 2), and so is a --distributed step that
 failed (a peer died; status 1); the claimed output folder finished;
-the result line printed by the process that writes, and its exit status.  ``parse_flags``
+the result line printed by the process that writes, and its exit status.  An interrupt
+(Ctrl-C) is one line too (``interrupted``): where the run was, where its checkpoint is and
+that the same command continues from it; status 130.  ``parse_flags``
 is every binary's absl flag parser: a flag absl itself refuses is one line too.  The tools
 that run no simulation themselves (batch, claims, report, paper_budget) use it with
 ``distributed=None``: they have no --distributed flag.
@@ -21,8 +23,8 @@ from typing import Callable
 import jax
 from absl import flags
 
-from experiments.lib import plugins, provenance
-from experiments.lib.cli import UserError, fail, quiet_logs
+from experiments.lib import output, plugins, provenance
+from experiments.lib.cli import PROGRESS, UserError, fail, quiet_logs
 from experiments.lib.distributed import (
     end_after_failed_step,
     is_distributed,
@@ -55,11 +57,58 @@ def parse_flags(argv: list) -> list:
     refuses (unknown, or not of its type, e.g. ``--n_clients=abc``) is one line
     ``<program>: error: ...`` naming it, status 2, like every other bad flag (absl's own
     parser prints two lines and exits 1)."""
+    program = os.path.splitext(os.path.basename(argv[0]))[0]
     try:
         return FLAGS(argv)
     except flags.Error as error:
-        program = os.path.splitext(os.path.basename(argv[0]))[0]
         fail(program, " ".join(str(error).split()))
+    except KeyboardInterrupt:
+        interrupted(program)
+
+
+INTERRUPTED = 130  # the shell's status for a process ended by SIGINT (128 + 2)
+
+
+def interrupt_message(program: str) -> str:
+    """What an interrupt leaves, in one line: the round the run had reached (or a batch's
+    runs done), where its checkpoint is, and what running the same command again does.
+    Files are only ever replaced whole (``files.write_atomically``), so none is left
+    half-written."""
+    runs = PROGRESS.get("runs")
+    if runs:
+        done, total = runs
+        return (
+            f"interrupted with {done} of {total} run(s) done; the finished runs' results are "
+            "kept and an interrupted run keeps its checkpoint; run the same command to continue"
+        )
+    rounds = PROGRESS.get("rounds")
+    held = [claimed for claimed in output.CLAIMED if claimed.path.is_dir()]
+    saved = [path for claimed in held for path in claimed.saved()]
+    if rounds:
+        label, done, total = rounds
+        at = f"at round {done:,}/{total:,}" + (f" of {label}" if label != program else "")
+    else:
+        at = "before the first round" if held else ""
+    at = f"interrupted {at}".rstrip()
+    if saved:
+        where = (
+            f"the checkpoint is in {saved[0]}"
+            if len(saved) == 1
+            else f"the checkpoints are in {os.path.commonpath([str(p.parent) for p in saved])}"
+        )
+        return f"{at}; {where}; run the same command to continue"
+    if held and not all(claimed.keeps_checkpoints for claimed in held):
+        return f"{at}; no checkpoint is kept (--nocheckpoint); run the same command to start over"
+    if rounds or held:
+        return f"{at}; nothing was saved yet; run the same command to start again"
+    return f"{at}; no file is left half-written; run the same command to start again"
+
+
+def interrupted(program: str) -> None:
+    """Prints ``<program>: interrupted ...`` (``interrupt_message``) and exits with 130; a
+    claimed output folder is released on the way out (its lock; its checkpoints stay)."""
+    print(f"{program}: {interrupt_message(program)}", file=sys.stderr, flush=True)
+    sys.exit(INTERRUPTED)
 
 
 @dataclasses.dataclass
@@ -104,6 +153,8 @@ def main(
             if not is_distributed():
                 raise
             end_after_failed_step(program, error)  # a peer died: one line, not an abort
+        except KeyboardInterrupt:
+            interrupted(program)
         if done.output is not None:
             done.output.finish()
         if done.message and is_writer():

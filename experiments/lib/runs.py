@@ -3,8 +3,8 @@ their processes.  No flags are defined here.
 
 Data: a dataset root's folds (``dataset_flags``), or the real MSLR-WEB10K excerpt (43 + 43
 queries of Fold 1), which the quick recipes and the claims check use whenever it is at
-hand: in shared/data/mslr_sample/ in the folder that holds the repository (a developers' copy), or in
-third_party/mslr_sample/data/, where ``third_party/mslr_sample/fetch.py`` puts it (from the
+hand: in shared/data/mslr_sample/ in the folder that holds the repository (a developers'
+copy), or in third_party/mslr_sample/data/, where ``third_party/mslr_sample/fetch.py`` puts it (from the
 rankeval 0.8.2 sdist on PyPI; provenance in that folder's README).
 
 Processes: ``run_missing`` runs the commands whose output folder holds no results made by
@@ -20,12 +20,14 @@ import concurrent.futures
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 from experiments.lib import provenance
-from experiments.lib.cli import UserError
+from experiments.lib.cli import PROGRESS, UserError
 from experiments.lib.results import RESULTS_FORMAT
 from foltr_jax.core import files
 
@@ -193,27 +195,66 @@ def missing(commands, say: bool = True) -> list:
     return [(out, argv) for out, argv in commands if not complete(pathlib.Path(out), argv, say)]
 
 
+class Started:
+    """The processes a batch's runs are in now; ``stop`` sends each one SIGINT and lets no
+    other start."""
+
+    def __init__(self):
+        self.live, self.lock, self.stopping = set(), threading.Lock(), False
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
+            for process in self.live:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGINT)
+
+
+def run_one(argv, started: Started):
+    """One run's process to its end (a CompletedProcess with its output), or None when the
+    batch stopped before it began."""
+    with started.lock:
+        if started.stopping:
+            return None
+        # Its own session: a Ctrl-C at the terminal reaches the batch alone, which passes
+        # one SIGINT on to each run (two could cut a run's own clean exit short).
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        started.live.add(process)
+    try:
+        stdout, stderr = process.communicate()
+    finally:
+        with started.lock:
+            started.live.discard(process)
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
 def run_missing(commands, jobs: int, tag: str) -> list:
     """Runs the ``missing`` (output folder, argv) commands, ``jobs`` at a time, printing
     progress as '[tag] ...' on stderr; returns the folders whose run failed.  The results
-    of a run made otherwise are removed before it runs again."""
+    of a run made otherwise are removed before it runs again.  An interrupt (Ctrl-C) stops
+    the runs started (each gets SIGINT, saves nothing more and keeps its checkpoint) and
+    starts no other; the runs done so far are in ``cli.PROGRESS`` for the line it prints."""
     todo = missing(commands)
     for out, _ in todo:
         forget(pathlib.Path(out))
     done_before = len(commands) - len(todo)
+    PROGRESS["runs"] = (done_before, len(commands))
     failed, start = [], time.perf_counter()
-
-    def execute(argv):
-        return subprocess.run(argv, capture_output=True, text=True, check=False)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(execute, argv): out for out, argv in todo}
+    runs_now = Started()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = {pool.submit(run_one, argv, runs_now): out for out, argv in todo}
         for i, future in enumerate(concurrent.futures.as_completed(futures), 1):
             out, result = futures[future], future.result()
             if result.returncode != 0:
                 failed.append(out)
                 tail = result.stderr.strip().splitlines()[-3:]
                 print(f"[{tag}] FAILED {out}: {' | '.join(tail)}", file=sys.stderr)
+            else:
+                PROGRESS["runs"] = (PROGRESS["runs"][0] + 1, len(commands))
             elapsed = time.perf_counter() - start
             print(
                 f"[{tag}] {done_before + i}/{len(commands)} runs done, {elapsed:.0f} s, "
@@ -221,4 +262,9 @@ def run_missing(commands, jobs: int, tag: str) -> list:
                 file=sys.stderr,
                 flush=True,
             )
+    except KeyboardInterrupt:
+        runs_now.stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return failed
