@@ -124,18 +124,26 @@ def run_recipe(
     failed = runs.run_missing(commands, jobs, recipe.name)
     if failed:
         return not failed
+    # the recipe's runs as it makes them now: a run that left the recipe, or results its
+    # folder holds from other settings, are not in its report
+    accept = runs.made_as_asked(commands, recipe.name)
     summary = report.build_report(
-        results_dir / recipe.name, baseline=recipe.baseline, paired=recipe.paired
+        results_dir / recipe.name, baseline=recipe.baseline, paired=recipe.paired, accept=accept
     )
     figures = [f for group in summary["groups"].values() for f in group.get("figures", [])]
+    where = results_dir / recipe.name / "report"
+    if recipe.name not in paper_figures.LAYOUTS:  # a plugin's recipe: no paper's layout
+        print(f"[{recipe.name}] report: {len(figures)} figure file(s) in {where} (a recipe "
+              "without a paper's layout: no page.png)", file=sys.stderr)  # fmt: skip
+        return True
     try:
-        paper_figures.make_page(results_dir / recipe.name, recipe)
+        paper_figures.make_page(results_dir / recipe.name, recipe, accept=accept)
     except (report.ReportError, ValueError, KeyError, IndexError, TypeError) as error:
         # the runs and the report are on disk; `experiments.report --recipe` redraws the page
         print(f"[{recipe.name}] paper figures not drawn: {error!r}", file=sys.stderr)
     print(
         f"[{recipe.name}] report: {len(figures)} figure file(s), and the paper's figures and "
-        f"tables on page.png/page.pdf in {results_dir / recipe.name / 'report'}",
+        f"tables on page.png/page.pdf in {where}",
         file=sys.stderr,
     )
     return True

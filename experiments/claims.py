@@ -24,7 +24,8 @@ The runs share XLA's persistent compilation cache in <results_dir>/.jax_cache (u
 JAX_COMPILATION_CACHE_DIR says where), so runs of one shape compile once.  Runs shared by
 several claims run once.  Every run writes <results_dir>/<fold>/<run>/results.json;
 a run whose results were made by the same command, code and data (their provenance) is not run
-again, and an interrupted run resumes from its checkpoint,
+again, a run made otherwise is missing for the table (``provenance.same_run``: with --norun it is
+not read, said in one line), and an interrupted run resumes from its checkpoint,
 so the same command after a kill continues where it stopped.  --data_root takes a LETOR dataset
 (Fold1/ ... or train.txt + test.txt; every fold is run and pooled); without it the MSLR excerpt
 (43 + 43 queries) is used and fetched when absent.  Non-IID Type 1 runs on synthetic intents
@@ -48,8 +49,12 @@ from foltr_jax.core import files
 need_report_extra("claims")  # the t-tests: scipy
 from experiments.lib import claims as catalogue  # noqa: E402
 from experiments.lib.claims import pages  # noqa: E402
-from experiments.lib.claims.core import Results  # noqa: E402
-from experiments.lib.claims.runs import commands, diagnose  # noqa: E402
+from experiments.lib.claims.runs import (  # noqa: E402
+    MISSING_DIAGNOSIS,
+    commands,
+    diagnose,
+    reader,
+)
 from experiments.lib.claims.table import document, evaluate  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -70,8 +75,8 @@ flags.DEFINE_bool(
     "write_docs",
     False,
     "After the run, record its table as the documentation's (docs/claims.md, docs/claims.json) "
-    "and regenerate the claims blocks of the paper pages, reproduce.md and README.md; for the "
-    "full claims on the MSLR excerpt.",
+    "and regenerate the claims blocks of the paper pages, reproduce.md and README.md; only "
+    "from a complete run of every claim and its diagnoses on the MSLR excerpt.",
 )
 flags.DEFINE_bool(
     "run", True,
@@ -98,10 +103,45 @@ def write_table(results_dir: pathlib.Path, record: str, text: str) -> None:
         ) from None
 
 
+def docs_data(data_root: str) -> None:
+    """UserError naming --write_docs unless ``data_root`` is the MSLR excerpt: the pages
+    say their numbers were measured on it."""
+    if runs.describe(data_root) != runs.describe(str(runs.PLACES[0])):
+        raise UserError(
+            f"--write_docs: the pages record a run on the MSLR excerpt, and this one is on "
+            f"{runs.describe(data_root)}; run without --data_root, or without --write_docs"
+        )
+
+
+def docs_complete(table: list, failed: list, diagnoses: dict) -> None:
+    """UserError naming --write_docs (after the table is written to --results_dir) unless
+    every run of the table is complete as its command makes it now (this code, data and
+    environment), none failed and every diagnosis read its runs: the pages record a
+    complete run of every claim."""
+    missing = [out for out, _ in runs.missing(table, say=False)]
+    missing += [out for out in failed if out not in missing]  # a failed diagnosis run
+    undiagnosed = [key for key, text in diagnoses.items() if MISSING_DIAGNOSIS in text]
+    if missing or undiagnosed:
+        problems = []
+        if missing:
+            more = ", ..." if len(missing) > 3 else ""
+            shown = ", ".join(str(p) for p in missing[:3]) + more
+            problems.append(f"{len(missing)} run(s) missing, failed or made otherwise ({shown})")
+        if undiagnosed:
+            problems.append(f"diagnosis runs missing for {', '.join(undiagnosed)}")
+        raise UserError(
+            f"--write_docs: the documentation was not written: {'; '.join(problems)}; the pages "
+            "record a complete run of every claim (run without --norun to make them)"
+        )
+
+
 def run() -> program.Done:
     claims = catalogue.select([n for n in FLAGS.claims if n], FLAGS.reduced)
-    if FLAGS.write_docs and (FLAGS.claims or FLAGS.reduced):
-        raise UserError("--write_docs: records the full claims only (no --claims, --reduced)")
+    if FLAGS.write_docs and (FLAGS.claims or FLAGS.reduced or not FLAGS.diagnose):
+        raise UserError(
+            "--write_docs: records the full claims and their diagnoses only (no --claims, "
+            "--reduced, --nodiagnose)"
+        )
     if FLAGS.list:
         for c in claims:
             cells = "; ".join(cell.label for cell in c.cells)
@@ -114,6 +154,8 @@ def run() -> program.Done:
             raise UserError(f"--{name}: must be at least {least}, got {value}")
     data_root = runs.excerpt_unless_given(FLAGS.data_root)
     folds = runs.dataset_flags(data_root)
+    if FLAGS.write_docs:
+        docs_data(data_root)
     results_dir = pathlib.Path(FLAGS.results_dir)
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
@@ -126,23 +168,26 @@ def run() -> program.Done:
     todo = commands(catalogue.run_names(claims), results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
     print(f"[claims] {len(claims)} claim(s), {len(todo)} run(s)", file=sys.stderr)
     failed = runs.run_missing(todo, FLAGS.jobs, "claims") if FLAGS.run else []
-    rows = evaluate(claims, Results(results_dir))
+    results = reader(results_dir, todo)  # only the runs made as the claims ask
+    rows = evaluate(claims, results)
+    diagnoses = {}
     if FLAGS.diagnose:
         diagnoses, more_failed = diagnose(
             claims, rows, results_dir, folds, n_runs=FLAGS.n_runs, eval_every=FLAGS.eval_every,
-            jobs=FLAGS.jobs, run=FLAGS.run,
+            jobs=FLAGS.jobs, run=FLAGS.run, table=todo,
         )
         failed += more_failed
-        rows = evaluate(claims, Results(results_dir), diagnoses)
+        rows = evaluate(claims, results, diagnoses)
     seconds = time.perf_counter() - start
     data = runs.describe(data_root)
     payload = {"data": data, "seconds": seconds, "ran": FLAGS.run, "n_runs": FLAGS.n_runs,
                "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs, "claims": rows}  # fmt: skip
     text = document(payload)
     write_table(results_dir, json.dumps(payload, indent=1) + "\n", text)
-    if FLAGS.write_docs:
-        pages.write_docs(payload, text, catalogue.by_module())
     print(text)
+    if FLAGS.write_docs:
+        docs_complete(todo, failed, diagnoses)
+        pages.write_docs(payload, text, catalogue.by_module())
     print(f"[claims] table: {results_dir / 'claims.md'}", file=sys.stderr)
     return program.Done(status=1 if failed else 0)
 

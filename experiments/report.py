@@ -113,7 +113,7 @@ def run() -> program.Done:
             equal_var=not FLAGS.welch,
         )
         paper = None
-        if recipe is not None:
+        if recipe is not None and recipe.name in paper_figures.LAYOUTS:  # a plugin's: none
             paper = paper_figures.make_page(results_dir, recipe, output_dir)
     except report.ReportError as error:
         raise UserError(str(error).replace("\n", " ")) from None

@@ -128,5 +128,6 @@ def test_a_batch_runs_a_plugin_s_recipe_end_to_end(tmp_path, plugin):
         cache_dir=tmp_path / "cache",
     )
     assert result.returncode == 0, result.stderr
+    assert "paper figures not drawn" not in result.stderr  # no paper's layout: no page
     (found,) = tmp_path.glob("closest_half_demo/*/closest_half/results.json")
     assert json.loads(found.read_text())["config"]["aggregator"] == "closest_half"

@@ -155,8 +155,10 @@ def build_report(
     alpha: float = 0.05,
     paired: bool = False,
     equal_var: bool = True,
+    accept=None,
 ) -> dict:
     """Reads results_dir, writes figures, table.md, table.tex, summary.json; returns the summary.
+    ``accept(path)``: whether a results file under results_dir is read (None: every one).
 
     output_dir defaults to results_dir/report. baseline: a label, or a substring of exactly one
     label per group. paired: paired t-tests where two settings' runs share (seed, repetition),
@@ -166,7 +168,7 @@ def build_report(
         raise ReportError(f"alpha must lie in (0, 1), got {alpha}")
     results_dir = pathlib.Path(results_dir)
     output_dir = pathlib.Path(output_dir) if output_dir else results_dir / "report"
-    series = load_series(results_dir)
+    series = load_series(results_dir, accept)
     groups = by_group(series)
     all_labels = list(dict.fromkeys(s.label for s in series))
     if baseline and not any(baseline in label for label in all_labels):

@@ -134,36 +134,80 @@ def complete(out: pathlib.Path, argv=None, say: bool = True) -> bool:
     and, with ``argv`` (the command that would make it now), when what made it (its
     "provenance") is what would make it now: ``provenance.same_run``.  One that is not done
     runs again, and (``say``) the reason is printed on stderr."""
+    reason = not_done(out, argv)
+    if reason and say:
+        print(f"{reason}; running it again", file=sys.stderr)
+    return reason is None
 
-    def again(reason: str) -> bool:
-        if say:
-            print(f"{reason}; running it again", file=sys.stderr)
-        return False
 
-    grid = out / "grid.json"
-    names = ["results.json"]
-    if os.path.lexists(grid):
-        listed = read_object(grid)
-        cells = listed.get("cells") if isinstance(listed, dict) else None
-        if not (isinstance(cells, list) and all(isinstance(c, str) for c in cells)):
-            return again(f"{grid}: cannot be read as a grid")
-        names = [f"{cell}/results.json" for cell in cells]
-    elif not os.path.lexists(out / "results.json"):
-        return False
-    for name in names:
-        found = read_object(out / name)
+def not_done(out: pathlib.Path, argv=None) -> str | None:
+    """Why the run in ``out`` is not ``complete`` for ``argv``, in words ('' when no results
+    are there at all); None when it is."""
+    out = pathlib.Path(out)
+    names = results_files(out)
+    if isinstance(names, str):
+        return names
+    for path in names:
+        found = read_object(path)
         if not isinstance(found, dict):
-            return again(f"{out / name}: cannot be read as results")
+            return f"{path}: cannot be read as results"
         if found.get("results_format") != RESULTS_FORMAT:
-            return again(
-                f"{out / name}: results format {found.get('results_format')} (this version "
+            return (
+                f"{path}: results format {found.get('results_format')} (this version "
                 f"writes {RESULTS_FORMAT})"
             )
         if argv is not None:
             difference = provenance.same_run(found.get("provenance"), argv)
             if difference:
-                return again(f"{out / name}: not made by this command: {difference}")
-    return True
+                return f"{path}: not made by this command: {difference}"
+    return None
+
+
+def results_files(out: pathlib.Path) -> list | str:
+    """The results files of the run in ``out``: its results.json, or those of the cells its
+    grid.json (written last) lists; why not, in words, when there are none ('': nothing is
+    there)."""
+    grid = out / "grid.json"
+    if os.path.lexists(grid):
+        listed = read_object(grid)
+        cells = listed.get("cells") if isinstance(listed, dict) else None
+        if not (isinstance(cells, list) and all(isinstance(c, str) for c in cells)):
+            return f"{grid}: cannot be read as a grid"
+        return [out / cell / "results.json" for cell in cells]
+    if not os.path.lexists(out / "results.json"):
+        return ""
+    return [out / "results.json"]
+
+
+def made_as_asked(commands, tag: str, say: bool = True) -> "Accept":
+    """Which results files of ``commands`` ((output folder, argv)) a reader may take: those
+    of the runs ``complete`` for their command (``provenance.same_run``).  Results there
+    made otherwise (other flags, data, code, environment) are left out, said (``say``) in
+    one line on stderr as '[tag] ...': for the reader they are missing."""
+    accepted, other = [], []
+    for out, argv in commands:
+        reason = not_done(out, argv)
+        if reason is None:
+            accepted += results_files(pathlib.Path(out))
+        elif reason:
+            other.append(reason)
+    if other and say:
+        print(
+            f"[{tag}] {len(other)} run(s) hold results not made by the command that would make "
+            f"them now, read as missing (first: {other[0]})",
+            file=sys.stderr,
+        )
+    return Accept(accepted)
+
+
+class Accept:
+    """``accept(path)``: whether the results file ``path`` is one of ``paths``."""
+
+    def __init__(self, paths):
+        self.paths = {os.path.abspath(p) for p in paths}
+
+    def __call__(self, path) -> bool:
+        return os.path.abspath(path) in self.paths
 
 
 def forget(out: pathlib.Path) -> None:

@@ -281,11 +281,15 @@ def read_results(path: pathlib.Path, source: str) -> list[Series]:
         raise ReportError(f"{path}: {error}") from None
 
 
-def load_series(results_dir) -> list[Series]:
-    """All Series under results_dir, labelled."""
+def load_series(results_dir, accept=None) -> list[Series]:
+    """All Series under results_dir, labelled; ``accept(path)``: whether a results file may be
+    read (None: every one; ReportError when it accepts none)."""
     root = pathlib.Path(results_dir)
     series = []
-    for path in find_results(root):
+    paths = [path for path in find_results(root) if accept is None or accept(path)]
+    if not paths:
+        raise ReportError(f"no results under {root} are of the runs asked for")
+    for path in paths:
         series += read_results(path, path.relative_to(root).as_posix())
     label_series(series)
     return series

@@ -83,12 +83,14 @@ class Results:
     feed them constructed values (``tests/test_claims_checks.py``).
     """
 
-    def __init__(self, root):
+    def __init__(self, root, accept=None):
+        """``accept(path)``: whether a results file under ``root`` may be read (None: all)."""
         root = pathlib.Path(root)
         try:
             paths = report.find_results(root)
         except report.ReportError:  # no results yet
             paths = []
+        paths = [path for path in paths if accept is None or accept(path)]
         series = []
         for path in paths:  # a file it cannot read (an older format, damage) is named
             try:

@@ -12,6 +12,9 @@ from experiments.lib.claims import RUNS
 from experiments.lib.claims.core import MissingResults, Results
 
 
+MISSING_DIAGNOSIS = "its runs are missing"  # a diagnosis that could not read its runs
+
+
 def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: int) -> list:
     """(output folder, argv) of every named run, each once per fold (own-data runs once)."""
     out = []
@@ -32,10 +35,20 @@ def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: i
     return out
 
 
-def diagnose(claims, rows, results_dir, folds, *, n_runs, eval_every, jobs, run=True):
+def reader(results_dir, todo, said=()) -> Results:
+    """The results of the runs of ``todo`` and ``said`` ((folder, argv)) that their very
+    command made (``provenance.same_run``); a run there made otherwise (other clients, rounds,
+    runs, data, code) is missing for the claims, said in one line (for ``said``: already)."""
+    accept = runs.made_as_asked(todo, "claims")
+    accept.paths |= runs.made_as_asked(said, "claims", say=False).paths
+    return Results(results_dir, accept=accept)
+
+
+def diagnose(claims, rows, results_dir, folds, *, n_runs, eval_every, jobs, run=True, table=()):
     """Runs (``run``; else reads what is there) the diagnosis runs of every claim of
     ``claims`` that does not hold in ``rows``; ({claim key: its explanation}, the folders
-    whose run failed)."""
+    whose run failed).  The diagnoses read the runs of ``table`` (the table's commands) and
+    their own, each only as its very command made it (``reader``)."""
     failing = {r["claim"] for r in rows if r["holds"] is False}
     chosen = [c for c in claims if c.key in failing and c.diagnosis is not None]
     if not chosen:
@@ -44,12 +57,12 @@ def diagnose(claims, rows, results_dir, folds, *, n_runs, eval_every, jobs, run=
     todo = commands(names, results_dir, folds, n_runs, eval_every)
     print(f"[claims] diagnosing {len(chosen)} claim(s): {len(todo)} run(s)", file=sys.stderr)
     failed = runs.run_missing(todo, jobs, "claims") if run else []
-    results = Results(results_dir)
+    results = reader(results_dir, todo, said=table)
     out = {}
     for claim in chosen:
         try:
             text = claim.diagnosis.explain(results)
         except MissingResults as error:
-            text = f"its runs are missing ({error})"
+            text = f"{MISSING_DIAGNOSIS} ({error})"
         out[claim.key] = f"{claim.diagnosis.change}: {text}"
     return out, failed

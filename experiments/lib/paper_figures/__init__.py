@@ -96,12 +96,13 @@ def run_scale(series, recipe) -> str:
     return text
 
 
-def make_page(results_dir, recipe, output_dir=None, draw: bool = True) -> dict:
+def make_page(results_dir, recipe, output_dir=None, draw: bool = True, accept=None) -> dict:
     """Draws a recipe's figures and tables (one file each, and all on page.png/.pdf) and
-    writes paper.json and paper_tables.md; returns the paper.json content."""
+    writes paper.json and paper_tables.md; returns the paper.json content.  ``accept(path)``:
+    whether a results file under results_dir is read (None: every one)."""
     results_dir = pathlib.Path(results_dir)
     output_dir = pathlib.Path(output_dir) if output_dir else results_dir / "report"
-    series = figures.load_series(results_dir)
+    series = figures.load_series(results_dir, accept)
     pool = Pool(series, recipe)
     paper_figures, tables = LAYOUTS[recipe.name](pool, recipe)
     scale = run_scale(pool.series, recipe)
