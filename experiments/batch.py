@@ -64,8 +64,9 @@ flags.DEFINE_bool("quick", False, "A small version of every run (minutes on a la
 flags.DEFINE_string(
     "data_root",
     "",
-    "Dataset folder (FoldN/ or train.txt + test.txt), or 'synthetic'; empty: the MSLR "
-    "excerpt with --quick (fetched when absent; synthetic if it cannot be), else synthetic.",
+    "Dataset folder (FoldN/ or train.txt + test.txt), 'mslr_sample' (the MSLR-WEB10K excerpt, "
+    "fetched when absent) or 'synthetic'; empty: the MSLR excerpt with --quick (synthetic if it "
+    "cannot be had), else synthetic.",
 )
 flags.DEFINE_string("results_dir", "results/batch", "Where every run's results go.")
 flags.DEFINE_integer("n_runs", 0, "Repetitions per fold; 0: 5 as the papers (2 with --quick).")

@@ -26,6 +26,7 @@ from experiments.lib.distributed import check_same_everywhere, is_writer, on_eve
 from experiments.lib.output import claim_output, stop_cleanly
 from experiments.lib.results import curve_summary, timings
 from foltr_jax.core import rankers
+from foltr_jax.core.registry import one_of
 from foltr_jax.methods import fedips
 from foltr_jax.methods.fedips import lambdarank
 from foltr_jax.methods.fpdgd import federation
@@ -54,7 +55,7 @@ BASELINES = ("none", "lambdarank")
 def config_from_flags() -> fedips.FedIpsConfig:
     config = CONFIG_FLAGS.build()
     if FLAGS.baseline not in BASELINES:
-        raise UserError(f"--baseline: must be one of {BASELINES}, got {FLAGS.baseline!r}")
+        raise UserError(f"--baseline: {one_of(BASELINES, FLAGS.baseline)}")
     if FLAGS.baseline == "lambdarank":
         if not 0 < FLAGS.lambdarank_learning_rate < math.inf:
             raise UserError(

@@ -28,43 +28,24 @@ from experiments.lib.cli import ProgressLog
 from experiments.lib.output import claim_output, stop_cleanly
 from experiments.lib.results import curve_summary, results_file
 from foltr_jax import engine
+from foltr_jax.core.registry import did_you_mean
 
 FLAGS = flags.FLAGS
 PROGRAM = "method"
-
-
-def early_values(argv: list, name: str) -> list:
-    """The values of ``--name``, read before absl parses the flags (they decide which flags
-    exist) the way absl reads them: ``--name=V``, ``-name=V``, ``--name V`` and ``-name V``,
-    in ``argv`` and in the flag files it names (``--flagfile``), up to a lone ``--``.  A flag
-    file that cannot be read is a UserError naming it."""
-    try:
-        args = flags.FLAGS.read_flags_from_files(list(argv), force_gnu=False)[1:]
-    except flags.Error as error:
-        raise cli.UserError(f"--flagfile: {str(error).replace('ERROR:: ', '')}") from None
-    values = []
-    for i, arg in enumerate(args):
-        if arg == "--":
-            break
-        for dashes in ("--", "-"):
-            if arg.startswith(f"{dashes}{name}="):
-                values.append(arg.split("=", 1)[1])
-            elif arg == f"{dashes}{name}" and i + 1 < len(args):
-                values.append(args[i + 1])
-    return values
 
 
 def _chosen_method() -> tuple:
     """(name, entry) of --method (default fpdgd), the plugins on the command line imported
     first; a bad plugin or an unknown name ends in one line."""
     try:
-        EARLY_PLUGINS[:] = early_values(sys.argv, "plugin")
+        EARLY_PLUGINS[:] = program.early_values(sys.argv, "plugin")
         plugins.load(EARLY_PLUGINS)
-        name = (early_values(sys.argv, "method") or ["fpdgd"])[-1]
+        name = (program.early_values(sys.argv, "method") or ["fpdgd"])[-1]
     except cli.UserError as error:
         cli.fail(PROGRAM, str(error))
     if name not in engine.METHODS:
-        cli.fail(PROGRAM, f"--method: unknown method {name!r}; one of {engine.METHODS.names()}"
+        cli.fail(PROGRAM, f"--method: unknown method {name!r}"
+                 f"{did_you_mean(name, engine.METHODS.names())}; one of {engine.METHODS.names()}"
                  " (a --plugin registers more)")  # fmt: skip
     return name, engine.METHODS.get(name)
 
@@ -146,7 +127,11 @@ def check_shared_settings(config) -> None:
             except ValueError as error:
                 raise engine.ConfigError(name, str(error)) from None
         elif value not in registry.names():
-            raise engine.ConfigError(name, f"unknown {name} {value!r}; one of {registry.names()}")
+            raise engine.ConfigError(
+                name,
+                f"unknown {name} {value!r}{did_you_mean(value, registry.names())}; one of "
+                f"{registry.names()}",
+            )
 
 
 def _described(value) -> str:

@@ -56,6 +56,7 @@ from experiments.lib.output import (
 from experiments.lib.results import dataset_summary, timings
 from foltr_jax import data
 from foltr_jax.core import click_models
+from foltr_jax.core.registry import one_of
 from foltr_jax.data import noniid
 from foltr_jax.engine import loop
 from foltr_jax.methods.fpdgd import federation
@@ -165,7 +166,7 @@ def _parse():
         refuse_repeats(values, name)
     if FLAGS.fedper_eval not in PERSONAL_EVALUATIONS:
         raise err(
-            f"--fedper_eval: must be one of {PERSONAL_EVALUATIONS}, got {FLAGS.fedper_eval!r}"
+            f"--fedper_eval: {one_of(PERSONAL_EVALUATIONS, FLAGS.fedper_eval)}"
         )
     if "fedper" in remedies and FLAGS.ranker != "neural":
         raise err("--remedies: fedper keeps the last layer personal: it needs --ranker=neural")
@@ -195,6 +196,11 @@ def _config(n_clients: int, local_updates: int, n_grades: int) -> federation.Fed
 
 
 def _load_intents() -> tuple[noniid.MultiIntentDataset, dict]:
+    if FLAGS.data and FLAGS.data != "synthetic":
+        raise UserError(
+            f"--data={FLAGS.data}: Type 1 needs intent files (--train_path and --intent_files) "
+            "or synthetic intents, not a LETOR dataset"
+        )
     if FLAGS.train_path or FLAGS.intent_files:
         if not (FLAGS.train_path and FLAGS.intent_files):
             raise UserError("--intent_files: Type 1 files need --train_path and intents")

@@ -13,6 +13,15 @@ poisoning against every defence, LIE without defence, Fang's Krum attack (full a
 partial knowledge) against Krum and Multi-Krum, Fang's Trimmed-Mean attack against
 Trimmed Mean and Median.  --grid=full: every attack against every defence.
 
+--aggregators and --attacks choose the grid's rules and attacks (a --plugin's names too):
+
+  python -m experiments.poisoning --plugin=my_rules.py --grid=full \
+      --aggregators=fedavg,krum,closest_half --attacks=none,data_poisoning,lie
+
+runs every chosen attack against every chosen rule (--grid=paper: the paper's cells among
+them; a rule of yours there meets no attack and data poisoning, as every defence does).
+Every grid keeps each click model's no-attack FedAvg cell, the baseline.
+
 Writes <output_dir>/results.json (the fpdgd results format, one entry per cell) and
 <output_dir>/table.txt (final offline nDCG@10, mean ± sd over runs).
 """
@@ -30,7 +39,8 @@ from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import is_writer, on_every_process
 from experiments.lib.output import claim_output, refuse_repeats, stop_cleanly
-from foltr_jax.engine.config import ATTACKS
+from foltr_jax.core.registry import one_of
+from foltr_jax.engine.config import ATTACKS, attack_names
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.server import aggregators
 
@@ -46,6 +56,15 @@ flags.DEFINE_list("malicious_counts", ["1", "2", "3", "4"], "Values of m (malici
 flags.DEFINE_list(
     "click_models", ["perfect", "navigational", "informational"], "Benign clients' click models."
 )
+flags.DEFINE_list(
+    "aggregators",
+    [],
+    "The aggregation rules (defences) of the grid, e.g. fedavg,krum,my_rule; empty: every "
+    "built-in one.",
+)
+flags.DEFINE_list(
+    "attacks", [], "The attacks of the grid, e.g. none,lie; empty: every built-in one."
+)
 
 DEFENCES = aggregators.BUILT_IN[1:]
 TARGETS = {
@@ -56,26 +75,42 @@ TARGETS = {
 }
 
 
-def grid_settings(grid: str, click_models, counts) -> list[federation.Setting]:
-    """The cells of the paper's grid, or of every attack against every defence."""
+def grid_settings(
+    grid: str, click_models, counts, rules=(), attacks=()
+) -> list[federation.Setting]:
+    """The cells of the paper's grid, or of every attack against every defence, among the
+    chosen ``rules`` and ``attacks`` (empty: every built-in one); each click model's
+    no-attack FedAvg cell always."""
+    rules = tuple(rules) or aggregators.BUILT_IN
+    attacks = tuple(attacks) or ATTACKS
     cells = []
     for click in click_models:
         cells.append(federation.Setting(click_model=click))  # no attack, no defence
         for m in counts:
             if grid == "full":
-                for attack, aggregator in itertools.product(ATTACKS, aggregators.BUILT_IN):
+                for attack, aggregator in itertools.product(attacks, rules):
                     if attack == "none" and aggregator == "fedavg":
                         continue
                     cells.append(federation.Setting(click, m, attack, aggregator))
                 continue
-            cells += [federation.Setting(click, m, "none", d) for d in DEFENCES]
-            cells += [
-                federation.Setting(click, m, "data_poisoning", d) for d in aggregators.BUILT_IN
-            ]
-            cells.append(federation.Setting(click, m, "lie", "fedavg"))
+            found = [("none", d) for d in rules if d != "fedavg"]
+            found += [("data_poisoning", d) for d in rules]
+            found += [("lie", "fedavg")] if "fedavg" in rules else []
             for attack, defences in TARGETS.items():
-                cells += [federation.Setting(click, m, attack, d) for d in defences]
+                found += [(attack, d) for d in defences if d in rules]
+            cells += [federation.Setting(click, m, a, d) for a, d in found if a in attacks]
     return cells
+
+
+def chosen(flag: str, names: tuple) -> list:
+    """The values of --aggregators or --attacks, each a registered name (UserError naming
+    the flag, with the nearest name, otherwise) and named once."""
+    values = getattr(FLAGS, flag)
+    refuse_repeats(values, flag)
+    for value in values:
+        if value not in names:
+            raise UserError(f"--{flag}: {one_of(names, value)}")
+    return list(values)
 
 
 def run() -> program.Done:
@@ -88,7 +123,9 @@ def run() -> program.Done:
     refuse_repeats(counts, "malicious_counts")
     refuse_repeats(FLAGS.click_models, "click_models")
     config = shared_flags.federation_config(CONFIG_FLAGS)
-    settings = grid_settings(FLAGS.grid, FLAGS.click_models, counts)
+    rules = chosen("aggregators", aggregators.names())
+    attacks = chosen("attacks", attack_names())
+    settings = grid_settings(FLAGS.grid, FLAGS.click_models, counts, rules, attacks)
     for setting in settings:
         try:
             setting.validate(config.n_clients)

@@ -25,6 +25,8 @@ import sys
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
+from experiments.lib import usage  # the flags' concerns, as --help groups them (conf.py's path)
+
 HERE = pathlib.Path(__file__).resolve().parent
 DOCS = HERE.parent
 ROOT = DOCS.parent
@@ -123,7 +125,7 @@ def write_generated_pages(app) -> None:
         _write(
             path,
             f"# `experiments.{name}`\n\n"
-            f"`python -m experiments.{name} --helpfull` prints the same flags.\n\n"
+            f"`python -m experiments.{name} --help` prints the same flags, by concern.\n\n"
             f"```{{binary-flags}} {name}\n```\n",
         )
         keep.add(path)
@@ -146,6 +148,13 @@ def write_generated_pages(app) -> None:
             stale.unlink()
 
 
+class _Named:
+    """A dumped flag as ``usage.grouped`` reads it (its name)."""
+
+    def __init__(self, flag: dict):
+        self.flag, self.name = flag, flag["name"]
+
+
 class BinaryFlags(SphinxDirective):
     """``binary-flags NAME``: the docstring and the flags of ``experiments.NAME``."""
 
@@ -158,16 +167,16 @@ class BinaryFlags(SphinxDirective):
             raise self.error(f"no binary experiments.{name}")
         self.env.note_dependency(str(ROOT / "experiments" / f"{name}.py"))
         self.env.note_dependency(str(ROOT / "experiments" / "lib" / "shared_flags.py"))
+        self.env.note_dependency(str(ROOT / "experiments" / "lib" / "usage.py"))
         entry = dump[name]
         out = []
         if entry["doc"].strip():
             out.append(nodes.literal_block(text=_dedent_doc(entry["doc"])))
-        for group in entry["groups"]:
-            own = group["module"] == f"experiments.{name}"
-            title = "Its own flags" if own else f"Shared flags (defined in {group['module']})"
-            out.append(nodes.rubric(text=title))
+        every = [flag for group in entry["groups"] for flag in group["flags"]]
+        for title, about, found in usage.grouped([_Named(flag) for flag in every]):
+            out.append(nodes.rubric(text=f"{title}: {about}"))
             items = nodes.definition_list()
-            for flag in group["flags"]:
+            for flag in (named.flag for named in found):
                 term = nodes.term()
                 term += nodes.literal(text=f"--{flag['name']}")
                 if flag["short_name"]:

@@ -28,6 +28,29 @@ from foltr_jax.core import files
 
 # What ``load`` imported last: [{'plugin', 'path', 'sha256'}] (``loaded``).
 _LOADED: list = []
+# What each plugin registered: [(plugin, {kind: [(name, summary)]})] (``registered``), and
+# by its file or module (a plugin loaded again registers nothing new: its first record).
+_REGISTERED: list = []
+_ADDED_BY: dict = {}
+
+
+def _names() -> dict:
+    """{kind: {name: summary}} of every registry, and the batch recipes {name: title}."""
+    from experiments.lib import recipes
+    from foltr_jax.core.registry import registries
+
+    found = {r.kind: {n: r.get(n).summary for n in r.names()} for r in registries()}
+    try:
+        found["recipe"] = {n: r.title for n, r in recipes.recipes(quick=False).items()}
+    except Exception:  # noqa: BLE001  (a user's recipe that fails is the batch's to report)
+        found["recipe"] = {}
+    return found
+
+
+def registered() -> list:
+    """What each plugin ``load`` imported registered: [(plugin, {kind: [(name, summary)]})]
+    (aggregators, attacks, click models, rankers, methods, recipes), for --help."""
+    return [(plugin, {k: list(v) for k, v in kinds.items()}) for plugin, kinds in _REGISTERED]
 
 
 def is_file(plugin: str) -> bool:
@@ -62,7 +85,9 @@ def load(plugins) -> list:
     is a UserError naming it and where its code failed."""
     modules, loaded = [], []
     _LOADED.clear()
+    _REGISTERED.clear()
     files.set_user_code({})
+    before = _names() if plugins else {}
     for plugin in plugins:
         try:
             if is_file(plugin):
@@ -84,6 +109,16 @@ def load(plugins) -> list:
         except Exception as error:  # noqa: BLE001  (the user's code: say where it failed)
             raise UserError(f"--plugin: {plugin}: {where_it_failed(error)}") from None
         loaded.append({"plugin": plugin, "path": path, "sha256": source})
+        after = _names()
+        added = {
+            kind: [(n, s) for n, s in names.items() if n not in before.get(kind, {})]
+            for kind, names in after.items()
+        }
+        key = (path or plugin, source)
+        if any(added.values()) or key not in _ADDED_BY:
+            _ADDED_BY[key] = {kind: found for kind, found in added.items() if found}
+        _REGISTERED.append((plugin, _ADDED_BY[key]))
+        before = after
     _LOADED[:] = loaded
     files.set_user_code({p["path"] or p["plugin"]: p["sha256"] or "" for p in loaded})
     return modules

@@ -23,7 +23,7 @@ from typing import Callable
 import jax
 from absl import flags
 
-from experiments.lib import output, plugins, provenance
+from experiments.lib import output, plugins, provenance, usage
 from experiments.lib.cli import PROGRESS, UserError, fail, quiet_logs
 from experiments.lib.distributed import (
     end_after_failed_step,
@@ -52,13 +52,52 @@ def provide_cpu_devices() -> None:
         pass
 
 
+def early_values(argv: list, name: str) -> list:
+    """The values of ``--name``, read before absl parses the flags (for --help, which absl
+    acts on while parsing, and for flags that decide which flags exist) the way absl reads
+    them: ``--name=V``, ``-name=V``, ``--name V`` and ``-name V``, in ``argv`` and in the
+    flag files it names (``--flagfile``), up to a lone ``--``.  A flag file that cannot be
+    read is a UserError naming it."""
+    try:
+        args = FLAGS.read_flags_from_files(list(argv), force_gnu=False)[1:]
+    except flags.Error as error:
+        raise UserError(f"--flagfile: {str(error).replace('ERROR:: ', '')}") from None
+    values = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        for dashes in ("--", "-"):
+            if arg.startswith(f"{dashes}{name}="):
+                values.append(arg.split("=", 1)[1])
+            elif arg == f"{dashes}{name}" and i + 1 < len(args):
+                values.append(args[i + 1])
+    return values
+
+
+def print_help(program: str, argv: list, module=None) -> None:
+    """--help: the binary's docstring, what the ``--plugin`` files on the command line
+    register, and its flags by concern (``experiments.lib.usage``); status 0.  ``module``:
+    the binary's module (None: ``__main__``, whose flags absl files under ``sys.argv[0]``)."""
+    try:
+        named = early_values(argv, "plugin") if "plugin" in FLAGS else []
+        plugins.load(named)
+    except UserError as error:
+        fail(program, str(error))
+    shown = FLAGS.get_key_flags_for_module(module.__name__ if module else sys.argv[0])
+    doc = getattr(module or sys.modules.get("__main__"), "__doc__", "") or ""
+    print(usage.render(doc, shown, plugins.registered()), end="")
+    sys.exit(0)
+
+
 def parse_flags(argv: list) -> list:
     """absl's flag parsing, for ``app.run(main, flags_parser=parse_flags)``: a flag absl
     refuses (unknown, or not of its type, e.g. ``--n_clients=abc``) is one line
     ``<program>: error: ...`` naming it, status 2, like every other bad flag (absl's own
-    parser prints two lines and exits 1)."""
+    parser prints two lines and exits 1).  ``--help`` is ``print_help``'s."""
     program = os.path.splitext(os.path.basename(argv[0]))[0]
     try:
+        if usage.asked(argv):
+            print_help(program, argv)
         return FLAGS(argv)
     except flags.Error as error:
         fail(program, " ".join(str(error).split()))

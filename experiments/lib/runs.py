@@ -69,11 +69,23 @@ def find_or_fetch_excerpt(timeout: float = 600) -> pathlib.Path | None:
     return find_excerpt()
 
 
+EXCERPT_NAME = "mslr_sample"  # --data=mslr_sample, --data_root=mslr_sample
+
+
 def default_data_root(data_root: str, quick: bool, fetch: bool = True) -> str:
-    """--data_root as given ('synthetic': ''); empty with ``quick``: the MSLR excerpt's folder
-    when it is here or (``fetch``) fetchable, else '' (synthetic)."""
+    """--data_root as given ('synthetic': ''); empty with ``quick``, or 'mslr_sample': the
+    MSLR excerpt's folder when it is here or (``fetch``) fetchable, else '' (synthetic) or,
+    named, a UserError."""
     if data_root == "synthetic":
         return ""
+    if data_root == EXCERPT_NAME:
+        found = find_or_fetch_excerpt() if fetch else find_excerpt()
+        if found is None:
+            raise UserError(
+                "--data_root=mslr_sample: the MSLR excerpt is not here and could not be fetched "
+                "(third_party/mslr_sample/fetch.py)"
+            )
+        return str(found)
     if data_root or not quick:
         return data_root
     found = find_or_fetch_excerpt() if fetch else find_excerpt()
@@ -82,10 +94,10 @@ def default_data_root(data_root: str, quick: bool, fetch: bool = True) -> str:
 
 def excerpt_unless_given(data_root: str) -> str:
     """--data_root as given ('synthetic': ''); empty: the MSLR excerpt's folder, fetched when
-    absent; UserError naming --data_root when it cannot be had."""
+    absent ('mslr_sample' too); UserError naming --data_root when it cannot be had."""
     if data_root == "synthetic":
         return ""
-    if data_root:
+    if data_root and data_root != EXCERPT_NAME:
         return data_root
     found = find_or_fetch_excerpt()
     if found is None:

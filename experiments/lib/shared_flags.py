@@ -17,6 +17,7 @@ from experiments.lib.cli import LoadLog, UserError
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere
 from foltr_jax import data
+from foltr_jax.core.registry import one_of
 from foltr_jax.engine.config import INT32_MAX
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.methods.fpdgd.config import FederationConfig, centralised
@@ -35,8 +36,20 @@ def define_plugin_flag():
     )
 
 
+# The datasets --data names (the rest are given by --fold_dir or --train_path/--test_path).
+DATA_NAMES = ("synthetic", "mslr_sample")
+
+
 def define_data_flags():
     define_plugin_flag()
+    flags.DEFINE_string(
+        "data",
+        "",
+        "A dataset by name: mslr_sample (the real MSLR-WEB10K excerpt for trying things: "
+        "Fold 1, 43 training and 43 test queries, 136 features; fetched from PyPI on first "
+        "use) or synthetic (the embedded synthetic dataset, the default); a dataset of your "
+        "own is --fold_dir or --train_path and --test_path.",
+    )
     flags.DEFINE_string(
         "train_path", "", "LETOR training file; empty: the synthetic default dataset."
     )
@@ -174,8 +187,52 @@ def note_data_files(*paths, flag: str) -> None:
         raise UserError(f"--{flag}: {error.strerror or error}") from None
 
 
+def named_data() -> str:
+    """The folder of --data=mslr_sample (fetched when absent), '' for the synthetic
+    dataset; a UserError naming --data for another name, or given with a path."""
+    name = FLAGS.data
+    if not name or name == "synthetic":
+        if name and (FLAGS.fold_dir or FLAGS.train_path or FLAGS.test_path):
+            raise UserError("--data=synthetic: given with a data path; name the data once")
+        return ""
+    if name not in DATA_NAMES:
+        raise UserError(
+            f"--data: {one_of(DATA_NAMES, name)}; a dataset of your own is --fold_dir or "
+            "--train_path and --test_path"
+        )
+    if FLAGS.fold_dir or FLAGS.train_path or FLAGS.test_path:
+        raise UserError(
+            f"--data={name}: given with --fold_dir/--train_path/--test_path; name the data once"
+        )
+    from experiments.lib import runs  # the excerpt's places and its fetch
+
+    found = runs.find_or_fetch_excerpt()
+    if found is None:
+        raise UserError(
+            f"--data={name}: the MSLR excerpt is not here and could not be fetched "
+            "(python third_party/mslr_sample/fetch.py fetches it from PyPI)"
+        )
+    return str(found)
+
+
 def load_datasets():
     """(train, test, description) from the data flags."""
+    excerpt = named_data()
+    if excerpt:
+        train_path, test_path = (os.path.join(excerpt, f"{s}.txt") for s in ("train", "test"))
+        cache = {"normalise": FLAGS.normalise, "cache_dir": FLAGS.cache_dir or None}
+        try:
+            train = data.read_letor(train_path, progress=LoadLog(), **cache)
+            test = data.read_letor(test_path, n_features=train.n_features, **cache)
+        except (data.DatasetError, data.LetorFormatError) as error:
+            raise UserError(f"--data={FLAGS.data}: {error}") from None
+        note_data_files(train_path, test_path, flag="data")
+        source = {
+            "name": FLAGS.data,
+            "train_path": os.path.abspath(train_path),
+            "test_path": os.path.abspath(test_path),
+        }
+        return train, test, source
     if FLAGS.fold_dir and (FLAGS.train_path or FLAGS.test_path):
         raise UserError(
             "--fold_dir: given with --train_path/--test_path; name the data once (a fold "

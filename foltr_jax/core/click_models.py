@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax.core.registry import Registry
+from foltr_jax.core.registry import Registry, did_you_mean
 
 # P(click | rel), P(stop | click, rel) per grade, for 5-grade, 3-grade and binary labels.
 # Binary labels (the intent-change collection, thesis §4.2) have their own tables in the
@@ -86,7 +86,10 @@ def ccm(name: str, n_grades: int) -> ClickModel:
     if n_grades not in _CCM_TABLES:
         raise ValueError(f"CCM tables exist for 2-, 3- and 5-grade labels, not {n_grades}")
     if name not in _CCM_TABLES[n_grades]:
-        raise ValueError(f"unknown click model {name!r}; choose one of {CCM_NAMES}")
+        raise ValueError(
+            f"unknown click model {name!r}{did_you_mean(name, CCM_NAMES)}; choose one of "
+            f"{CCM_NAMES}"
+        )
     click, stop = _CCM_TABLES[n_grades][name]
     return ClickModel(
         jnp.asarray(click, jnp.float32), jnp.asarray(stop, jnp.float32), jnp.float32(0.0)

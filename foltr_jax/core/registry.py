@@ -8,6 +8,7 @@ outside the package is accepted everywhere a built-in one is.
 
 from __future__ import annotations
 
+import difflib
 from typing import Generic, TypeVar
 
 Entry = TypeVar("Entry")  # a NamedTuple with a ``summary`` field (one line for --help)
@@ -19,12 +20,39 @@ class PartError(ValueError):
     it runs; the binaries print it as one line."""
 
 
+def did_you_mean(value, choices) -> str:
+    """``" (did you mean 'krum'?)"`` when ``value`` (a string) is close to one of
+    ``choices`` (a misspelling, as absl suggests for a flag's name), else ``""``."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, [str(c) for c in choices], n=1, cutoff=0.6)
+    if not close:
+        lowered = {str(c).lower(): str(c) for c in choices}
+        close = [lowered[value.lower()]] if value.lower() in lowered else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def one_of(choices, value) -> str:
+    """``"must be one of (...), got 'x'"`` and, for a near miss, which one was meant."""
+    return f"must be one of {tuple(choices)}, got {value!r}{did_you_mean(value, choices)}"
+
+
+_EVERY: list = []  # every Registry made, in order (``registries``)
+
+
+def registries() -> tuple:
+    """Every registry (aggregators, attacks, click models, rankers, methods): what a
+    plugin adds is found by comparing their names before and after it is imported."""
+    return tuple(_EVERY)
+
+
 class Registry(Generic[Entry]):
     """Entries of one kind by name, in registration order."""
 
     def __init__(self, kind: str):
         self.kind = kind  # 'aggregator', 'attack', ...: named in errors
         self._entries: dict[str, Entry] = {}
+        _EVERY.append(self)
 
     def add(self, name: str, entry: Entry) -> Entry:
         """Registers ``entry`` as ``name``; registering the same entry again is a no-op, a
@@ -38,7 +66,10 @@ class Registry(Generic[Entry]):
 
     def get(self, name: str) -> Entry:
         if name not in self._entries:
-            raise ValueError(f"unknown {self.kind} {name!r}; choose one of {self.names()}")
+            raise ValueError(
+                f"unknown {self.kind} {name!r}{did_you_mean(name, self.names())}; choose one "
+                f"of {self.names()}"
+            )
         return self._entries[name]
 
     def names(self) -> tuple:
@@ -47,6 +78,10 @@ class Registry(Generic[Entry]):
 
     def __contains__(self, name) -> bool:
         return name in self._entries
+
+    def summary(self, name: str) -> str:
+        """The one-line summary ``name`` was registered with."""
+        return self.get(name).summary
 
     def help_text(self) -> str:
         """``name (summary) | ...`` for a flag's help."""

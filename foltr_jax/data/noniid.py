@@ -37,6 +37,7 @@ import re
 import numpy as np
 
 from foltr_jax import data
+from foltr_jax.core.registry import one_of
 from foltr_jax.data import DatasetError, LetorFormatError, RankingDataset, read_letor
 
 CCM_CLIENTS = ("perfect", "navigational", "informational")  # §4.5.1, 3 clients
@@ -416,7 +417,7 @@ def type1_setup(
     non-IID client is measured under its own intent), which rewards the IID ranker for a
     document relevant to any intent."""
     if iid_measure not in IID_MEASURES:
-        raise ValueError(f"iid_measure must be one of {IID_MEASURES}, got {iid_measure!r}")
+        raise ValueError(f"iid_measure {one_of(IID_MEASURES, iid_measure)}")
     test = mi.stacked()
     if iid and iid_measure == "merged":
         return mi.merged(), mi.merged(), {}

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from foltr_jax.core import click_models, rankers
+from foltr_jax.core.registry import one_of
 from foltr_jax.server import aggregators, attacks, pipeline
 
 WINDOW_SCORING = ("auto", "map", "vmap")
@@ -276,10 +277,10 @@ class Setting:
         except ValueError as error:
             raise ConfigError("click_model", str(error)) from None
         if self.attack not in attack_names():
-            raise ConfigError("attack", f"must be one of {attack_names()}, got {self.attack!r}")
+            raise ConfigError("attack", one_of(attack_names(), self.attack))
         if self.aggregator not in aggregators.names():
             raise ConfigError(
-                "aggregator", f"must be one of {aggregators.names()}, got {self.aggregator!r}"
+                "aggregator", one_of(aggregators.names(), self.aggregator)
             )
         if self.n_malicious < 0:
             raise ConfigError("n_malicious", f"must be at least 0, got {self.n_malicious}")

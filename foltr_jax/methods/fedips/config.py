@@ -8,6 +8,7 @@ import math
 from typing import ClassVar
 
 from foltr_jax.core import rankers
+from foltr_jax.core.registry import one_of
 from foltr_jax.engine.config import ConfigError, RunConfig, Setting, fits_float32, setting
 
 PROPENSITIES = ("known", "estimated", "none")
@@ -95,12 +96,12 @@ class FedIpsConfig(RunConfig):
             )
         if self.propensity not in PROPENSITIES:
             raise ConfigError(
-                "propensity", f"must be one of {PROPENSITIES}, got {self.propensity!r}"
+                "propensity", one_of(PROPENSITIES, self.propensity)
             )
         if self.ranker not in rankers.names():
-            raise ConfigError("ranker", f"must be one of {rankers.names()}, got {self.ranker!r}")
+            raise ConfigError("ranker", one_of(rankers.names(), self.ranker))
         if self.em_scope not in EM_SCOPES:
-            raise ConfigError("em_scope", f"must be one of {EM_SCOPES}, got {self.em_scope!r}")
+            raise ConfigError("em_scope", one_of(EM_SCOPES, self.em_scope))
         if self.attack == "data_poisoning":
             raise ConfigError(
                 "attack",

@@ -46,6 +46,7 @@ import optax
 
 from foltr_jax import engine
 from foltr_jax.core import click_models, metrics, rankers
+from foltr_jax.core.registry import one_of
 from foltr_jax.data import RankingDataset
 from foltr_jax.engine import lists
 from foltr_jax.engine.config import ConfigError, RunConfig, Setting, resolved, setting
@@ -125,7 +126,7 @@ class FoltrEsConfig(RunConfig):
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
+                raise ConfigError(name, one_of(allowed, getattr(self, name)))
         Setting(
             click_model=self.click_model,
             n_malicious=self.n_malicious,

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from foltr_jax.core import click_models, metrics
+from foltr_jax.core.registry import one_of
 from foltr_jax.data import RankingDataset
 from foltr_jax.engine.config import ConfigError
 from foltr_jax.methods.fpdgd.config import FederationConfig
@@ -136,7 +137,7 @@ def _check_plan(cfg: FederationConfig, ranker, plan: ClientPlan) -> None:
             raise ConfigError("personal", f"must be a proper subset of the ranker's {sorted(keys)}")
     if plan.personal_eval not in PERSONAL_EVALUATIONS:
         raise ConfigError(
-            "personal_eval", f"must be one of {PERSONAL_EVALUATIONS}, got {plan.personal_eval!r}"
+            "personal_eval", one_of(PERSONAL_EVALUATIONS, plan.personal_eval)
         )
     if plan.personal_eval != "server" and not plan.personal:
         raise ConfigError("personal_eval", "applies to FedPer only (set personal)")

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import jax
 
 from foltr_jax.core import click_models, rankers
+from foltr_jax.core.registry import one_of
 from foltr_jax.engine.config import (
     WINDOW_SCORING,
     ConfigError,
@@ -79,11 +80,11 @@ class FederationConfig(RunConfig):
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
+                raise ConfigError(name, one_of(allowed, getattr(self, name)))
         if self.server_optimizer not in SERVER_OPTIMIZER_NAMES:
             raise ConfigError(
                 "server_optimizer",
-                f"must be one of {SERVER_OPTIMIZER_NAMES}, got {self.server_optimizer!r}",
+                one_of(SERVER_OPTIMIZER_NAMES, self.server_optimizer),
             )
         if not (self.server_learning_rate > 0 and math.isfinite(self.server_learning_rate)):
             raise ConfigError(
@@ -147,4 +148,4 @@ def centralised(config: FederationConfig, form: str) -> FederationConfig:
         return dataclasses.replace(
             config, n_clients=budget, local_updates=1, aggregation="sum_of_updates"
         )
-    raise ValueError(f"centralised form must be one of {CENTRALISED_FORMS}, got {form!r}")
+    raise ValueError(f"centralised form {one_of(CENTRALISED_FORMS, form)}")
