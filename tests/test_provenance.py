@@ -239,6 +239,8 @@ def test_same_run_compares_everything_that_can_change_a_number(made, monkeypatch
         "plugins": (edited(made["plugin"], "# edited\n"), f"the plugin {made['plugin']} has"),
         "data files": (edited(made["train"], "1 qid:1 1:0.5\n"),
                        f"the data file {made['train']} has changed since"),
+        "dataset cache": (recorded_as("dataset_cache", {**original["dataset_cache"], "parser": 1}),
+                          "other dataset cache versions (parser=1 then; parser="),
         "runtime": (recorded_as("runtime", {**original["runtime"], "jaxlib": "0.0.1"}),
                     "other versions (jaxlib=0.0.1 then; jaxlib="),
         "environment": (set_variable("JAX_ENABLE_X64", "1"), "other numerics environment "
@@ -256,7 +258,7 @@ def test_same_run_compares_everything_that_can_change_a_number(made, monkeypatch
             undo()
         assert found is not None and said in found, (aspect, found)
         assert provenance.same_run(recorded, command(out, *args)) is None, aspect
-    for key in ("arguments", "flag_files", "runtime", "environment", "device"):
+    for key in ("arguments", "flag_files", "dataset_cache", "runtime", "environment", "device"):
         older = {k: v for k, v in recorded.items() if k != key}  # an older version's file
         assert "an older version wrote it" in provenance.same_run(older, command(out, *args))
     assert set(files.NUMERICS_VARIABLES) >= {"JAX_ENABLE_X64", "JAX_DEFAULT_MATMUL_PRECISION",

@@ -16,6 +16,7 @@ batch, the claims check or a report reuses a finished run.
       "plugins": [{"plugin": "x.py", "path": "/abs/x.py", "sha256": "..."}],
       "data_files": [{"path": "/abs/train.txt", "bytes": 123, "sha256": "..."}],
       "flag_files": [{"path": "/abs/run.flags", "sha256": "..."}],  # every flag file read
+      "dataset_cache": {"format": 2, "parser": 2},  # the versions of the cache's entries
       "runtime": {"jax": "0.10.2", "jaxlib": "0.10.2", "numpy": "2.3.1"},
       "device": {"platform": "cpu", "kind": "cpu"},   # the kind of device it computed on
       "environment": {"JAX_ENABLE_X64": "1"}         # the variables that change numbers, as set
@@ -216,6 +217,14 @@ def flag_values() -> dict:
     return dict(sorted(found.items()))
 
 
+def dataset_cache() -> dict:
+    """The versions of the dataset cache's entries a run reads: their format and the parser
+    that writes them (an entry of another version is parsed again, never read)."""
+    from foltr_jax.data import dataset_cache as cache
+
+    return {"format": cache.CACHE_FORMAT_VERSION, "parser": cache.PARSER_VERSION}
+
+
 def runtime() -> dict:
     """The versions of what computes a run's numbers besides the code: jax, jaxlib, numpy."""
     import jax
@@ -293,6 +302,7 @@ def record() -> dict:
         "plugins": plugins.loaded(),
         "data_files": [dict(entry) for entry in _STATE["data"]],
         "flag_files": [dict(entry) for entry in _STATE["flag_files"]],
+        "dataset_cache": dataset_cache(),
         "runtime": runtime(),
         "device": device(),
         "environment": files.numerics_environment(),
@@ -320,7 +330,8 @@ def same_run(recorded, argv) -> str | None:
     Compared (``COMPARED``): the program; the arguments with every flag file read in,
     nested ones too, less --output_dir (in order: the last of a repeated flag wins); the
     content of every flag file read; the code version; every plugin's source; every data
-    file's content; the jax, jaxlib and numpy versions; the environment variables that
+    file's content; the dataset cache's format and parser versions; the jax, jaxlib and numpy
+    versions; the environment variables that
     change numbers (``files.NUMERICS_VARIABLES``); the kind of device.  A file that records
     one of them not (an older version wrote it) is never the same run."""
     if not isinstance(recorded, dict):
@@ -420,6 +431,11 @@ def _mapping_differs(what: str, found, expected: dict, unset: str = "unset"):
     return f"other {what} ({said(found)} then; {said(expected)} now)"
 
 
+def _dataset_cache_differs(recorded, argv):
+    return _mapping_differs("dataset cache versions", recorded.get("dataset_cache"),
+                            dataset_cache())  # fmt: skip
+
+
 def _runtime_differs(recorded, argv):
     return _mapping_differs("versions", recorded.get("runtime"), runtime())
 
@@ -449,6 +465,7 @@ _CHECKS = {
     "code": _code_differs,
     "plugins": _plugins_differ,
     "data files": _data_differ,
+    "dataset cache": _dataset_cache_differs,
     "runtime": _runtime_differs,
     "environment": _environment_differs,
     "device": _device_differs,

@@ -3,9 +3,11 @@
 An entry is keyed by the SHA-256 of the source file's bytes plus the parse options
 (``normalise``, ``n_features``) and :data:`CACHE_FORMAT_VERSION`, so that
 re-reading a 1 GB MSLR fold is a fast ``np.load``.  An entry is used only when it
-proves it belongs to its source (stored hash and parse options, a SHA-256 of its
-arrays, shapes, finite values, label range); a folder, FIFO or symbolic link where an
-entry should be is never read; else the file is parsed again with a warning.  Entries
+proves it belongs to its source (stored hash and parse options, the version of the
+parser that wrote it, :data:`PARSER_VERSION`, a SHA-256 of its arrays, shapes, finite
+values, label range): one another parser wrote is parsed again and rewritten; a folder,
+FIFO or symbolic link where an entry should be is never read; else the file is parsed
+again with a warning.  Entries
 are written atomically; an unwritable cache only produces a warning, and so does a
 cache folder that is a symbolic link: it is never followed (:func:`own_folder`).
 """
@@ -25,6 +27,7 @@ from foltr_jax.data.ranking_dataset import RankingDataset
 
 __all__ = [
     "CACHE_FORMAT_VERSION",
+    "PARSER_VERSION",
     "arrays_of",
     "default_cache_dir",
     "file_name",
@@ -36,9 +39,19 @@ __all__ = [
     "write",
 ]
 
-# Bump whenever the parser or the cached array layout changes in a way that
-# changes the result: old cache entries then simply stop being found.
+# Bump whenever the cached array layout changes: old cache entries then simply stop being
+# found.
 CACHE_FORMAT_VERSION = 2  # 2: entries carry a SHA-256 of their arrays
+
+# The version of what the parser makes of a file (foltr_jax/data/letor.py, letor_blocks.py and
+# ranking_dataset.normalise_into), stored in every entry: an entry another version wrote is
+# parsed again and rewritten, never read.  PARSER_SOURCES_SHA256 is the SHA-256 of those
+# sources at this version: tests/test_cache_versions.py fails when they change and it does
+# not, so that a change of the parser comes with a new version.  1: the entries that record
+# none; 2: text decoded with surrogateescape, so that two query ids that differ only in
+# bytes that are not UTF-8 stay two queries.
+PARSER_VERSION = 2
+PARSER_SOURCES_SHA256 = "feb4dd153e46e1e9790cd0cc1129e8bc95c609f666c8e3393b1308f736a11eb7"  # noqa: E501
 
 # Bytes per step when hashing a file for the cache key.
 _HASH_BLOCK_BYTES = 1 << 20
@@ -125,11 +138,18 @@ def load(cache_path: pathlib.Path, name: str, source: dict) -> RankingDataset | 
         if special:
             raise ValueError(f"it is {special}, not a file (never read; nothing is cached)")
         with np.load(cache_path, allow_pickle=False) as z:
+            if "parser_version" not in z.files:
+                raise ValueError(f"an older parser wrote it (no version; this is {PARSER_VERSION})")
             stored = {k: z[k] for k in (*_CACHE_KEYS, *source, _CHECKSUM)}
         if str(stored[_CHECKSUM]) != checksum(stored):
             raise ValueError("its arrays do not match their checksum (other data or damage)")
         if int(stored["format_version"]) != CACHE_FORMAT_VERSION:
             raise ValueError("format version mismatch")
+        if int(stored["parser_version"]) != PARSER_VERSION:
+            raise ValueError(
+                f"another parser version wrote it ({int(stored['parser_version'])}; this is "
+                f"{PARSER_VERSION})"
+            )
         if str(stored["source_sha256"]) != source["source_sha256"]:
             raise ValueError("it was made from other data")
         for option in ("normalise", "n_features"):
@@ -194,6 +214,7 @@ def source(digest: str, normalise: bool, n_features: int | None) -> dict:
     """What a cache entry stores to prove which file and options it was made from."""
     return {
         "format_version": np.int64(CACHE_FORMAT_VERSION),
+        "parser_version": np.int64(PARSER_VERSION),
         "normalise": np.bool_(normalise),
         "n_features": np.int64(-1 if n_features is None else n_features),
         "source_sha256": np.str_(digest),
