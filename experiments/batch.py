@@ -49,7 +49,7 @@ from absl import app, flags
 
 from experiments.lib import plugins, program, runs, shared_flags
 from experiments.lib.cli import UserError, need_report_extra
-from experiments.lib.output import Output, write_json_atomic
+from experiments.lib.output import Output, refuse_links, write_json_atomic
 
 need_report_extra("batch")  # the figures and pages: matplotlib, scipy
 from experiments.lib import figures as report  # noqa: E402
@@ -122,7 +122,7 @@ def run_recipe(
         for _, argv in todo:
             print(" ".join(argv))
         return True
-    failed = runs.run_missing(commands, jobs, recipe.name)
+    failed = runs.run_missing(commands, jobs, recipe.name, below=results_dir)
     if failed:
         return not failed
     # the recipe's runs as it makes them now: a run that left the recipe, or results its
@@ -242,6 +242,7 @@ def claim_recipe_folder(folder: pathlib.Path, batch: dict) -> None:
     there: a recipe's report reads every run in its folder, so quick and full runs, or runs
     of two datasets, never share one.  A run of the same batch under other settings (e.g.
     --n_runs) is found by its provenance and runs again (``runs.complete``)."""
+    refuse_links(folder / "report", folder.parent, "results_dir")  # never through a link
     marker = folder / "batch.json"
     found = runs.read_object(marker)
     if os.path.lexists(marker) and found != batch:

@@ -44,6 +44,7 @@ from absl import app, flags
 
 from experiments.lib import program, runs
 from experiments.lib.cli import UserError, need_report_extra
+from experiments.lib.output import refuse_links
 from foltr_jax.core import files
 
 need_report_extra("claims")  # the t-tests: scipy
@@ -157,6 +158,7 @@ def run() -> program.Done:
     if FLAGS.write_docs:
         docs_data(data_root)
     results_dir = pathlib.Path(FLAGS.results_dir)
+    refuse_links(results_dir, flag="results_dir")  # never written through a link
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -167,7 +169,9 @@ def run() -> program.Done:
     start = time.perf_counter()
     todo = commands(catalogue.run_names(claims), results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
     print(f"[claims] {len(claims)} claim(s), {len(todo)} run(s)", file=sys.stderr)
-    failed = runs.run_missing(todo, FLAGS.jobs, "claims") if FLAGS.run else []
+    failed = []
+    if FLAGS.run:
+        failed = runs.run_missing(todo, FLAGS.jobs, "claims", below=results_dir)
     results = reader(results_dir, todo)  # only the runs made as the claims ask
     rows = evaluate(claims, results)
     diagnoses = {}

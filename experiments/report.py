@@ -102,7 +102,10 @@ def run() -> program.Done:
         check_recipe_runs(results_dir, recipe)
     output_dir = FLAGS.output_dir or str(pathlib.Path(results_dir) / "report")
     # claimed, locked and probed before any results are read or drawn
-    claimed = Output(output_dir, outputs=REPORT_FILES, flag="output_dir")
+    claimed = Output(  # its own folder, never one a link points to
+        output_dir, outputs=REPORT_FILES, flag="output_dir" if FLAGS.output_dir else "results_dir",
+        below=None if FLAGS.output_dir else results_dir,
+    )  # fmt: skip
     try:
         summary = report.build_report(
             results_dir,

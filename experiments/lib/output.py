@@ -66,6 +66,7 @@ class FinishedParts:
         """UserError unless the folder is missing or a real folder (not a link to one)."""
         if self.folder is None:
             return
+        refuse_links(self.folder)
         try:
             mode = os.lstat(self.folder).st_mode
         except FileNotFoundError:
@@ -74,11 +75,6 @@ class FinishedParts:
             raise UserError(
                 f"--output_dir: cannot use {self.folder} ({error.strerror or error})"
             ) from None
-        if stat.S_ISLNK(mode):
-            raise UserError(
-                f"--output_dir: {self.folder} is a symbolic link, which is never followed "
-                "(the run keeps its finished parts there); remove it"
-            )
         if not stat.S_ISDIR(mode):
             raise UserError(
                 f"--output_dir: {self.folder} is not a folder (the run keeps its finished "
@@ -165,18 +161,22 @@ class Output:
 
     Results are written strictly (``write_json``: finite numbers only) and the run's
     checkpoints are removed only afterwards (``finish``).  A run that fails releases the
-    lock and removes the folders it created when they are empty.
+    lock and removes the folders it created when they are empty.  The folder, and the
+    folders above it down to ``below`` (the folder the user named, when the tool chose a
+    place inside it), are never symbolic links (``files.refuse_links``).
     """
 
     def __init__(
-        self, path, outputs=("results.json",), flag: str = "output_dir", checkpoints=None
-    ):
+        self, path, outputs=("results.json",), flag: str = "output_dir", checkpoints=None,
+        below=None,
+    ):  # fmt: skip
         self.path, self.flag = pathlib.Path(path), flag
         self.checkpoints = checkpoints  # None: --checkpoint decides
         self._named = {self.path / name for name in outputs}  # what finish may tidy
         self._created: list[pathlib.Path] = []
         self._lock_fd: int | None = None
         where = f"--{flag}: {self.path}"
+        refuse_links(self.path, below, flag)
         if self.path.exists() and not self.path.is_dir():
             raise UserError(f"{where} exists and is not a folder")
         missing = [p for p in (self.path, *self.path.parents) if not p.exists()]
@@ -335,6 +335,14 @@ class Output:
             except OSError:
                 break
         self._created = []
+
+
+def refuse_links(path, below=None, flag: str = "output_dir") -> None:
+    """``files.refuse_links`` as a UserError naming ``--flag``."""
+    try:
+        files.refuse_links(path, below)
+    except files.LinkedPathError as error:
+        raise UserError(f"--{flag}: {error.strerror}") from None
 
 
 def claim_output(outputs=("results.json",)):

@@ -287,12 +287,19 @@ def run_one(argv, started: Started):
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
-def run_missing(commands, jobs: int, tag: str) -> list:
+def run_missing(commands, jobs: int, tag: str, below=None) -> list:
     """Runs the ``missing`` (output folder, argv) commands, ``jobs`` at a time, printing
     progress as '[tag] ...' on stderr; returns the folders whose run failed.  The results
     of a run made otherwise are removed before it runs again.  An interrupt (Ctrl-C) stops
     the runs started (each gets SIGINT, saves nothing more and keeps its checkpoint) and
-    starts no other; the runs done so far are in ``cli.PROGRESS`` for the line it prints."""
+    starts no other; the runs done so far are in ``cli.PROGRESS`` for the line it prints.
+    Before any run, a symbolic link among the output folders and the folders above them
+    down to ``below`` (the --results_dir) is a UserError naming --results_dir."""
+    for out, _ in commands:
+        try:
+            files.refuse_links(out, below)
+        except files.LinkedPathError as error:
+            raise UserError(f"--results_dir: {error.strerror}") from None
     todo = missing(commands)
     for out, _ in todo:
         forget(pathlib.Path(out))

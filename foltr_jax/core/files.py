@@ -13,6 +13,7 @@ another run's data.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -49,15 +50,55 @@ def write_atomically(path, write: Callable[[BinaryIO], None]) -> None:
     write_together({path: write})
 
 
+class LinkedPathError(OSError):
+    """A folder a tool would write into is a symbolic link (``refuse_links``)."""
+
+
+def linked_part(path, below=None) -> pathlib.Path | None:
+    """The first (outermost) of ``path`` and the folders above it, down to but not including
+    ``below``, that is a symbolic link; ``below`` None (or not above ``path``): ``path``
+    alone is looked at.  None when none is a link (or nothing is there)."""
+    path = pathlib.Path(path)
+    chain = [path]
+    if below is not None:
+        try:
+            parts = path.relative_to(pathlib.Path(below)).parts
+        except ValueError:
+            parts = ()
+        chain = [pathlib.Path(below).joinpath(*parts[:i]) for i in range(1, len(parts) + 1)]
+        chain = chain or [path]
+    for candidate in chain:
+        if os.path.islink(candidate):
+            return candidate
+    return None
+
+
+def refuse_links(path, below=None) -> None:
+    """The one check of every place a tool writes (results, reports, tables, checkpoints,
+    cache entries): LinkedPathError when ``path`` (or a folder above it, down to ``below``)
+    is a symbolic link, which is never followed, so nothing is ever written through a link
+    into a folder that is not the tool's."""
+    found = linked_part(path, below)
+    if found is not None:
+        raise LinkedPathError(
+            errno.ELOOP,
+            f"{found} is a symbolic link, which is never followed (nothing is written through "
+            "a link): remove it, or name the folder it points to",
+        )
+
+
 def write_together(writes: dict) -> None:
     """``write_atomically`` for several files ``{path: write}`` that belong together (a
     table and its record): every one is written to its temporary file first, and only
     when all are complete are they renamed over their paths, so that a full disk or a
-    refused folder leaves every path as it was (and no temporary file)."""
+    refused folder leaves every path as it was (and no temporary file).  A folder that is
+    a symbolic link is never written into (``refuse_links``: LinkedPathError); a link
+    standing at a file's own name is replaced, not followed."""
     done = []  # (temporary, path) of the complete files
     try:
         for path, write in writes.items():
             path = pathlib.Path(path)
+            refuse_links(path.parent)
             path.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(
                 dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
