@@ -28,8 +28,9 @@ from absl import app, flags
 from experiments.lib import config_flags, program, shared_flags
 from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.distributed import is_writer, on_every_process
-from experiments.lib.output import claim_output, stop_cleanly, unique_names
+from experiments.lib.output import claim_output, refuse_repeats, stop_cleanly, unique_names
 from experiments.lib.results import curve_summary, results_file
+from foltr_jax.core import click_models
 from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS
@@ -53,6 +54,7 @@ def grid_settings(config: federation.FederationConfig) -> list | None:
     """The cells of --click_models × --privacy_grid, or None without a grid."""
     if not FLAGS.click_models and not FLAGS.privacy_grid:
         return None
+    refuse_repeats(FLAGS.click_models, "click_models", same=click_models.identity)
     pairs = []
     for item in FLAGS.privacy_grid or [f"{config.epsilon}:{config.sensitivity}"]:
         if item == "none":

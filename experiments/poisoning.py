@@ -39,6 +39,7 @@ from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import is_writer, on_every_process
 from experiments.lib.output import claim_output, refuse_repeats, stop_cleanly
+from foltr_jax.core import click_models
 from foltr_jax.core.registry import one_of
 from foltr_jax.engine.config import ATTACKS, attack_names
 from foltr_jax.methods.fpdgd import federation
@@ -121,7 +122,7 @@ def run() -> program.Done:
             f"--malicious_counts must be integers, got {FLAGS.malicious_counts}"
         ) from None
     refuse_repeats(counts, "malicious_counts")
-    refuse_repeats(FLAGS.click_models, "click_models")
+    refuse_repeats(FLAGS.click_models, "click_models", same=click_models.identity)
     config = shared_flags.federation_config(CONFIG_FLAGS)
     rules = chosen("aggregators", aggregators.names())
     attacks = chosen("attacks", attack_names())

@@ -36,6 +36,7 @@ from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
 from experiments.lib.output import FinishedParts, Output, claim_output, refuse_repeats, stop_cleanly
 from experiments.lib.results import timings
+from foltr_jax.core import click_models
 from foltr_jax.engine import loop
 from foltr_jax.methods import unlearning
 from foltr_jax.methods.fpdgd import federation
@@ -71,7 +72,7 @@ def _int_list(name: str) -> tuple:
 
 
 def unlearning_config() -> unlearning.UnlearningConfig:
-    refuse_repeats(FLAGS.click_models, "click_models")
+    refuse_repeats(FLAGS.click_models, "click_models", same=click_models.identity)
     for name in ("forget_clients", "delta_t", "unlearn_local_updates"):
         refuse_repeats(_int_list(name), name)
     config = unlearning.UnlearningConfig(

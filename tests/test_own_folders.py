@@ -63,7 +63,7 @@ def test_a_binary_never_writes_through_a_linked_work_folder(tmp_path, module, ar
         ("unlearning", ("--click_models=perfect,perfect",), "--click_models: perfect is asked"),
         ("unlearning", ("--unlearn_local_updates=1,1",), "--unlearn_local_updates: 1 is asked"),
         ("unlearning", ("--forget_clients=0,0",), "--forget_clients: 0 is asked for twice"),
-        ("fpdgd", ("--click_models=perfect,perfect",), "--click_models: the cell"),
+        ("fpdgd", ("--click_models=perfect,perfect",), "--click_models: perfect is asked"),
         ("noniid", ("--type=2", "--remedies=fedprox,fedprox"), "--remedies: fedprox is asked"),
         ("noniid", ("--type=2", "--remedies=fedprox", "--prox_mu=0.1,0.10"), "--prox_mu: 0.1 is"),
         ("noniid", ("--type=4", "--steps=1,1"), "--steps: 1 is asked for twice"),

@@ -445,14 +445,21 @@ def unique_names(short, full, flag: str) -> list:
     return names if len(set(names)) == len(names) else full
 
 
-def refuse_repeats(values, flag: str) -> None:
+def refuse_repeats(values, flag: str, same=None) -> None:
     """UserError naming ``--flag`` when a value of its list is given twice (as read: 1 and
-    01 are one value): the same cell computed twice and written under two names."""
-    seen = set()
+    01 are one value; with ``same``, values whose ``same(value)`` are equal are one: a click
+    model by what it is, so 'pbm:1' and 'pbm:1.0'): the same cell computed twice and written
+    under two names.  A value ``same`` cannot read (ValueError) is compared as it is."""
+    seen = {}
     for value in values:
-        if value in seen:
-            raise UserError(f"--{flag}: {value} is asked for twice; name each value once")
-        seen.add(value)
+        try:
+            key = value if same is None else same(value)
+        except ValueError:
+            key = value
+        if key in seen:
+            spelled = "" if seen[key] == value else f" (as {seen[key]})"
+            raise UserError(f"--{flag}: {value} is asked for twice{spelled}; name each value once")
+        seen[key] = value
 
 
 def slot_namer(cells=(), n_runs: int = 1, what: str = "cell"):

@@ -127,6 +127,16 @@ def by_name(name: str, n_grades: int) -> ClickModel:
     return found.make(n_grades, argument) if colon else found.make(n_grades)
 
 
+def identity(name: str) -> tuple:
+    """What the click model ``name`` is, as a hashable key: its tables and exponent for every
+    label scale (``N_GRADES``), so that two spellings of one model ('pbm:1' and 'pbm:1.0')
+    are one model.  ValueError for a name that is no click model."""
+    key = []
+    for n_grades in N_GRADES:
+        key += [np.asarray(part).tobytes() for part in by_name(name, n_grades)]
+    return tuple(key)
+
+
 _SUMMARIES = {
     "perfect": "CCM/SDBN: clicks follow relevance, never stops",
     "navigational": "CCM/SDBN: clicks relevant documents, often stops after one",

@@ -33,6 +33,27 @@ class DistributedError(Exception):
     """A multi-process set-up that cannot run; the message is one line."""
 
 
+MAX_PROCESSES = 2**31 - 1  # JAX counts processes in a 32-bit integer
+
+
+def check_address(coordinator: str) -> None:
+    """DistributedError unless ``coordinator`` reads as host:port (an IPv6 host in
+    brackets, [::1]:1234) with a port in 1..65535: a malformed address is said at once,
+    not after the wait for a coordinator that cannot be reached."""
+    host, port = "", ""
+    if coordinator.startswith("["):
+        inside, closed, rest = coordinator[1:].partition("]")
+        if closed and rest.startswith(":"):
+            host, port = inside, rest[1:]
+    elif coordinator.count(":") == 1:
+        host, _, port = coordinator.partition(":")
+    if not (host and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise DistributedError(
+            f"the coordinator address (JAX_COORDINATOR_ADDRESS) {coordinator!r} is not "
+            "host:port (e.g. 10.0.0.1:1234, [::1]:1234) with a port in 1..65535"
+        )
+
+
 def initialize(
     coordinator: str | None = None,
     num_processes: int | None = None,
@@ -55,6 +76,13 @@ def initialize(
             "set the coordinator address, the number of processes and the process id together "
             "(JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID), or none of them"
         )
+    if num_processes is not None and not 1 <= num_processes <= MAX_PROCESSES:
+        raise DistributedError(
+            f"the number of processes (JAX_NUM_PROCESSES) must be in 1..{MAX_PROCESSES:,}, "
+            f"got {num_processes}"
+        )
+    if coordinator is not None:
+        check_address(coordinator)
     if num_processes is not None and not 0 <= process_id < num_processes:
         raise DistributedError(
             f"process id {process_id} is outside 0..{num_processes - 1} ({num_processes} processes)"

@@ -70,6 +70,7 @@ def build(
     settings = list(settings) if settings else [config.setting()]
     for setting in settings:
         setting.validate(config.n_clients)
+    refuse_repeated(settings)
     _check_scale(config, settings, history_every, clients)
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
@@ -98,6 +99,21 @@ def build(
             )
         )
     return spec, arrays
+
+
+def refuse_repeated(settings) -> None:
+    """ConfigError('settings') when two cells are the same cell, however spelled (their
+    values compared, a click model by what it is: 'pbm:1' and 'pbm:1.0' are one): the same
+    numbers computed twice and reported as two cells."""
+    seen: dict = {}
+    for i, setting in enumerate(settings):
+        key = dataclasses.replace(setting, click_model=click_models.identity(setting.click_model))
+        if key in seen:
+            raise ConfigError(
+                "settings", f"cells {seen[key]} and {i} are the same cell ({setting}); give "
+                "each cell once"
+            )  # fmt: skip
+        seen[key] = i
 
 
 def _spec(config, train: RankingDataset, settings, history_every: int, clients) -> Spec:
