@@ -140,11 +140,13 @@ def test_library_report_numbers_tables_and_figures(results_dir, tmp_path):
     table = (out / "table.md").read_text()
     assert "0.7200 ± 0.0200" in table and "0.6100 ± 0.0100 †" in table
     assert "0.5500 ± 0.0500" in table and "11.00 ± 1.00" in table
-    assert f"| {LABELS['fpdgd']} (baseline) |" in table
+    assert r"| FPDGD, \|C\| = 1000 (baseline) |" in table  # the labels in words
+    assert f"Data: {GROUP}.  \n4 rounds, 3 runs a line (mean over runs, shaded ±1 sd)." in table
+    assert "Every line: B = 2." in table  # what every row shares
     assert "Bonferroni over the 2 comparisons" in table
     tex = (out / "table.tex").read_text()
     assert r"$0.6100 \pm 0.0100^\dagger$" in tex and r"\begin{tabular}{lcc}" in tex
-    assert "foltr\\_es, n\\_clients=10" in tex
+    assert "FOLtR-ES, $|$C$|$ = 10" in tex
     # offline nDCG curves, and offline MaxRR ones (FPDGD paper Figure 3): every run recorded them
     assert len(group["figures"]) == 4
     assert [n for n in group["figures"] if "_maxrr." in n] == group["figures"][2:]
@@ -152,6 +154,14 @@ def test_library_report_numbers_tables_and_figures(results_dir, tmp_path):
         assert name.endswith((".png", ".pdf"))
         assert (out / name).stat().st_size > 1000
     assert (out / group["figures"][0]).read_bytes().startswith(b"\x89PNG")
+    from PIL import Image
+
+    with Image.open(out / group["figures"][0]) as png:  # the figure says what it shows
+        said = png.text["Description"]
+    assert png.text["Title"] == GROUP
+    assert f"data: {GROUP}; 4 rounds, 3 runs a line (mean over runs, shaded ±1 sd)" in said
+    assert "every line: B = 2" in said
+    assert said.endswith("legend: FOLtR-ES, |C| = 10 | FPDGD, |C| = 1000 (baseline)")
     assert (out / group["figures"][1]).read_bytes().startswith(b"%PDF")
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary files left
 
@@ -230,7 +240,8 @@ def test_poisoning_cells(tmp_path):
     assert attacked["mean"] == pytest.approx(0.6) and attacked["sd"] == pytest.approx(0.1)
     assert attacked["test"] == "paired"  # the grid's cells share their runs' random keys
     table = (tmp_path / "report" / "table.md").read_text()
-    assert "| aggregator=krum, attack=lie, m=2 | 0.6000 ± 0.1000 | 0.6000 ± 0.1000 |" in table
+    assert "| Krum, LIE attack, m = 2 | 0.6000 ± 0.1000 | 0.6000 ± 0.1000 |" in table
+    assert "| FedAvg, no attack, m = 0 (baseline) |" in table
     # a figure per malicious count m, the no-attack cell drawn in each
     assert [name[-7:] for name in group["figures"]] == ["m-2.png", "m-2.pdf"]
 
@@ -872,6 +883,16 @@ def test_a_recipe_page_is_drawn(tmp_path):
     assert page["scale"].endswith("(--quick: smaller than the paper's runs)"), page["scale"]
     assert re.match(r"\d+ rounds, 4 runs \(", page["scale"]), page["scale"]  # 2 folds of 2
     assert not (tmp_path / "report" / "paper_tables.md").exists()
+    # Each figure file says so itself, visibly and in its PNG text: data, size, quick, band.
+    from PIL import Image
+
+    with Image.open(tmp_path / "report" / "paper_figure_5.png") as png:
+        title, said = png.text["Title"], png.text["Description"]
+    assert title.startswith("fpdgd_fig5, Figure 5: ")
+    assert f"data: {page['datasets'][0]}; {page['scale']}; each line: mean over runs, shaded ±1 " \
+        "sd" in said
+    assert "(--quick: smaller than the paper's runs)" in said
+    assert said.endswith("legend: |B| = 2 | |B| = 4 | |B| = 8")
 
 
 def test_curves_of_an_eval_every_run(tmp_path):
@@ -891,6 +912,7 @@ def test_curves_of_an_eval_every_run(tmp_path):
     figure = report.plot_curves("t", [dataclasses.replace(series, label="fpdgd")])
     x = figure.axes[0].lines[0].get_xdata()
     np.testing.assert_array_equal(x, [0, 4, 8, 10])  # the initial model, then the rounds
+    assert figure.axes[0].get_xlim() == (0, 10)  # the axis ends where the rounds end
     summary = report.build_report(tmp_path)
     assert summary["groups"][GROUP]["rows"]["fpdgd"]["perfect"]["rounds"] == 10
 
@@ -927,3 +949,22 @@ def test_malformed_offline_rounds(tmp_path, rounds, message):
     write(tmp_path / "a" / "results.json", payload)
     with pytest.raises(report.ReportError, match=message):
         report.build_report(tmp_path)
+
+
+def test_settings_in_words():
+    """Legends and headings name settings as the papers do, not as flags."""
+    from experiments.lib import words
+
+    fields = {"method": "fpdgd", "epsilon": 4.5, "sensitivity": 5.0, "n_clients": 10}
+    assert words.setting(fields, ["method", "epsilon", "sensitivity"]) == "FPDGD, ε = 4.5, Δ = 5"
+    assert words.setting({"epsilon": 0.0, "sensitivity": 0.0}, ["epsilon", "sensitivity"]) == (
+        "no DP"
+    )
+    lines = [
+        {"method": "fpdgd", "n_clients": 10, "local_updates": 5, "n_malicious": 3,
+         "attack": "lie", "aggregator": rule, "epsilon": 0.0}
+        for rule in ("fedavg", "krum")
+    ]  # fmt: skip
+    assert words.shared(lines) == (
+        "FPDGD, |C| = 10, B = 5, 3 of the 10 clients malicious, LIE attack, no DP"
+    )

@@ -12,6 +12,7 @@ import json
 import math
 import pathlib
 import re
+import textwrap
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -21,6 +22,7 @@ from matplotlib.ticker import MaxNLocator
 
 # The readers and tables are re-exported: callers use them as figures.<name>.
 from experiments.lib.series import (  # noqa: F401
+    EXCERPT_NAME,
     EXECUTION_FIELDS,
     PANEL_ORDER,
     RESULTS_NAME,
@@ -38,6 +40,7 @@ from experiments.lib.series import (  # noqa: F401
     ordered_panels,
     read_results,
 )
+from experiments.lib import words
 from experiments.lib.tables import (  # noqa: F401
     MARK,
     METRICS,
@@ -55,9 +58,16 @@ MAX_POINTS = 1000  # per plotted curve; longer curves are thinned evenly
 # ------------------------------------------------------------------------------------ figures
 
 
-def _style(i: int) -> dict:
+def _style(i: int, baseline: bool = False) -> dict:
+    """Line i's colour and dash; the baseline's line is black and thicker."""
+    if baseline:
+        return {"color": "black", "linestyle": "-", "linewidth": 2.2}
     colours = [f"C{k}" for k in range(10)]
-    return {"color": colours[i % 10], "linestyle": ("-", "--", ":", "-.")[(i // 10) % 4]}
+    return {
+        "color": colours[i % 10],
+        "linestyle": ("-", "--", ":", "-.")[(i // 10) % 4],
+        "linewidth": 1.2,
+    }
 
 
 def figure_sets(members: list[Series]) -> dict[str, list[Series]]:
@@ -68,24 +78,68 @@ def figure_sets(members: list[Series]) -> dict[str, list[Series]]:
 
 
 CURVES = {  # Series attribute -> y-axis name ({offline}: the group's offline metric)
-    "offline_ndcg": "offline {offline}",
-    "offline_mrr": "offline MaxRR",  # reciprocal rank of the top relevant document
+    "offline_ndcg": "offline {offline}",  # the global model on the test split
+    "offline_mrr": "offline MaxRR",  # its reciprocal rank of the top relevant document
 }
+BAND = "mean over runs, shaded ±1 sd"  # how every curve is drawn
 
 
-def plot_curves(title: str, members: list[Series], curve: str = "offline_ndcg") -> Figure:
+def _count(values, unit: str) -> str:
+    """'20 rounds', '2-3 runs' of the distinct ``values``."""
+    values = sorted(set(values))
+    text = f"{values[0]:,}" if len(values) == 1 else f"{values[0]:,}-{values[-1]:,}"
+    return f"{text} {unit}{'s' * (values[-1] != 1)}"
+
+
+def setting_lines(members: list[Series], data: str, quick: bool | None = None) -> list[str]:
+    """What a figure or table of ``members`` shows, in words: its data; its rounds and runs
+    (a --quick batch's said so) and that lines are means with a ±1 sd band; the settings
+    every line shares."""
+    rounds = _count([int(curve_rounds(s, s.offline_ndcg)[-1]) for s in members
+                     if s.offline_ndcg is not None] or [0], "round")  # fmt: skip
+    runs = _count([len(s.final_offline_ndcg) for s in members], "run")
+    several = max(len(s.final_offline_ndcg) for s in members) > 1
+    scale = f"{rounds}, {runs} a line" + (f" ({BAND})" if several else "")
+    if quick:
+        scale += "; a --quick batch: smaller than the papers' runs"
+    lines = [f"data: {data}", scale]
+    alike = words.shared([s.fields for s in members])
+    if alike:
+        lines.append(f"every line: {alike}")
+    return lines
+
+
+def plot_curves(
+    title: str,
+    members: list[Series],
+    curve: str = "offline_ndcg",
+    *,
+    heading: list | None = None,
+    baseline: str | None = None,
+) -> Figure:
     """A metric per round: a panel per click model, mean line and ±sd band per setting.
 
     ``curve`` names the Series attribute drawn (CURVES): offline nDCG, or offline
-    MaxRR as the FPDGD paper's Figure 3 draws it.
+    MaxRR as the FPDGD paper's Figure 3 draws it.  ``heading``: lines under the title
+    (``setting_lines``); ``baseline``: the label of the line the others are tested
+    against, drawn thicker and named so in the legend.  Each x axis ends at the last round.
     """
     panels = ordered_panels(members)
     labels = list(dict.fromkeys(s.label for s in members))
+    shown = {s.label: s.words or s.label for s in members}
+    names = [shown[label] + (" (baseline)" if label == baseline else "") for label in labels]
     width = max(4.0 * len(panels), 7.0)
-    longest = max(len(label) for label in labels)
+    longest = max(len(name) for name in names)
     ncol = max(1, min(len(labels), int(width / (0.062 * longest + 0.6))))
     legend_height = 0.22 * math.ceil(len(labels) / ncol) + 0.2
-    figure = Figure(figsize=(width, 3.4 + legend_height), layout="constrained")
+    # The data line is left out where the title (the group) begins with the data already;
+    # each line is wrapped to the figure's width.
+    heading = list(heading or [])
+    said = [line for line in heading if not (line.startswith("data: ") and line[6:] in title)]
+    said = [part for line in said for part in textwrap.wrap(line, int(width * 11.5))]
+    figure = Figure(
+        figsize=(width, 3.4 + legend_height + 0.2 * len(said)), layout="constrained"
+    )
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for ax, panel in zip(axes, panels):
@@ -100,25 +154,41 @@ def plot_curves(title: str, members: list[Series], curve: str = "offline_ndcg") 
                 x = np.concatenate([[0], x])
             keep = np.unique(np.linspace(0, len(x) - 1, min(len(x), MAX_POINTS)).astype(int))
             mean = curves.mean(axis=0)[keep]
-            ax.plot(x[keep], mean, linewidth=1.2, **_style(i))
+            style = _style(i, label == baseline)
+            ax.plot(x[keep], mean, **style)
             if len(curves) > 1:
                 sd = curves.std(axis=0, ddof=1)[keep]
-                colour = _style(i)["color"]
-                ax.fill_between(x[keep], mean - sd, mean + sd, color=colour, alpha=0.2, lw=0)
+                ax.fill_between(x[keep], mean - sd, mean + sd, color=style["color"], alpha=0.2,
+                                lw=0)  # fmt: skip
         ax.set_title(panel)
         ax.set_xlabel("round")
+        ax.margins(x=0)  # the axis ends where the rounds end
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(CURVES[curve].format(offline=members[0].offline))
-    handles = [Line2D([], [], **_style(i)) for i in range(len(labels))]
-    figure.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize="small")
-    figure.suptitle(title)
+    handles = [Line2D([], [], **_style(i, label == baseline)) for i, label in enumerate(labels)]
+    figure.legend(handles, names, loc="outside lower center", ncol=ncol, fontsize="small")
+    figure.suptitle("\n".join([title, *said]), fontsize="medium")
+    figure.foltr_title = title
+    figure.foltr_description = "; ".join(  # the PNG's and PDF's text (``_save_figure``)
+        [title, *heading, f"y: {CURVES[curve].format(offline=members[0].offline)}",
+         "legend: " + " | ".join(names)]
+    )  # fmt: skip
     return figure
 
 
 def _save_figure(figure: Figure, path: pathlib.Path) -> None:
+    """Writes ``figure`` whole (atomically); its title and description (the setting it shows,
+    ``foltr_description``) go into the file's text fields too: PNG Title and Description,
+    PDF Title and Subject."""
     suffix = path.suffix[1:]
-    metadata = {"CreationDate": None} if suffix == "pdf" else None  # same input, same PDF
+    described = getattr(figure, "foltr_description", "")
+    title = getattr(figure, "foltr_title", described.split("; ")[0])
+    if suffix == "pdf":
+        metadata = {"CreationDate": None}  # same input, same PDF
+        metadata.update({"Title": title, "Subject": described} if described else {})
+    else:
+        metadata = {"Title": title, "Description": described} if described else None
     try:
         files.write_atomically(
             path, lambda stream: figure.savefig(stream, format=suffix, dpi=150, metadata=metadata)
@@ -145,6 +215,16 @@ def _slug(name: str, taken: set) -> str:
 
 
 # ------------------------------------------------------------------------------------- report
+
+
+def _quick_batch(results_dir: pathlib.Path) -> bool | None:
+    """Whether ``results_dir`` is a batch recipe's folder that a --quick batch filled (its
+    batch.json says so); None when it is not a batch's."""
+    try:
+        found = json.loads((results_dir / "batch.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found.get("quick") if isinstance(found, dict) else None
 
 
 def build_report(
@@ -190,17 +270,22 @@ def build_report(
         },
     }
     taken = set()
+    quick = _quick_batch(results_dir)
     for name, members in groups.items():
         summary["groups"][name]["figures"] = []
+        data = members[0].dataset
+        summary["groups"][name]["setting"] = setting_lines(members, data, quick)
+        base = summary["groups"][name]["baseline"]
         for key, shown in figure_sets(members).items():
             title = f"{name}, {key}" if key else name
             if not shown:
                 continue
             stem = "curves_" + _slug(title, taken)
+            heading = setting_lines(shown, data, quick)
             for curve in CURVES:
                 if any(getattr(s, curve) is None for s in shown):
                     continue  # MaxRR curves only where every setting recorded them
-                figure = plot_curves(title, shown, curve)
+                figure = plot_curves(title, shown, curve, heading=heading, baseline=base)
                 name_of = stem if curve == "offline_ndcg" else f"{stem}_maxrr"
                 for suffix in ("png", "pdf"):
                     _save_figure(figure, output_dir / f"{name_of}.{suffix}")

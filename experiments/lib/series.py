@@ -18,6 +18,7 @@ import re
 
 import numpy as np
 
+from experiments.lib import words
 from experiments.lib.results import RESULTS_FORMAT
 
 RESULTS_NAME = "results.json"
@@ -56,7 +57,9 @@ class Series:
     initial_offline_ndcg: np.ndarray | None = None  # [runs]
     figure: str | None = ""  # splits a group's curves into figures; None: drawn in all of them
     offline: str = "nDCG@10"  # the offline metric (FedIPS files: nDCG@5)
-    label: str = ""
+    label: str = ""  # the fields that tell it apart as name=value: what --baseline matches
+    words: str = ""  # the same in words (experiments/lib/words.py): legends and tables
+    dataset: str = ""  # its data in words (``dataset_name``)
 
 
 # ------------------------------------------------------------------------------------ reading
@@ -150,9 +153,23 @@ def curve_rounds(s: Series, curves: np.ndarray) -> np.ndarray:
     return np.arange(1, curves.shape[1] + 1)
 
 
+EXCERPT_NAME = "MSLR-WEB10K excerpt (43 + 43 queries of Fold 1)"
+
+
+def _is_excerpt(path) -> bool:
+    """Whether a training file is the MSLR excerpt's: in a folder named mslr_sample, or in
+    third_party/mslr_sample/data where its fetch recipe puts it."""
+    if not isinstance(path, str):
+        return False
+    parts = pathlib.PurePath(path).parent.parts
+    return parts[-1:] == ("mslr_sample",) or parts[-2:] == ("mslr_sample", "data")
+
+
 def dataset_name(data) -> str:
     """A short name for the dataset described by a results file's "data"."""
     if isinstance(data, dict):
+        if data.get("name") == "mslr_sample" or _is_excerpt(data.get("train_path")):
+            return EXCERPT_NAME
         for key in ("fold_dir", "train_path"):
             if isinstance(data.get(key), str):
                 path = pathlib.PurePath(data[key])
@@ -211,7 +228,8 @@ def cell_series(payload: dict, source: str) -> list[Series]:
         if not isinstance(given, dict):
             raise LayoutError(f"{where}labels.fields: not an object (name -> value)")
         fields.update(given)
-        group = [dataset_name(payload.get("data")), labels.get("group")]
+        dataset = dataset_name(payload.get("data"))
+        group = [dataset, labels.get("group")]
         if offline != "nDCG@10":
             group.append(offline)
         series.append(
@@ -223,6 +241,7 @@ def cell_series(payload: dict, source: str) -> list[Series]:
                 always=tuple(labels.get("always", ("method",))),
                 offline=offline,
                 figure=labels.get("figure", ""),
+                dataset=dataset,
                 **_runs(cell, metric, where, config),
             )
         )
@@ -319,6 +338,9 @@ def label_series(series: list[Series]) -> None:
                 _show(s.fields[k]) if k == "method" else f"{k}={_show(s.fields[k])}" for k in shown
             ]
             s.label = ", ".join(parts) or "all runs"
+            # In words the method is left out where every line shares it (the heading says it)
+            own = [k for k in shown if k in differing] or shown
+            s.words = words.setting(s.fields, own) or s.label
         _make_unique(members)
 
 
@@ -327,12 +349,21 @@ def _make_unique(members: list[Series]) -> None:
     counts = collections.Counter((s.panel, s.label) for s in members)
     for s in members:
         if counts[(s.panel, s.label)] > 1:
-            s.label += f" ({pathlib.PurePosixPath(s.source).parent.as_posix()})"
+            folder = f" ({pathlib.PurePosixPath(s.source).parent.as_posix()})"
+            s.label, s.words = s.label + folder, s.words + folder
     seen = collections.Counter()
     for s in members:
         seen[(s.panel, s.label)] += 1
         if seen[(s.panel, s.label)] > 1:
-            s.label += f" #{seen[(s.panel, s.label)]}"
+            number = f" #{seen[(s.panel, s.label)]}"
+            s.label, s.words = s.label + number, s.words + number
+    # Two settings whose words read alike (a field words leave out): their labels tell apart
+    by_words = collections.defaultdict(set)
+    for s in members:
+        by_words[s.words].add(s.label)
+    for s in members:
+        if len(by_words[s.words]) > 1:
+            s.words = s.label
 
 
 def by_group(series: list[Series]) -> dict[str, list[Series]]:

@@ -104,6 +104,7 @@ def summarise_group(
         "offline_metric": members[0].offline,
         "panels": panels,
         "labels": labels,
+        "words": {s.label: s.words or s.label for s in members},  # the rows' names in words
         "baseline": base,
         "comparisons": comparisons,
         "rows": rows,
@@ -143,7 +144,8 @@ def _table_rows(group: dict, metric: str, latex: bool) -> tuple[list[list[str]],
     show_n = len(ns) > 1
     rows = []
     for label in group["labels"]:
-        name = label + (" (baseline)" if label == group["baseline"] else "")
+        name = group.get("words", {}).get(label, label)
+        name += " (baseline)" if label == group["baseline"] else ""
         name = _latex_escape(name) if latex else name.replace("|", r"\|")
         row = group["rows"][label]
         rows.append(
@@ -176,6 +178,8 @@ def markdown_tables(summary: dict) -> str:
     lines = [f"# Results in {summary['results_dir']}", ""]
     for name, group in summary["groups"].items():
         lines += [f"## {name}", ""]
+        lines += [f"{line[0].upper()}{line[1:]}.  " for line in group.get("setting", [])]
+        lines += [""] if group.get("setting") else []
         for metric, (title, _) in METRICS.items():
             title = title.format(offline=group["offline_metric"])
             rows, ns = _table_rows(group, metric, latex=False)
@@ -205,6 +209,13 @@ def _latex_escape(text: str) -> str:
         "±": r"$\pm$",
         "†": r"$^\dagger$",
         "α": r"$\alpha$",
+        "|": r"$|$",
+        "ε": r"$\varepsilon$",
+        "Δ": r"$\Delta$",
+        "η": r"$\eta$",
+        "μ": r"$\mu$",
+        "σ": r"$\sigma$",
+        "γ": r"$\gamma$",
     }
     return "".join(replace.get(c, c) for c in text)
 
@@ -219,7 +230,9 @@ def latex_tables(summary: dict) -> str:
             rows, ns = _table_rows(group, metric, latex=True)
             if not ns:
                 continue
+            setting = "".join(f" {line[0].upper()}{line[1:]}." for line in group.get("setting", []))
             caption = f"{name}: {title}; " + _footnote(group, metric, ns, options["alpha"])
+            caption += setting
             out += [
                 r"\begin{table}[t]",
                 r"\centering",

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from experiments.lib import figures
+from experiments.lib import figures, words
 from experiments.lib.paper_figures.structure import Line, PaperFigure, PaperTable
 
 MAX_POINTS = 400  # per drawn curve
@@ -81,8 +81,9 @@ def _draw_line(ax, line: Line, curve: str, index: int = 0) -> None:
         ax.fill_between(x[keep], mean - sd, mean + sd, color=line.colour, alpha=0.15, lw=0)
 
 
-def draw_figure(figure: PaperFigure, container) -> None:
-    """Draws ``figure`` into a matplotlib Figure or SubFigure: panels, then a legend below."""
+def draw_figure(figure: PaperFigure, container, heading: str = "") -> None:
+    """Draws ``figure`` into a matplotlib Figure or SubFigure: panels, then a legend below;
+    ``heading``: a line under its title (the data and size of the runs it shows)."""
     width, _ = figure_size(figure)
     ncol, legend_rows = _legend_layout(figure, width)
     legend_h = 0.22 * legend_rows + 0.15
@@ -101,6 +102,7 @@ def draw_figure(figure: PaperFigure, container) -> None:
                     _draw_line(ax, line, figure.curve, index)
                 ax.set_title(panel.title, fontsize="small")
             ax.grid(alpha=0.3)
+            ax.margins(x=0)  # the axis ends where the data ends
             ax.tick_params(labelsize="x-small")
             # Rounds, updates and interactions are whole: no 2.5 between quick runs' ticks.
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -126,7 +128,8 @@ def draw_figure(figure: PaperFigure, container) -> None:
             fontsize="x-small",
             frameon=False,
         )
-    container.suptitle(f"{figure.name}: {figure.caption}", fontsize="small", wrap=True)
+    title = f"{figure.name}: {figure.caption}" + (f"\n{heading}" if heading else "")
+    container.suptitle(title, fontsize="small", wrap=True)
 
 
 def _clean(text: str) -> str:
@@ -177,10 +180,24 @@ def _draw_all(paper_figures, tables, recipe, output_dir, datasets=()) -> list:
     the page titled with the data it shows (``datasets``)."""
     written = []
     sizes = [figure_size(f) for f in paper_figures] + [table_size(t) for t in tables]
+    data = ", ".join(datasets) or "no data"
+    heading = f"data: {data}; each line: {figures.BAND}"
+    alikes = [
+        words.shared([line.series.fields for row in f.panels for panel in row if panel
+                      for line in panel.lines])
+        for f in paper_figures
+    ]  # fmt: skip
     for i, f in enumerate(paper_figures):
-        fig = Figure(figsize=sizes[i], layout="constrained")
+        width, height = sizes[i]
+        fig = Figure(figsize=(width, height + 0.4), layout="constrained")
         FigureCanvasAgg(fig)
-        draw_figure(f, fig)
+        own = heading + (f"\nevery line: {alikes[i]}" if alikes[i] else "")
+        draw_figure(f, fig, own)
+        fig.foltr_title = f"{recipe.name}, {f.name}: {f.caption}"
+        fig.foltr_description = "; ".join(  # the file's text fields (figures._save_figure)
+            [f"{recipe.name}, {f.name}: {f.caption}", own.replace("\n", "; "),
+             "legend: " + " | ".join(e[0] for e in _legend_entries(f))]
+        )  # fmt: skip
         stem = "paper_" + re.sub(r"[^a-z0-9]+", "_", f.name.lower()).strip("_")
         if f.curve != "offline_ndcg":
             stem += "_" + f.curve
@@ -191,12 +208,13 @@ def _draw_all(paper_figures, tables, recipe, output_dir, datasets=()) -> list:
         width = max(w for w, _ in sizes)
         page = Figure(figsize=(width, sum(h for _, h in sizes) + 0.5), layout="constrained")
         FigureCanvasAgg(page)
-        data = ", ".join(datasets) or "no data"
-        page.suptitle(f"{recipe.name}: {recipe.title}\ndata: {data}", fontsize="medium")
+        page.suptitle(f"{recipe.name}: {recipe.title}\n{heading}", fontsize="medium")
+        page.foltr_title = f"{recipe.name}: {recipe.title}"
+        page.foltr_description = f"{recipe.name}: {recipe.title}; {heading}"
         subs = page.subfigures(len(sizes), 1, height_ratios=[h for _, h in sizes])
         subs = np.atleast_1d(subs)
-        for sub, f in zip(subs, paper_figures):
-            draw_figure(f, sub)
+        for sub, f, alike in zip(subs, paper_figures, alikes):
+            draw_figure(f, sub, f"every line: {alike}" if alike else "")
         for sub, t in zip(subs[len(paper_figures) :], tables):
             draw_table(t, sub)
         for suffix in ("png", "pdf"):

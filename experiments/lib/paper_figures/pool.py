@@ -24,7 +24,7 @@ def dataset_of(series: figures.Series) -> str:
     if group.startswith("synthetic"):
         return "synthetic"
     name = group.split(", ")[0]
-    if "mslr_sample" in name.split("/"):
+    if group.startswith(figures.EXCERPT_NAME) or "mslr_sample" in name.split("/"):
         return EXCERPT
     return re.sub(r"/Fold\d+$", "", name).split("/")[-1] if "/" in name else name
 
