@@ -36,7 +36,7 @@ def test_the_saving_is_counted_from_the_rounds_the_runs_recorded():
 
 def test_a_diagnosis_pools_runs_and_reports_the_change():
     def check(r):
-        return poisoning.above(r.final("a"), r.final("b"), "a", "b", paired=False)
+        return poisoning.above(r.final("a"), r.final("b"), "a", "b", paired=False, effect=0.1)
 
     cells = (poisoning.Cell("few runs", check),)
     more = [0.51, 0.52, 0.50, 0.49]

@@ -3,21 +3,32 @@ and its cells, the paper's numbers beside ours, and the diagnosis of a claim tha
 
 A **claim** quotes a paper (its words, the section, the paper's own numbers) and lists its
 **cells**: every setting the paper makes the claim for (click models, rankers, ε, m, n′, Δt,
-γ, …), with the paper's grid scaled in rounds and runs only.  Each cell has a check that
-reads the runs' results and returns a :class:`Verdict`.  A claim holds when every cell holds,
-except the cells the paper itself states as exceptions (``Cell.exception``): they are checked
-and shown, and do not count.
+γ, …).  Each cell has a check that reads the runs' results and returns a :class:`Verdict`
+with one of four outcomes:
 
-Statistics (``ALPHA`` = 0.05, two-tailed):
+* *holds*: the finding shows, with its cause shown to act;
+* *contradicted*: significantly the other way, or absent although the runs had the power
+  (≥ POWER_WANTED) to show the paper's effect;
+* *inconclusive*: the runs lack the power to tell (the verdict says how many runs would
+  reach it), or a no-difference cell's factor was not shown to act;
+* *not testable here*: the paper states it for data this run does not have; listed, not
+  counted.
 
-* a difference the paper calls significant: a t-test, paired where the runs share their
-  random streams (cells of one compiled grid: same seeds, same queries), Welch otherwise;
-  its power against the effect size the claim states (``power``), so that a difference of
-  the paper's size would show with the runs we have;
-* a claim of no (or little) difference: two one-sided tests (TOST) against a margin stated
-  per claim: the difference must be shown to lie within ±margin, so a test that lacks the
-  runs to see a difference cannot pass;
-* an ordering: the extremes significantly apart and the means in order.
+A claim's outcome combines its counted cells (:func:`combined`): the cells the paper itself
+states as exceptions (``Cell.exception``) are checked and shown and do not count.  A
+bookkeeping claim (``Claim.bookkeeping``: arithmetic of the run schedule that cannot fail)
+is shown apart and not counted among the findings.
+
+Statistics (``ALPHA`` = 0.05, SciPy's t-tests, paired where the runs share their random
+streams, Welch otherwise):
+
+* a difference the paper reports (:func:`above`, :func:`ordered` for every adjacent step):
+  a one-sided test that the difference exceeds a **least effect** stated per claim from the
+  paper (by default half the paper's size), not merely 0, with its power at the paper's size;
+* a claim of no (or little) difference (:func:`equivalent`, :func:`not_above`): two
+  one-sided tests against a margin stated per claim, **and a manipulation check** in the same
+  cell showing that the factor the claim varies acted (:func:`acted`: the paired runs differ;
+  or a positive control): without it the cell is inconclusive, never holds.
 
 A claim that does not hold carries a :class:`Diagnosis`: the runs that change the one setting
 suspected and what they showed; the driver runs them only when the claim fails.
@@ -28,7 +39,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import pathlib
-import re
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -41,6 +51,10 @@ from experiments.lib.paper_figures.pool import Pool
 
 ALPHA = 0.05
 POWER_WANTED = 0.8  # the power a test should have against the claim's effect size
+MAX_RUNS = 200  # the most runs a setting is said to need for that power
+HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE = (
+    "holds", "contradicted", "inconclusive", "not testable")  # fmt: skip
+OUTCOMES = (HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE)
 ONLINE_GAMMA = 0.9995  # the discount of online performance (FPDGD paper eq. 17)
 
 
@@ -50,13 +64,28 @@ class MissingResults(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """One cell's outcome: our numbers in words, the test, whether it holds, and our values
-    to set beside the paper's numbers (``values``, in the units of ``Cell.paper``)."""
+    """One cell's outcome: our numbers in words, the test (with the direction it found),
+    the outcome (one of OUTCOMES; None: results missing), and our values to set beside the
+    paper's numbers (``values``, in the units of ``Cell.paper``).  A difference check states
+    the least effect it had to exceed (``min_effect``), a no-difference check its
+    manipulation check (``control``), an inconclusive one the runs per setting that would
+    give it power POWER_WANTED (``runs_needed``; None: more than MAX_RUNS or not known)."""
 
     ours: str
     test: str
-    holds: bool | None
+    outcome: str | None
     values: tuple = ()
+    min_effect: float | None = None
+    control: str = ""
+    runs_needed: int | None = None
+
+    def __post_init__(self):
+        if self.outcome is not None and self.outcome not in OUTCOMES:
+            raise ValueError(f"a verdict's outcome is one of {OUTCOMES}, got {self.outcome!r}")
+
+    @property
+    def holds(self) -> bool | None:
+        return None if self.outcome is None else self.outcome == HOLDS
 
 
 def discount_sum(rounds: int, gamma: float = ONLINE_GAMMA) -> float:
@@ -178,38 +207,116 @@ def ms(values, digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {sd:.{digits}f}"
 
 
-def _standard_error(a, b, paired: bool) -> tuple[float, float]:
-    """(standard error of mean(a) − mean(b), degrees of freedom): paired or Welch."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
+def _pair(a, b) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(a, float).ravel(), np.asarray(b, float).ravel()
+
+
+def _no_spread(a, b, paired: bool) -> bool:
+    """The runs' difference has no spread (identical values): SciPy's t is undefined there."""
     if paired:
         d = a - b
-        return float(np.std(d, ddof=1) / math.sqrt(d.size)), float(d.size - 1)
-    va, vb = np.var(a, ddof=1) / a.size, np.var(b, ddof=1) / b.size
-    se = math.sqrt(va + vb)
-    if va + vb == 0:
-        return 0.0, float(a.size + b.size - 2)
-    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
-    return se, float(df)
+        return bool(np.all(d == d[0]))
+    return bool(np.all(a == a[0]) and np.all(b == b[0]))
 
 
-def power(effect: float, a, b, paired: bool, alpha: float = ALPHA) -> float:
-    """The two-tailed t-test's power to detect a true difference ``effect`` with the runs
-    and spread observed: P(|T| > t_{1−α/2}) with T noncentral, δ = effect / standard error."""
-    se, df = _standard_error(a, b, paired)
-    if se == 0:
-        return 1.0 if effect != 0 else 0.0
-    critical = scipy_stats.t.ppf(1 - alpha / 2, df)
-    shift = abs(effect) / se
-    exact = scipy_stats.nct.sf(critical, df, shift) + scipy_stats.nct.cdf(-critical, df, shift)
-    if not np.isfinite(exact):  # SciPy's noncentral t fails far in the tail: power is ~1
-        exact = scipy_stats.norm.sf(critical - shift) + scipy_stats.norm.cdf(-critical - shift)
-    return float(min(exact, 1.0))
-
-
-def _test(a, b, paired: bool):
+def p_greater(a, b, shift: float, *, paired: bool) -> float:
+    """One-sided p-value of H1: mean(a) − mean(b) > ``shift`` (SciPy's paired t-test on
+    a − b, or Welch's on a against b + shift).  Without spread: 0 when the difference is
+    above ``shift``, else 1 (the limit of the test)."""
+    a, b = _pair(a, b)
+    if _no_spread(a, b, paired):
+        return 0.0 if float(np.mean(a) - np.mean(b)) > shift else 1.0
     if paired:
-        return statistics.paired_t_test(a, b), "paired t-test"
-    return statistics.t_test(a, b, equal_var=False), "Welch t-test"
+        result = scipy_stats.ttest_1samp(a - b, shift, alternative="greater")
+    else:
+        result = scipy_stats.ttest_ind(a, b + shift, equal_var=False, alternative="greater")
+    return float(result.pvalue)
+
+
+def p_less(a, b, shift: float, *, paired: bool) -> float:
+    """One-sided p-value of H1: mean(a) − mean(b) < ``shift`` (as :func:`p_greater`)."""
+    return p_greater(b, a, -shift, paired=paired)
+
+
+def spread(a, b, *, paired: bool) -> tuple[float, float]:
+    """(standard error of mean(a) − mean(b), degrees of freedom), read off SciPy's 95 %
+    confidence interval of the paired or Welch t-test; (0, n − 1 or n_a + n_b − 2) without
+    spread."""
+    a, b = _pair(a, b)
+    if _no_spread(a, b, paired):
+        return 0.0, float(a.size - 1 if paired else a.size + b.size - 2)
+    if paired:
+        result = scipy_stats.ttest_1samp(a - b, 0.0)
+    else:
+        result = scipy_stats.ttest_ind(a, b, equal_var=False)
+    interval = result.confidence_interval(0.95)
+    df = float(result.df)
+    return float((interval.high - interval.low) / (2 * scipy_stats.t.ppf(0.975, df))), df
+
+
+def _power_above(true_gap: float, bound: float, se: float, df: float) -> float:
+    """P(the one-sided test of Δ > ``bound`` rejects at ALPHA) when Δ = ``true_gap``."""
+    if se == 0:
+        return 1.0 if true_gap > bound else 0.0
+    critical = scipy_stats.t.ppf(1 - ALPHA, df)
+    shift = (true_gap - bound) / se
+    exact = float(scipy_stats.nct.sf(critical, df, shift))
+    if not np.isfinite(exact):  # SciPy's noncentral t fails far in the tail
+        exact = float(scipy_stats.norm.sf(critical - shift))
+    return min(max(exact, 0.0), 1.0)
+
+
+def _power_within(margin: float, se: float, df: float) -> float:
+    """P(TOST shows |Δ| < ``margin`` at ALPHA) when the true Δ is 0."""
+    if se == 0:
+        return 1.0
+    critical = scipy_stats.t.ppf(1 - ALPHA, df)
+    return float(max(0.0, 2 * scipy_stats.t.cdf(margin / se - critical, df) - 1))
+
+
+def power(effect: float, a, b, paired: bool, bound: float = 0.0) -> float:
+    """The power of the one-sided t-test of mean(a) − mean(b) > ``bound`` at ALPHA when the
+    true difference is ``effect``, with the runs and spread observed (noncentral t)."""
+    se, df = spread(a, b, paired=paired)
+    return _power_above(effect, bound, se, df)
+
+
+def _runs_needed(a, paired: bool, power_at) -> int | None:
+    """The fewest runs per setting whose power (``power_at(se, df)``) reaches POWER_WANTED,
+    the spread per run as observed (se ∝ 1/√n); None beyond MAX_RUNS."""
+    n_now = np.asarray(a).size
+    se_now, df_now = power_at.spread
+    for n in range(2, MAX_RUNS + 1):
+        se = se_now * math.sqrt(n_now / n)
+        df = (n - 1) if paired else max(1.0, df_now * (n - 1) / max(n_now - 1, 1))
+        if power_at(se, df) >= POWER_WANTED:
+            return n
+    return None
+
+
+class _PowerAt:
+    """power(se, df) of one test, with the spread observed (for :func:`_runs_needed`)."""
+
+    def __init__(self, function, spread_now):
+        self.function, self.spread = function, spread_now
+
+    def __call__(self, se, df):
+        return self.function(se, df)
+
+
+def _needed_text(needed: int | None, now: int) -> str:
+    if needed is None:
+        return f"more than {MAX_RUNS} runs would be needed for power {POWER_WANTED}"
+    return f"{needed} runs (now {now}) would give power {POWER_WANTED}"
+
+
+def _gap_text(gap: float, name_a: str, name_b: str, digits: int) -> str:
+    """The direction found, in words."""
+    if gap > 0:
+        return f"found {name_a} above {name_b} by {gap:.{digits}f}"
+    if gap < 0:
+        return f"found {name_a} below {name_b} by {-gap:.{digits}f}"
+    return f"found {name_a} and {name_b} equal"
 
 
 def above(
@@ -219,90 +326,238 @@ def above(
     name_b: str,
     *,
     paired: bool,
-    effect: float | None = None,
+    effect: float,
+    min_effect: float | None = None,
     digits: int = 3,
     what: str = "",
 ) -> Verdict:
-    """a significantly above b: mean(a) > mean(b) and p < ALPHA (two-tailed).  ``effect``:
-    the difference of interest (the paper's size, in our units): its power is stated."""
-    test, kind = _test(a, b, paired)
-    holds = bool(np.mean(a) > np.mean(b) and test.p < ALPHA)
+    """A difference claim: mean(a) − mean(b) > ``min_effect``, one-sided t-test at ALPHA
+    (paired or Welch).  ``effect``: the paper's size of the difference in our units;
+    ``min_effect`` (default half of it): the least the difference must be shown to exceed.
+
+    *holds*: shown above ``min_effect``; *contradicted*: significantly the other way, or not
+    shown although the test had power ≥ POWER_WANTED at ``effect``; *inconclusive*:
+    otherwise, with the runs that would give that power."""
+    if not effect > 0:
+        raise ValueError(f"above: the claim's effect must be positive, got {effect}")
+    bound = effect / 2 if min_effect is None else min_effect
+    if not 0 <= bound < effect:
+        raise ValueError(f"above: min_effect must lie in [0, effect), got {bound} and {effect}")
+    a, b = _pair(a, b)
+    gap = float(np.mean(a) - np.mean(b))
+    se, df = spread(a, b, paired=paired)
+    p = p_greater(a, b, bound, paired=paired)
+    p_reverse = p_less(a, b, 0.0, paired=paired)
+    strength = _power_above(effect, bound, se, df)
+    kind = "paired" if paired else "Welch"
+    text = (f"{kind} one-sided t-test of Δ > {bound:.{digits}g} (the least effect; the claim's "
+            f"Δ = {effect:.{digits}g}): p = {p:.2g}; power {strength:.2f} at Δ; "
+            f"{_gap_text(gap, name_a, name_b, digits)}")  # fmt: skip
+    needed = None
+    if p < ALPHA:
+        outcome = HOLDS
+    elif p_reverse < ALPHA:
+        outcome = CONTRADICTED
+        text += f", significantly the other way (p = {p_reverse:.2g})"
+    elif strength >= POWER_WANTED:
+        outcome = CONTRADICTED
+        text += ", not above the least effect although the runs had the power to show Δ"
+    else:
+        outcome = INCONCLUSIVE
+        power_at = _PowerAt(lambda s, d: _power_above(effect, bound, s, d), (se, df))
+        needed = _runs_needed(a, paired, power_at)
+        text += f"; {_needed_text(needed, a.size)}"
     ours = f"{what}{name_a} {ms(a, digits)} vs {name_b} {ms(b, digits)}"
-    text = f"{kind}, p = {test.p:.2g}"
-    if effect is not None:
-        text += f"; power {power(effect, a, b, paired):.2f} at Δ = {effect:.3g}"
-    return Verdict(ours, text + f": {name_a} above", holds, (float(np.mean(a)), float(np.mean(b))))
+    return Verdict(ours, text, outcome, (float(np.mean(a)), float(np.mean(b))),
+                   min_effect=bound, runs_needed=needed)  # fmt: skip
+
+
+def _with_control(outcome: str, text: str, control: Verdict) -> tuple[str, str]:
+    """A no-difference outcome given its manipulation check: it holds only when the check
+    shows the factor acted; otherwise the cell is inconclusive."""
+    if outcome == HOLDS and not control.holds:
+        return INCONCLUSIVE, text + "; the factor was not shown to act, so this cannot hold"
+    return outcome, text
 
 
 def equivalent(
-    a, b, name_a: str, name_b: str, *, margin: float, paired: bool, digits: int = 3, what: str = ""
+    a,
+    b,
+    name_a: str,
+    name_b: str,
+    *,
+    margin: float,
+    paired: bool,
+    control: Verdict,
+    digits: int = 3,
+    what: str = "",
 ) -> Verdict:
-    """No meaningful difference: two one-sided tests (TOST) at ALPHA that mean(a) − mean(b)
-    lies within ±margin, i.e. the (1 − 2α) confidence interval of the difference inside it.
-    With too few runs or too much spread the interval is wide and the check fails."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
+    """A no-difference claim: two one-sided tests (TOST, SciPy's t-tests shifted by
+    ±``margin``) at ALPHA that mean(a) − mean(b) lies within ±margin, i.e. the (1 − 2α)
+    confidence interval inside it, and ``control`` (the manipulation check: the factor the
+    claim varies acted) holds.
+
+    *holds*: both; *contradicted*: the difference is significantly outside the margin, or
+    not shown inside it although TOST had power ≥ POWER_WANTED (at Δ = 0); *inconclusive*:
+    otherwise, or shown inside without the control."""
+    a, b = _pair(a, b)
     gap = float(np.mean(a) - np.mean(b))
-    se, df = _standard_error(a, b, paired)
-    if se == 0:
-        p = 0.0 if abs(gap) < margin else 1.0
-        low = high = gap
-    else:
-        p_lower = scipy_stats.t.sf((gap + margin) / se, df)  # H0: gap ≤ −margin
-        p_upper = scipy_stats.t.cdf((gap - margin) / se, df)  # H0: gap ≥ +margin
-        p = float(max(p_lower, p_upper))
-        half = scipy_stats.t.ppf(1 - ALPHA, df) * se
-        low, high = gap - half, gap + half
-    holds = bool(p < ALPHA)
-    ours = f"{what}{name_a} {ms(a, digits)} vs {name_b} {ms(b, digits)} (Δ = {gap:+.{digits}f})"
+    se, df = spread(a, b, paired=paired)
+    p = max(p_greater(a, b, -margin, paired=paired), p_less(a, b, margin, paired=paired))
+    p_outside = min(p_greater(a, b, margin, paired=paired), p_less(a, b, -margin, paired=paired))
+    half = scipy_stats.t.ppf(1 - ALPHA, df) * se if se else 0.0
+    strength = _power_within(margin, se, df)
     kind = "paired TOST" if paired else "Welch TOST"
-    text = f"{kind}, margin ±{margin:g}: 90 % CI [{low:+.{digits}f}, {high:+.{digits}f}], p = {p:.2g}"
-    return Verdict(ours, text, holds, (float(np.mean(a)), float(np.mean(b))))
+    text = (f"{kind}, margin ±{margin:g}: 90 % CI [{gap - half:+.{digits}f}, "
+            f"{gap + half:+.{digits}f}], p = {p:.2g}; power {strength:.2f} at Δ = 0; "
+            f"{_gap_text(gap, name_a, name_b, digits)}")  # fmt: skip
+    needed = None
+    if p < ALPHA:
+        outcome = HOLDS
+    elif p_outside < ALPHA:
+        outcome = CONTRADICTED
+        text += f", significantly outside the margin (p = {p_outside:.2g})"
+    elif strength >= POWER_WANTED:
+        outcome = CONTRADICTED
+        text += ", not inside the margin with the power to show it"
+    else:
+        outcome = INCONCLUSIVE
+        needed = _runs_needed(a, paired, _PowerAt(lambda s, d: _power_within(margin, s, d),
+                                                  (se, df)))  # fmt: skip
+        text += f"; {_needed_text(needed, a.size)}"
+    outcome, text = _with_control(outcome, text, control)
+    ours = f"{what}{name_a} {ms(a, digits)} vs {name_b} {ms(b, digits)} (Δ = {gap:+.{digits}f})"
+    return Verdict(ours, text, outcome, (float(np.mean(a)), float(np.mean(b))),
+                   control=control_text(control), runs_needed=needed)  # fmt: skip
 
 
 def not_above(
-    a, b, name_a: str, name_b: str, *, margin: float, paired: bool, digits: int = 3,
+    a,
+    b,
+    name_a: str,
+    name_b: str,
+    *,
+    margin: float,
+    paired: bool,
+    control: Verdict,
+    digits: int = 3,
     what: str = "",
-) -> Verdict:  # fmt: skip
+) -> Verdict:
     """a not meaningfully above b ("no learning"): a one-sided t-test at ALPHA that
-    mean(a) − mean(b) < margin, i.e. the upper end of the (1 − 2α) interval below the margin.
-    A decrease passes; too few runs or too much spread fail."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
+    mean(a) − mean(b) < margin, and ``control`` (the manipulation check) holds.  A decrease
+    passes.  *contradicted*: significantly above the margin, or not shown below it with power
+    ≥ POWER_WANTED (at Δ = 0); *inconclusive* otherwise, or without the control."""
+    a, b = _pair(a, b)
     gap = float(np.mean(a) - np.mean(b))
-    se, df = _standard_error(a, b, paired)
-    if se == 0:
-        p, high = (0.0 if gap < margin else 1.0), gap
-    else:
-        p = float(scipy_stats.t.cdf((gap - margin) / se, df))  # H0: gap ≥ margin
-        high = gap + scipy_stats.t.ppf(1 - ALPHA, df) * se
-    ours = f"{what}{name_a} {ms(a, digits)} vs {name_b} {ms(b, digits)} (Δ = {gap:+.{digits}f})"
+    se, df = spread(a, b, paired=paired)
+    p = p_less(a, b, margin, paired=paired)
+    p_over = p_greater(a, b, margin, paired=paired)
+    high = gap + (scipy_stats.t.ppf(1 - ALPHA, df) * se if se else 0.0)
+    strength = _power_above(margin, 0.0, se, df)  # −Δ > −margin at Δ = 0
     kind = "paired" if paired else "Welch"
     text = (f"{kind} one-sided t-test that Δ < {margin:g}: upper 95 % bound {high:+.{digits}f}, "
-            f"p = {p:.2g}")  # fmt: skip
-    return Verdict(ours, text, bool(p < ALPHA), (float(np.mean(a)), float(np.mean(b))))
+            f"p = {p:.2g}; power {strength:.2f} at Δ = 0; "
+            f"{_gap_text(gap, name_a, name_b, digits)}")  # fmt: skip
+    needed = None
+    if p < ALPHA:
+        outcome = HOLDS
+    elif p_over < ALPHA:
+        outcome = CONTRADICTED
+        text += f", significantly above the margin (p = {p_over:.2g})"
+    elif strength >= POWER_WANTED:
+        outcome = CONTRADICTED
+        text += ", not below the margin with the power to show it"
+    else:
+        outcome = INCONCLUSIVE
+        needed = _runs_needed(a, paired, _PowerAt(lambda s, d: _power_above(margin, 0.0, s, d),
+                                                  (se, df)))  # fmt: skip
+        text += f"; {_needed_text(needed, a.size)}"
+    outcome, text = _with_control(outcome, text, control)
+    ours = f"{what}{name_a} {ms(a, digits)} vs {name_b} {ms(b, digits)} (Δ = {gap:+.{digits}f})"
+    return Verdict(ours, text, outcome, (float(np.mean(a)), float(np.mean(b))),
+                   control=control_text(control), runs_needed=needed)  # fmt: skip
 
 
 def ordered(
-    samples: Sequence, names: Sequence[str], *, paired: bool, effect: float | None = None,
-    what: str = "", digits: int = 3,
+    samples: Sequence, names: Sequence[str], *, paired: bool, effect: float,
+    min_effect: float | None = None, what: str = "", digits: int = 3,
 ) -> Verdict:  # fmt: skip
-    """samples[0] > samples[1] > … in mean, and the first significantly above the last."""
-    means = [float(np.mean(s)) for s in samples]
-    in_order = all(x > y for x, y in zip(means, means[1:]))
-    ends = above(samples[0], samples[-1], names[0], names[-1], paired=paired, effect=effect)
+    """samples[0] > samples[1] > …: every adjacent step an :func:`above` with the claim's
+    ``effect`` and ``min_effect`` per step.  Holds when every step does; contradicted when one
+    is; inconclusive otherwise."""
+    steps = [above(x, y, n, m, paired=paired, effect=effect, min_effect=min_effect,
+                   digits=digits)  # fmt: skip
+             for x, y, n, m in zip(samples, samples[1:], names, names[1:])]
+    outcome = combined(steps)
     ours = what + ", ".join(f"{n} {ms(s, digits)}" for n, s in zip(names, samples))
-    test = (f"means in the order {' > '.join(names)}: {'yes' if in_order else 'no'}; "
-            f"ends: {ends.test}")  # fmt: skip
-    return Verdict(ours, test, bool(in_order and ends.holds), tuple(means))
+    test = "; ".join(f"{n} > {m}: {step.outcome} ({step.test})"
+                     for step, n, m in zip(steps, names, names[1:]))  # fmt: skip
+    needed = max((s.runs_needed or 0 for s in steps), default=0) or None
+    means = tuple(float(np.mean(s)) for s in samples)
+    return Verdict(ours, test, outcome, means, min_effect=steps[0].min_effect,
+                   runs_needed=needed if outcome == INCONCLUSIVE else None)  # fmt: skip
+
+
+def combined(verdicts: Sequence[Verdict]) -> str | None:
+    """The outcome of checks that must all hold: missing if one is, contradicted if one is,
+    holds if all do, inconclusive otherwise (not testable ones left out)."""
+    outcomes = [v.outcome for v in verdicts if v.outcome != NOT_TESTABLE]
+    if not outcomes:
+        return NOT_TESTABLE
+    if any(o is None for o in outcomes):
+        return None
+    if CONTRADICTED in outcomes:
+        return CONTRADICTED
+    if all(o == HOLDS for o in outcomes):
+        return HOLDS
+    return INCONCLUSIVE
 
 
 def both(first: Verdict, second: Verdict) -> Verdict:
-    """Two checks of one cell: holds when both do."""
+    """Two checks of one cell: holds when both do (:func:`combined`)."""
+    needed = max(first.runs_needed or 0, second.runs_needed or 0) or None
     return Verdict(
         f"{first.ours}; {second.ours}",
         f"{first.test}; {second.test}",
-        bool(first.holds and second.holds),
+        combined([first, second]),
         first.values + second.values,
+        min_effect=first.min_effect if first.min_effect is not None else second.min_effect,
+        control="; ".join(c for c in (first.control, second.control) if c),
+        runs_needed=needed,
     )
+
+
+# ------------------------------------------------------------------- manipulation checks
+
+ACTED = 1e-4  # mean |Δ| between paired runs above which a factor moved the lists shown
+
+
+def acted(a, b, factor: str, what: str = "the online nDCG@10 curves") -> Verdict:
+    """The manipulation check of a no-difference claim with paired runs (the same seeds, the
+    same queries and clicks until the factor acts): the factor acted when the paired runs'
+    values differ, mean |Δ| > ACTED (runs where it did nothing are identical: float noise is
+    below 1e-6).  ``a``, ``b``: [runs] or [runs, rounds]."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    width = min(a.shape[-1], b.shape[-1]) if a.ndim == 2 else None
+    if width is not None:
+        a, b = a[:, :width], b[:, :width]
+    distance = float(np.mean(np.abs(a - b)))
+    moved = distance > ACTED
+    share = float(np.mean(np.abs(a - b) > ACTED))
+    ours = (f"{factor} {'acted' if moved else 'did not act'}: {what} of the paired runs differ "
+            f"by mean |Δ| = {distance:.2g} ({share:.0%} of values)")  # fmt: skip
+    return Verdict(ours, f"mean |Δ| > {ACTED:g}", HOLDS if moved else CONTRADICTED)
+
+
+def controls(*checks: Verdict) -> Verdict:
+    """Several manipulation checks, all needed."""
+    return Verdict("; ".join(c.ours for c in checks), "; ".join(c.test for c in checks),
+                   HOLDS if all(c.holds for c in checks) else CONTRADICTED)  # fmt: skip
+
+
+def control_text(control: Verdict) -> str:
+    """A control as the table shows it: what it found and whether it passed."""
+    return f"{'passed' if control.holds else 'FAILED'}: {control.ours}"
 
 
 # ----------------------------------------------------------------------------- the claims
@@ -316,13 +571,16 @@ class Cell:
     ``Verdict.values`` (converted where needed, e.g. online performance per round), with
     ``paper_text`` saying how the paper prints them; the table shows ours, the paper's and
     their ratio.  ``exception``: the paper states this cell as an exception to the claim (its
-    words); it is checked and shown but does not count."""
+    words); it is checked and shown but does not count.  ``not_testable``: why this run
+    cannot test the cell (the paper states it for data we do not have); it is listed with
+    that reason, not checked and not counted."""
 
     label: str
-    check: Callable[[Results], Verdict]
+    check: Callable[[Results], Verdict] | None
     paper: tuple = ()
     paper_text: str = ""
     exception: str = ""
+    not_testable: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,10 +602,12 @@ class Claim:
     words: str  # the claim, quoted from the paper ([...] marks cuts and insertions)
     runs: tuple  # names of the runs (the claims' run catalogue) it reads
     cells: tuple  # Cell, one per setting the paper makes the claim for
-    setting: str  # ours, in short (scaled rounds and runs, and any departure, with why)
-    statistic: str = ""  # the test, margin or effect size, in words
+    setting: str  # ours, in short (what is scaled, and any departure, with why)
+    statistic: str = ""  # the test, least effect or margin, and the control, in words
     reduced: bool = False  # in the reduced set (the slow tier's claims test)
     diagnosis: Diagnosis | None = None
+    # arithmetic of the run schedule that cannot fail: shown apart, not counted as a finding
+    bookkeeping: bool = False
 
 
 class Renamed:
@@ -392,16 +652,17 @@ def _short(text: str, limit: int = 160) -> str:
 def recheck_text(cells: Sequence[Cell], results, names: dict, what: str = "") -> str:
     """The claim's counted cells checked on its own runs and with ``names``' runs in their
     place (:class:`Renamed`): how many hold each way, the cells that now hold, and those that
-    still fail with their numbers and whether their tests had the power to see the claim's
-    difference."""
-    counted = [c for c in cells if not c.exception]
+    still do not with their numbers and outcome (contradicted: the runs had the power to see
+    the claim's difference; inconclusive: they had not)."""
+    counted = [c for c in cells if not c.exception and not c.not_testable]
     before = [check_cell(c, results) for c in counted]
     after = [check_cell(c, Renamed(results, names)) for c in counted]
-    checked = [a for a in after if a["holds"] is not None]
-    held_before = sum(b["holds"] is True for b in before)
-    held_after = sum(a["holds"] is True for a in checked)
-    fixed = [a["cell"] for b, a in zip(before, after) if b["holds"] is False and a["holds"]]
-    still = [a for a in checked if a["holds"] is False]
+    checked = [a for a in after if a["verdict"] is not None]
+    held_before = sum(b["verdict"] == HOLDS for b in before)
+    held_after = sum(a["verdict"] == HOLDS for a in checked)
+    fixed = [a["cell"] for b, a in zip(before, after) if b["verdict"] != HOLDS
+             and a["verdict"] == HOLDS]  # fmt: skip
+    still = [a for a in checked if a["verdict"] != HOLDS]
     text = (f"{what + ': ' if what else ''}{held_after} of {len(checked)} cells hold (the "
             f"claim's own runs: {held_before} of {len(before)})")  # fmt: skip
     if len(checked) < len(after):
@@ -409,15 +670,12 @@ def recheck_text(cells: Sequence[Cell], results, names: dict, what: str = "") ->
     if fixed:
         text += f". Now holding: {', '.join(fixed)}"
     if still:
-        powers = [min(map(float, re.findall(r"power (\d\.\d+)", a["test"])), default=None)
-                  for a in still]  # fmt: skip
-        known = [x for x in powers if x is not None]
-        if known:
-            strong = sum(x >= POWER_WANTED for x in known)
-            text += (f". Of the {len(still)} still failing, {strong} had power ≥ {POWER_WANTED} "
-                     "at the claim's Δ (a difference of that size would have shown)")  # fmt: skip
+        contradicted = sum(a["verdict"] == CONTRADICTED for a in still)
+        text += (f". Of the {len(still)} that do not, {contradicted} contradicted (the runs "
+                 f"had the power to see the claim's difference), {len(still) - contradicted} "
+                 "inconclusive")  # fmt: skip
         shown = still[:SHOWN]
-        text += ". Still failing: " + "; ".join(
+        text += ". Not holding: " + "; ".join(
             f"{a['cell']}: {_short(a['ours'])} ({_short(a['test'], 120)})" for a in shown
         )
         if len(still) > len(shown):
@@ -432,13 +690,25 @@ def recheck(cells, names: dict, what: str = "") -> Callable[[Results], str]:
 
 
 def check_cell(cell: Cell, results: Results) -> dict:
-    try:
-        verdict = cell.check(results)
-    except MissingResults as error:
-        verdict = Verdict(f"missing results ({error})", "", None)
+    """The cell's row of the table: its verdict (one of OUTCOMES, None: results missing),
+    ``holds`` (the verdict is 'holds'), our numbers, the test, the least effect or the
+    control, the runs an inconclusive cell needs, and the paper's numbers beside ours."""
+    if cell.not_testable:
+        verdict = Verdict(f"not testable here: {cell.not_testable}", "", NOT_TESTABLE)
+    else:
+        try:
+            verdict = cell.check(results)
+        except MissingResults as error:
+            verdict = Verdict(f"missing results ({error})", "", None)
     row = {"cell": cell.label, "ours": verdict.ours, "test": verdict.test,
-           "holds": None if verdict.holds is None else bool(verdict.holds),
+           "verdict": verdict.outcome, "holds": verdict.holds,
            "exception": cell.exception, "paper": cell.paper_text}  # fmt: skip
+    if verdict.min_effect is not None:
+        row["min_effect"] = round(float(verdict.min_effect), 6)
+    if verdict.control:
+        row["control"] = verdict.control
+    if verdict.outcome == INCONCLUSIVE:
+        row["runs_needed"] = verdict.runs_needed
     if cell.paper and len(verdict.values) >= len(cell.paper):
         ours = verdict.values[: len(cell.paper)]
         row["paper_values"] = list(cell.paper)
@@ -447,9 +717,18 @@ def check_cell(cell: Cell, results: Results) -> dict:
     return row
 
 
+def counted(cells: list[dict]) -> list[dict]:
+    """The rows that count towards a claim's verdict: not the paper's exceptions."""
+    return [c for c in cells if not c["exception"]]
+
+
+def claim_verdict(cells: list[dict]) -> str | None:
+    """The claim's outcome over its counted cells (:func:`combined`); None when one has no
+    results."""
+    return combined([Verdict("", "", c["verdict"]) for c in counted(cells)])
+
+
 def claim_holds(cells: list[dict]) -> bool | None:
-    """Every cell that is not a stated exception holds; None when one has no results."""
-    counted = [c for c in cells if not c["exception"]]
-    if any(c["holds"] is None for c in counted):
-        return None
-    return all(c["holds"] for c in counted)
+    """Every counted cell holds; None when one has no results."""
+    verdict = claim_verdict(cells)
+    return None if verdict is None else verdict == HOLDS

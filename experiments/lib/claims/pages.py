@@ -16,7 +16,8 @@ import pathlib
 import re
 import sys
 
-from experiments.lib.claims.table import VERDICT_WORDS, timing
+from experiments.lib.claims.core import CONTRADICTED, INCONCLUSIVE
+from experiments.lib.claims.table import VERDICT_WORDS, findings, headline, timing
 from experiments.lib.output import write_text_atomic
 from experiments.lib.paper_figures.summary import markdown_cell
 
@@ -53,9 +54,9 @@ def paper_block(rows: list[dict], record: dict, link: str) -> str:
     for r in rows:
         cells = [f"[`{r['claim']}`]({link}#{_anchor(r['claim'])})", r["where"],
                  f"“{r['words']}”", f"{r['cells_held']} / {r['cells_counted']}",
-                 VERDICT_WORDS[r["holds"]]]  # fmt: skip
+                 VERDICT_WORDS[r["verdict"]]]  # fmt: skip
         lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
-    failing = [r for r in rows if r["holds"] is False]
+    failing = [r for r in rows if r["verdict"] in (CONTRADICTED, INCONCLUSIVE)]
     if failing:
         lines += ["", "What the diagnosis runs showed for each claim that does not hold:", ""]
         for r in failing:
@@ -66,30 +67,27 @@ def paper_block(rows: list[dict], record: dict, link: str) -> str:
 def summary_block(record: dict, link: str) -> str:
     """reproduce.md's summary: every claim, its paper and verdict."""
     rows = record["claims"]
-    held = sum(r["holds"] is True for r in rows)
     lines = [
         f"On {record['data']} ({record['n_runs']} runs a setting unless a claim says more; "
-        f"{timing(record)}), **{held} of {len(rows)} claims hold** "
-        f"([the table, cell by cell]({link})):",
+        f"{timing(record)}), {headline(rows)} ([the table, cell by cell]({link})):",
         "",
         "| claim | paper, where | cells held | verdict |",
         "|---|---|---|---|",
     ]
     for r in rows:
         cells = [f"[`{r['claim']}`]({link}#{_anchor(r['claim'])})", f"{r['paper']}, {r['where']}",
-                 f"{r['cells_held']} / {r['cells_counted']}", VERDICT_WORDS[r["holds"]]]  # fmt: skip
+                 f"{r['cells_held']} / {r['cells_counted']}", VERDICT_WORDS[r["verdict"]]]  # fmt: skip
         lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     return "\n".join(lines)
 
 
 def readme_line(record: dict) -> str:
-    rows = record["claims"]
-    held = sum(r["holds"] is True for r in rows)
+    rows = findings(record["claims"])
     cells = sum(r["cells_counted"] for r in rows)
     cells_held = sum(r["cells_held"] for r in rows)
-    return (f"On the MSLR excerpt {held} of the claims table's {len(rows)} claims hold "
-            f"({cells_held} of {cells} cells); each paper's page says which do not and what "
-            "the runs that diagnose them showed ([the claims table](docs/claims.md)).")  # fmt: skip
+    return (f"On the MSLR excerpt, {headline(record['claims'])} ({cells_held} of {cells} "
+            "cells hold); each paper's page says which do not, why, and what the runs that "
+            "diagnose them showed ([the claims table](docs/claims.md)).")  # fmt: skip
 
 
 def blocks(record: dict, modules: dict) -> dict:
@@ -106,7 +104,7 @@ def blocks(record: dict, modules: dict) -> dict:
     return out
 
 
-_BLOCK = re.compile(re.escape(BEGIN) + r"\n(.*?)\n" + re.escape(END), re.S)
+_BLOCK = re.compile(re.escape(BEGIN) + r"\n(.*?)\n" + re.escape(END), re.DOTALL)
 
 
 def current(text: str, where: str) -> str:

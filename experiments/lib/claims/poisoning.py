@@ -29,6 +29,7 @@ from experiments.lib.claims.core import (
     Diagnosis,
     Verdict,
     above,
+    acted,
     both,
     equivalent,
     not_above,
@@ -208,10 +209,13 @@ KRUM_10_MARGIN = 0.01
 
 def _krum_ten_cell(click: str) -> Cell:
     def check(r):
+        control = acted(final(r, click, "krum", "data_poisoning", 1),
+                        final(r, click, "fedavg", "data_poisoning", 1), "Krum",
+                        "the final nDCG@10 of the paired runs")  # fmt: skip
         return not_above(final(r, click, "krum", "data_poisoning", 1),
-                       final(r, click, "fedavg", "data_poisoning", 1), "Krum", "FedAvg",
-                       margin=KRUM_10_MARGIN, paired=True,
-                       what="data poisoning, 10 %: ")  # fmt: skip
+                         final(r, click, "fedavg", "data_poisoning", 1), "Krum", "FedAvg",
+                         margin=KRUM_10_MARGIN, paired=True, control=control,
+                         what="data poisoning, 10 %: ")  # fmt: skip
 
     return Cell(f"{click}, 10 %", check)
 
@@ -227,7 +231,7 @@ TEN_EXCEPTION = (
 
 def _krum_pair_cell(click: str, m: int) -> Cell:
     def check(r):
-        attack = lambda rule: "data_poisoning"  # noqa: E731
+        attack = lambda rule: "data_poisoning"
         k = _pair_mean(r, click, ("krum", "multi_krum"), attack, m)
         t = _pair_mean(r, click, ("trimmed_mean", "median"), attack, m)
         return above(k, t, "Krum & Multi-Krum", "Trimmed Mean & Median", paired=True,
@@ -238,7 +242,7 @@ def _krum_pair_cell(click: str, m: int) -> Cell:
 
 def _fang_rules_cell(click: str, m: int) -> Cell:
     def check(r):
-        attack = lambda rule: f"{FANG[rule]}_full"  # noqa: E731
+        attack = lambda rule: f"{FANG[rule]}_full"
         k = _pair_mean(r, click, ("krum", "multi_krum"), attack, m)
         t = _pair_mean(r, click, ("trimmed_mean", "median"), attack, m)
         return above(t, k, "Trimmed Mean & Median", "Krum & Multi-Krum", paired=True,
@@ -299,9 +303,12 @@ def _partial_equal_cell(rule: str, click: str, m: int) -> Cell:
     attack = FANG[rule]
 
     def check(r):
+        # the control: the partial-knowledge attack does act (lowers nDCG under this rule)
+        control = above(no_attack(r, click, rule, m), final(r, click, rule, f"{attack}_partial", m),
+                        "no attack", "Fang (partial)", paired=True, effect=EFFECT)  # fmt: skip
         return equivalent(final(r, click, rule, f"{attack}_partial", m),
                           final(r, click, rule, f"{attack}_full", m), "partial", "full",
-                          margin=EQUAL_MARGIN, paired=True,
+                          margin=EQUAL_MARGIN, paired=True, control=control,
                           what=f"{NAMES[rule]} under Fang's attack: ")  # fmt: skip
 
     return Cell(f"{NAMES[rule]}, {click}, {_pct(m)}", check)
@@ -354,7 +361,7 @@ CLAIMS = [
         tuple(_most_affected_cell(m) for m in COUNTS),
         SETTING + "; the drop from honest FedAvg under data poisoning, compared across click "
         "models (§6: the attack's effect is the gap to no attack)",
-        f"informational's drop above navigational's and perfect's (paired t-tests; power at "
+        f"informational's drop above navigational's and perfect's (paired one-sided t-tests above half Δ; power at "
         f"Δ = {EFFECT})",
     ),
     Claim(
@@ -369,7 +376,7 @@ CLAIMS = [
         SETTING + "; each attack's drop from the same rule without attack (assuming m), "
         "averaged over m ∈ {1, 2, 3, 4} ('in general'); Fang's attack with full knowledge "
         "shown as the paper's exception",
-        f"perfect's drop below navigational's and informational's (paired t-tests; power at "
+        f"perfect's drop below navigational's and informational's (paired one-sided t-tests above half Δ; power at "
         f"Δ = {EFFECT})",
     ),
     Claim(
@@ -381,7 +388,7 @@ CLAIMS = [
         (RUN,),
         tuple(_lie_cell(c, m) for c in CLICKS for m in COUNTS),
         SETTING + "; FedAvg under LIE and under data poisoning",
-        f"LIE above data poisoning (paired t-test, p < 0.05; power at Δ = {EFFECT})",
+        f"LIE above data poisoning (paired one-sided t-test above {EFFECT / 2:g}, half of Δ = {EFFECT}; power at Δ)",
     ),
     Claim(
         "poisoning_krum",
@@ -393,7 +400,7 @@ CLAIMS = [
         tuple(_krum_cell(c, m) for c in CLICKS for m in (2, 3, 4)),
         SETTING + "; data poisoning, Krum against FedAvg; the informational 40 % cell is the "
         "paper's stated MSLR exception",
-        f"Krum above FedAvg (paired t-test, p < 0.05; power at Δ = {EFFECT})",
+        f"Krum above FedAvg (paired one-sided t-test above {EFFECT / 2:g}, half of Δ = {EFFECT}; power at Δ)",
     ),
     Claim(
         "poisoning_krum_10pct",
@@ -417,7 +424,7 @@ CLAIMS = [
         tuple(_krum_pair_cell(c, m) for c in CLICKS for m in COUNTS),
         SETTING + "; data poisoning, per run the mean of Krum and Multi-Krum against the mean "
         "of Trimmed Mean and Median; 10 % shown as the paper's exception (§7.2 Trimmed Mean)",
-        f"paired t-test, p < 0.05; power at Δ = {EFFECT}",
+        f"paired one-sided t-test above {EFFECT / 2:g}, half of Δ = {EFFECT}; power at Δ",
     ),
     Claim(
         "poisoning_fang_krum_vs_trimmed",
@@ -430,7 +437,7 @@ CLAIMS = [
         SETTING + "; Fang's attack with full knowledge tailored to each rule (its Krum attack "
         "on Krum and Multi-Krum, its Trimmed-Mean attack on Trimmed Mean and Median); per run "
         "the mean of the two rules of each family",
-        f"Trimmed Mean & Median above Krum & Multi-Krum (paired t-test; power at Δ = {EFFECT})",
+        f"Trimmed Mean & Median above Krum & Multi-Krum (paired one-sided t-test above {EFFECT / 2:g}, half of Δ = {EFFECT}; power at Δ)",
     ),
     Claim(
         "poisoning_fang_vs_data",
@@ -443,7 +450,7 @@ CLAIMS = [
         SETTING + "; each robust rule under data poisoning against under Fang's attack with full "
         "knowledge tailored to it (§8.2: 'under the same robust-aggregation rule'; the paper "
         "shows Krum)",
-        f"data poisoning above Fang (paired t-test, p < 0.05; power at Δ = {EFFECT})",
+        f"data poisoning above Fang (paired one-sided t-test above {EFFECT / 2:g}, half of Δ = {EFFECT}; power at Δ)",
     ),
     Claim(
         "poisoning_fang_knowledge",
@@ -469,7 +476,7 @@ CLAIMS = [
         tuple(_partial_equal_cell(rule, c, m) for rule in DEFENCES for c in CLICKS for m in (3, 4)),
         SETTING + "; Fang's attack tailored to each robust rule, partial against full knowledge"
         + PARTIAL,
-        f"paired TOST, margin ±{EQUAL_MARGIN} nDCG@10 (under a tenth of the attack's effect "
+        f"paired TOST, margin ±{EQUAL_MARGIN} nDCG@10, control: the partial attack lowers nDCG@10 under the rule (under a tenth of the attack's effect "
         "on the excerpt)",
     ),
     Claim(
@@ -484,7 +491,7 @@ CLAIMS = [
         + tuple(_cost_cell("median", c, 1, label=f"Median, {c}") for c in CLICKS),
         SETTING + "; no attack, FedAvg against Krum assuming m ∈ {1, 2, 3, 4} attackers and "
         "Median (which does not depend on m)",
-        f"FedAvg above the rule (paired t-test, p < 0.05; power at Δ = {EFFECT})",
+        f"FedAvg above the rule (paired one-sided t-test above {EFFECT / 2:g}, half of Δ = {EFFECT}; power at Δ)",
     ),
     Claim(
         "poisoning_defence_cost",
@@ -499,7 +506,7 @@ CLAIMS = [
               for m in COUNTS),  # fmt: skip
         SETTING + "; no attack, FedAvg against Krum and Trimmed Mean assuming m ∈ {1, 2, 3, 4} "
         "attackers",
-        f"FedAvg above the rule (paired t-test, p < 0.05; power at Δ = {EFFECT})",
+        f"FedAvg above the rule (paired one-sided t-test above {EFFECT / 2:g}, half of Δ = {EFFECT}; power at Δ)",
     ),
 ]
 

@@ -9,7 +9,7 @@ import sys
 
 from experiments.lib import runs
 from experiments.lib.claims import RUNS
-from experiments.lib.claims.core import MissingResults, Results
+from experiments.lib.claims.core import CONTRADICTED, INCONCLUSIVE, MissingResults, Results
 
 
 MISSING_DIAGNOSIS = "its runs are missing"  # a diagnosis that could not read its runs
@@ -49,7 +49,7 @@ def diagnose(claims, rows, results_dir, folds, *, n_runs, eval_every, jobs, run=
     ``claims`` that does not hold in ``rows``; ({claim key: its explanation}, the folders
     whose run failed).  The diagnoses read the runs of ``table`` (the table's commands) and
     their own, each only as its very command made it (``reader``)."""
-    failing = {r["claim"] for r in rows if r["holds"] is False}
+    failing = {r["claim"] for r in rows if r["verdict"] in (CONTRADICTED, INCONCLUSIVE)}
     chosen = [c for c in claims if c.key in failing and c.diagnosis is not None]
     if not chosen:
         return {}, []

@@ -1,13 +1,37 @@
 """The claims table: evaluating every claim's cells on the runs' results, and writing it as
-Markdown (claims.md) and JSON (claims.json)."""
+Markdown (claims.md) and JSON (claims.json).
+
+Each claim and cell has a ``verdict``: holds, contradicted, inconclusive or not testable
+(None: its results are missing); the headline counts the four over the findings, and lists
+the bookkeeping checks apart.
+"""
 
 from __future__ import annotations
 
-from experiments.lib.claims.core import Claim, Results, check_cell, claim_holds
+from experiments.lib.claims.core import (
+    CONTRADICTED,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_TESTABLE,
+    OUTCOMES,
+    Claim,
+    Results,
+    check_cell,
+    claim_verdict,
+    counted,
+)
 from experiments.lib.paper_figures.summary import markdown_cell
 
-VERDICT_WORDS = {True: "holds", False: "**does not hold**", None: "not run"}
-CELL_WORDS = {True: "yes", False: "**no**", None: "not run"}
+VERDICT_WORDS = {HOLDS: "holds", CONTRADICTED: "**contradicted**",
+                 INCONCLUSIVE: "*inconclusive*", NOT_TESTABLE: "not testable here",
+                 None: "not run"}  # fmt: skip
+WHY = {
+    CONTRADICTED: "significantly the other way, or absent although the runs had the power "
+    "(≥ 0.8) to show the paper's effect",
+    INCONCLUSIVE: "the runs lack the power to tell (the cells say how many runs would give "
+    "it), or a no-difference cell's factor was not shown to act",
+    NOT_TESTABLE: "the paper states it for data this run does not have",
+}
 
 
 def evaluate(claims: list[Claim], results: Results, diagnoses: dict | None = None) -> list[dict]:
@@ -16,6 +40,8 @@ def evaluate(claims: list[Claim], results: Results, diagnoses: dict | None = Non
     rows = []
     for claim in claims:
         cells = [check_cell(cell, results) for cell in claim.cells]
+        testable = [c for c in counted(cells) if c["verdict"] != NOT_TESTABLE]
+        verdict = claim_verdict(cells)
         row = {
             "claim": claim.key,
             "paper": claim.paper,
@@ -23,17 +49,57 @@ def evaluate(claims: list[Claim], results: Results, diagnoses: dict | None = Non
             "words": claim.words,
             "setting": claim.setting,
             "statistic": claim.statistic,
+            "bookkeeping": claim.bookkeeping,
             "cells": cells,
-            "cells_held": sum(c["holds"] is True for c in cells if not c["exception"]),
-            "cells_counted": sum(not c["exception"] for c in cells),
-            "holds": claim_holds(cells),
+            "cells_held": sum(c["verdict"] == HOLDS for c in testable),
+            "cells_counted": len(testable),
+            "verdict": verdict,
+            "holds": None if verdict is None else verdict == HOLDS,
         }
+        needed = [c.get("runs_needed") for c in testable if c["verdict"] == INCONCLUSIVE]
+        if needed and verdict == INCONCLUSIVE:
+            known = [n for n in needed if n is not None]
+            row["runs_needed"] = max(known) if known and len(known) == len(needed) else None
         if claim.diagnosis is not None:
             row["diagnosis_change"] = claim.diagnosis.change
         if diagnoses and claim.key in diagnoses:
             row["diagnosis"] = diagnoses[claim.key]
         rows.append(row)
     return rows
+
+
+def findings(rows: list[dict]) -> list[dict]:
+    """The rows that are findings of the papers (not bookkeeping)."""
+    return [r for r in rows if not r.get("bookkeeping")]
+
+
+def verdict_counts(rows: list[dict]) -> dict:
+    """{verdict: how many findings have it} for the four verdicts, and 'not run' when some
+    claims have no results."""
+    found = findings(rows)
+    counts = {outcome: sum(r["verdict"] == outcome for r in found) for outcome in OUTCOMES}
+    missing = sum(r["verdict"] is None for r in found)
+    if missing:
+        counts["not run"] = missing
+    return counts
+
+
+def headline(rows: list[dict]) -> str:
+    """'N findings: a hold, b contradicted, c inconclusive, d not testable here' (and the
+    bookkeeping checks apart)."""
+    counts = verdict_counts(rows)
+    parts = [f"**{counts[HOLDS]} hold**", f"{counts[CONTRADICTED]} contradicted",
+             f"{counts[INCONCLUSIVE]} inconclusive",
+             f"{counts[NOT_TESTABLE]} not testable here"]  # fmt: skip
+    if "not run" in counts:
+        parts.append(f"{counts['not run']} not run")
+    text = f"of the {len(findings(rows))} findings, " + ", ".join(parts)
+    books = [r for r in rows if r.get("bookkeeping")]
+    if books:
+        held = sum(r["verdict"] == HOLDS for r in books)
+        text += (f"; and {held} of {len(books)} bookkeeping check(s) (arithmetic of the run "
+                 "schedule, not counted) pass")  # fmt: skip
+    return text
 
 
 def _ratio(cell: dict) -> tuple[str, str]:
@@ -44,25 +110,64 @@ def _ratio(cell: dict) -> tuple[str, str]:
     return cell["paper"], f"{ours} (× {ratio})"
 
 
+def _cell_words(cell: dict) -> str:
+    words = VERDICT_WORDS[cell["verdict"]]
+    if cell["verdict"] == INCONCLUSIVE and cell.get("runs_needed"):
+        words += f" ({cell['runs_needed']} runs needed)"
+    if cell["exception"]:
+        words += f" (the paper's exception, not counted: {cell['exception']})"
+    return words
+
+
+def _effect_or_control(cell: dict) -> str:
+    if cell.get("control"):
+        return "control " + cell["control"]
+    if cell.get("min_effect") is not None:
+        return f"least effect {cell['min_effect']:g}"
+    return ""
+
+
+def why_not(rows: list[dict]) -> list[str]:
+    """The summary at the top of the table: the findings that do not hold, by verdict."""
+    lines = []
+    for outcome in (CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE):
+        keys = [r["claim"] for r in findings(rows) if r["verdict"] == outcome]
+        if keys:
+            links = ", ".join(f"[{k}](#{k.lower()})" for k in keys)
+            lines.append(f"- {VERDICT_WORDS[outcome]} ({WHY[outcome]}): {links}")
+    return lines
+
+
 def markdown(rows: list[dict], heading: str, data: str, detail: str = "") -> str:
-    held = sum(r["holds"] is True for r in rows)
-    cells = sum(r["cells_counted"] for r in rows)
-    cells_held = sum(r["cells_held"] for r in rows)
+    cells = sum(r["cells_counted"] for r in findings(rows))
+    cells_held = sum(r["cells_held"] for r in findings(rows))
     lines = [
         f"# {heading}",
         "",
-        f"Data: {data}. **{held} of {len(rows)} claims hold**; {cells_held} of {cells} cells "
-        "(the paper's stated exceptions are shown and not counted)." + (f" {detail}" if detail else ""),
+        f"Data: {data}. Of the claims table, {headline(rows)}; {cells_held} of {cells} "
+        "counted cells hold (the paper's stated exceptions are shown and not counted)."
+        + (f" {detail}" if detail else ""),
         "",
-        "| claim | where | cells held | verdict |",
-        "|---|---|---|---|",
+        "A difference must be shown above a least effect stated per claim (one-sided "
+        "t-tests); a no-difference cell holds only with its control, a check in the same "
+        "cell that the factor it varies acted.",
     ]
+    why = why_not(rows)
+    if why:
+        lines += ["", "Why these do not hold:", "", *why]
+    lines += ["", "| claim | where | cells held | verdict |", "|---|---|---|---|"]
     for r in rows:
+        verdict = VERDICT_WORDS[r["verdict"]]
+        if r.get("bookkeeping"):
+            verdict += " (bookkeeping, not counted)"
         lines.append(
             f"| [{r['claim']}](#{r['claim'].lower()}) | {markdown_cell(r['paper'] + ', ' + r['where'])} "
-            f"| {r['cells_held']} / {r['cells_counted']} | {VERDICT_WORDS[r['holds']]} |"
+            f"| {r['cells_held']} / {r['cells_counted']} | {verdict} |"
         )
     for r in rows:
+        verdict = VERDICT_WORDS[r["verdict"]]
+        if r.get("runs_needed"):
+            verdict += f"; {r['runs_needed']} runs per setting would give power 0.8"
         lines += [
             "",
             f"## {r['claim']}",
@@ -70,19 +175,18 @@ def markdown(rows: list[dict], heading: str, data: str, detail: str = "") -> str
             f"{r['paper']}, {r['where']}: “{r['words']}”",
             "",
             f"Ours: {r['setting']}. Test: {r['statistic']}. "
-            f"Verdict: {VERDICT_WORDS[r['holds']]} ({r['cells_held']} of {r['cells_counted']} cells).",
+            f"Verdict: {verdict} ({r['cells_held']} of {r['cells_counted']} cells hold).",
             "",
-            "| cell | ours (mean ± sd over runs) | test | holds | paper's number | ours (× paper) |",
-            "|---|---|---|---|---|---|",
+            "| cell | ours (mean ± sd over runs) | test | least effect or control | verdict "
+            "| paper's number | ours (× paper) |",
+            "|---|---|---|---|---|---|---|",
         ]
         for c in r["cells"]:
-            holds = CELL_WORDS[c["holds"]]
-            if c["exception"]:
-                holds += f" (the paper's exception: {c['exception']})"
             paper, ratio = _ratio(c)
-            values = [c["cell"], c["ours"], c["test"], holds, paper, ratio]
+            values = [c["cell"], c["ours"], c["test"], _effect_or_control(c), _cell_words(c),
+                      paper, ratio]  # fmt: skip
             lines.append("| " + " | ".join(markdown_cell(v) for v in values) + " |")
-        if r["holds"] is False:
+        if r["verdict"] in (CONTRADICTED, INCONCLUSIVE):
             lines += ["", "**Diagnosis.** " + r.get("diagnosis", "none recorded: no diagnosis run is defined for this claim.")]
     return "\n".join(lines) + "\n"
 
@@ -97,5 +201,10 @@ def document(payload: dict) -> str:
 
 def timing(payload: dict) -> str:
     if not payload.get("ran", True):
+        made = payload.get("runs_made")
+        if made:
+            return (f"the table read (--norun) from the runs a full claims invocation made at "
+                    f"code {made['source_version']} in {made['wall_seconds'] / 60:.0f} min "
+                    f"wall with --jobs={made['jobs']}")  # fmt: skip
         return "the table read from runs made earlier (--norun)"
     return f"this invocation: {payload['seconds'] / 60:.0f} min wall with --jobs={payload['jobs']}"
