@@ -283,15 +283,23 @@ def power(effect: float, a, b, paired: bool, bound: float = 0.0) -> float:
 
 def _runs_needed(a, paired: bool, power_at) -> int | None:
     """The fewest runs per setting whose power (``power_at(se, df)``) reaches POWER_WANTED,
-    the spread per run as observed (se ∝ 1/√n); None beyond MAX_RUNS."""
+    the spread per run as observed (se ∝ 1/√n); None beyond MAX_RUNS.  Power grows with the
+    runs, so a bisection finds it."""
     n_now = np.asarray(a).size
     se_now, df_now = power_at.spread
-    for n in range(2, MAX_RUNS + 1):
+
+    def enough(n: int) -> bool:
         se = se_now * math.sqrt(n_now / n)
         df = (n - 1) if paired else max(1.0, df_now * (n - 1) / max(n_now - 1, 1))
-        if power_at(se, df) >= POWER_WANTED:
-            return n
-    return None
+        return power_at(se, df) >= POWER_WANTED
+
+    if not enough(MAX_RUNS):
+        return None
+    low, high = 1, MAX_RUNS  # enough(high), and not enough(low) (one run: no test)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return high
 
 
 class _PowerAt:

@@ -95,10 +95,13 @@ def headline(rows: list[dict]) -> str:
         parts.append(f"{counts['not run']} not run")
     text = f"of the {len(findings(rows))} findings, " + ", ".join(parts)
     books = [r for r in rows if r.get("bookkeeping")]
-    if books:
-        held = sum(r["verdict"] == HOLDS for r in books)
-        text += (f"; and {held} of {len(books)} bookkeeping check(s) (arithmetic of the run "
+    run = [r for r in books if r["verdict"] is not None]
+    if run:
+        held = sum(r["verdict"] == HOLDS for r in run)
+        text += (f"; and {held} of {len(run)} bookkeeping check(s) (arithmetic of the run "
                  "schedule, not counted) pass")  # fmt: skip
+    if len(run) < len(books):
+        text += f"; {len(books) - len(run)} bookkeeping check(s) not run"
     return text
 
 
@@ -200,11 +203,16 @@ def document(payload: dict) -> str:
 
 
 def timing(payload: dict) -> str:
-    if not payload.get("ran", True):
-        made = payload.get("runs_made")
-        if made:
-            return (f"the table read (--norun) from the runs a full claims invocation made at "
-                    f"code {made['source_version']} in {made['wall_seconds'] / 60:.0f} min "
-                    f"wall with --jobs={made['jobs']}")  # fmt: skip
+    """How the table's runs were made: by this invocation, or (--norun) by an earlier one
+    (``runs_made``: its command, code version, wall time and jobs, or how far it got)."""
+    if payload.get("ran", True):
+        return (f"this invocation: {payload['seconds'] / 60:.0f} min wall with "
+                f"--jobs={payload['jobs']}")  # fmt: skip
+    made = payload.get("runs_made")
+    if not made:
         return "the table read from runs made earlier (--norun)"
-    return f"this invocation: {payload['seconds'] / 60:.0f} min wall with --jobs={payload['jobs']}"
+    text = (f"the table read (--norun) from the runs of `{made['command']}` at code "
+            f"{made['source_version']}")  # fmt: skip
+    if made.get("wall_seconds"):
+        return text + f", {made['wall_seconds'] / 60:.0f} min wall"
+    return text + f", still running ({made['runs_done']} runs done)"
