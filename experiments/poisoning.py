@@ -34,7 +34,7 @@ import sys
 
 from absl import app, flags
 
-from experiments.lib import config_flags, program, results, shared_flags
+from experiments.lib import config_flags, program, results, series, shared_flags, words
 from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import is_writer, on_every_process
@@ -153,7 +153,7 @@ def run() -> program.Done:
         )
     written = results_of(config, settings, result, train, test, source, log)
     path = output.write_json("results.json", written)
-    table = format_table(written["cells"])
+    table = format_table(written["cells"], heading(config, written["data"]))
     output.write_text("table.txt", table)
     return program.Done(
         output,
@@ -211,8 +211,21 @@ def results_of(config, settings, result, train, test, source, log) -> dict:
     )
 
 
-def format_table(cells) -> str:
-    lines = [f"{'click model':<14}{'m':>3}  {'attack':<26}{'aggregator':<14}final offline nDCG@10"]
+def heading(config, data: dict) -> str:
+    """The table's first line: its data, rounds and runs, and the federation every cell has."""
+    return (
+        f"# {series.dataset_name(data)}; T = {config.rounds:,} rounds, {config.n_runs} run(s) a "
+        f"cell (mean ± sd); |C| = {config.n_clients}, B = {config.local_updates}, "
+        f"{words.field('epsilon', config.epsilon)}"
+        + (f", {words.field('sensitivity', config.sensitivity, {'epsilon': config.epsilon})}"
+           if config.epsilon else "")
+    )  # fmt: skip
+
+
+def format_table(cells, first: str = "") -> str:
+    lines = [first] if first else []
+    lines.append(f"{'click model':<14}{'m':>3}  {'attack':<26}{'aggregator':<14}"
+                 "final offline nDCG@10")  # fmt: skip
     for cell in cells:
         s, summary = cell["setting"], cell["summary"]
         lines.append(

@@ -197,7 +197,9 @@ def test_poisoning_grid_runs_in_one_program(tmp_path):
     # per click model: baseline + 4 defences + 5 data poisoning + LIE + 8 Fang cells
     assert len(cells) == 2 * (1 + 4 + 5 + 1 + 8)
     assert all(np.shape(c["curves"]["offline_ndcg"]) == (2, 3) for c in cells)
-    assert "fang_krum_full" in (tmp_path / "table.txt").read_text()
+    table = (tmp_path / "table.txt").read_text()
+    assert "fang_krum_full" in table
+    assert table.startswith("# synthetic (seed 0, ") and "; T = 3 rounds, 2 run(s) a cell" in table
     assert results["interactions"] == len(cells) * 2 * 4 * 2 * 3
 
 

@@ -965,6 +965,7 @@ def test_settings_in_words():
          "attack": "lie", "aggregator": rule, "epsilon": 0.0}
         for rule in ("fedavg", "krum")
     ]  # fmt: skip
+    assert words.field("method", "fpdgd/poisoning/full") == "FPDGD (poisoning, full)"
     assert words.shared(lines) == (
         "FPDGD, |C| = 10, B = 5, 3 of the 10 clients malicious, LIE attack, no DP"
     )

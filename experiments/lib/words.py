@@ -73,8 +73,11 @@ def field(name: str, value, fields: dict | None = None) -> str:
     """One setting in words; '' when it says nothing (Δ without privacy, the default
     server optimiser of none)."""
     fields = fields or {}
-    if name == "method":
-        return METHODS.get(str(value), str(value))
+    if name == "method":  # 'fpdgd/poisoning/full': FPDGD (poisoning, full)
+        head, _, rest = str(value).partition("/")
+        if str(value) in METHODS or head not in METHODS:
+            return METHODS.get(str(value), str(value))
+        return f"{METHODS[head]} ({rest.replace('/', ', ')})"
     if name == "aggregator":
         return AGGREGATORS.get(str(value), str(value))
     if name == "attack":
