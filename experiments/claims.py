@@ -8,14 +8,20 @@ r"""The papers' claims, checked in one command on real data.
 
 Each claim quotes its paper (its words, where they are) and lists its cells: every setting the
 paper makes the claim for (click models, rankers, ε, m, n′, Δt, γ, …), the papers' grids scaled
-in rounds and runs only.  Each cell has a check reading the runs' results: ours as mean ± sd over
-runs (pooled over folds), the paper's number beside ours where the paper prints one (with the
-ratio), the test and whether the cell holds.  A claim holds when every cell holds but those the
-paper states as exceptions.  A difference the paper reports must be significant here (t-test,
-p < 0.05, paired where runs share their random streams; its power against the paper's size is
-stated); a claim of no difference must pass an equivalence test (two one-sided tests) against a
-margin stated per claim.  A claim that does not hold gets its diagnosis: runs that change the one
-setting suspected, run after the table's runs, and what they showed.  The claims and their
+in rounds and runs, and narrowed where a claim's setting says so.  Each cell has a check reading
+the runs' results: ours as mean ± sd over runs (pooled over folds), the paper's number beside ours
+where the paper prints one (with the ratio), the test (with the direction it found) and one of
+four verdicts: *holds*; *contradicted* (significantly the other way, or absent although the runs
+had the power to show the claim's effect); *inconclusive* (not the power to tell: the cell says
+how many runs would give power 0.8; or a no-difference cell whose factor was not shown to act);
+*not testable here* (the paper states it for data this run lacks: listed, not counted).  A
+difference must be shown above a least effect stated per claim (one-sided t-test, paired where
+runs share their random streams); a claim of no difference must pass an equivalence test (two
+one-sided tests against a margin stated per claim) and its control, a check in the same cell that
+the factor it varies acted.  A claim's verdict combines its cells but those the paper states as
+exceptions; bookkeeping checks (arithmetic of the run schedule) are shown apart and not counted.
+A claim that does not hold gets its diagnosis: runs that change the one setting suspected, run
+after the table's runs, and what they showed.  The claims and their
 checks are in experiments/lib/claims/, the runs they read in the run catalogue
 (experiments/lib/recipes/), one module per paper; the table is printed and written to
 <results_dir>/claims.md and claims.json.

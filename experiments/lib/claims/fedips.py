@@ -7,7 +7,8 @@ of 5 queries a round, K = 5, m = 10 clicks per user and round, T = 500 rounds, 3
 NDCG@5; baselines FedAvg (no IPS) and λLinear (full-information linear LambdaRank).
 
 Ours: the same on the MSLR-WEB10K excerpt (not Yahoo or Istella: MSLR has the same 5 grades,
-and eq. 11's relevant grades {3, 4}) with T = ROUNDS (rounds scaled only) and the driver's runs.
+and eq. 11's relevant grades {3, 4}) with T = ROUNDS and the driver's runs; f₀ on 1 % of the
+excerpt's training queries is one query, and η_l is fixed where the paper grid-searches it.
 The users' γ_s, queries and clicks are drawn from (seed, run, round, user) and f₀ is fixed, so
 run r of every invocation with the same seed, γ and m sees the same clicks whatever the
 propensities: FedIPS and FedAvg are compared with paired tests.

@@ -12,7 +12,9 @@ FedPer keeps the neural ranker's last layer personal.  Type 3: 3 CCM or 5 PBM cl
 Type 4: 5 clients doing 1, 3, 5, 7, 9 interactions a round (IID: 5 each), alone and mixed
 with Type 1 (4 clients: 1, 3, 7, 9) and Type 2 (#R = 1).
 
-Ours: the same settings with T = ROUNDS (rounds scaled only) on the MSLR-WEB10K excerpt, and
+Ours: the same settings with T = ROUNDS on the MSLR-WEB10K excerpt, narrowed where a claim's
+setting says so (the remedies, sharing and Type 4 with perfect clicks only; Type 2 #R = 1 at B =
+5 only), and
 Type 1 (and Type 4 mixed with it) on *synthetic* intents (experiments.noniid's
 ``synthetic_multi_intent``: 4 intents with their own labels per query), since the thesis's
 intent-change collection is not a LETOR fold and is not shipped here: Table 4.2's numbers are

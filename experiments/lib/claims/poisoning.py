@@ -8,7 +8,8 @@ Fang's attacks (full and partial knowledge) against FedAvg, Krum, Multi-Krum (f 
 Trimmed Mean (β = m) and Median; offline nDCG@10 of the global ranker, Figures 2–4 on
 MSLR-WEB10K.  Ours: the same grid (``python -m experiments.poisoning --grid=paper``, every click
 model and m in ONE compiled program, so every cell's run r shares its random streams: the
-comparisons are paired) with T = 300 rounds (scaled in rounds only) on the data given.
+comparisons are paired) with T = 300 rounds on the data given, linear ranker only (the paper
+also runs a neural ranker and finds it "similar", §7.1: not run here, for time).
 
 Krum's distances: the paper's §5.1 writes the score as a sum of Euclidean distances; we keep
 the binaries' default, Blanchard et al.'s *squared* distances (``--krum_squared_distances``),
@@ -56,7 +57,7 @@ def _pct(m: int) -> str:
 
 SETTING = (
     f"final offline nDCG@10 of the global ranker, n = 10, B = 5, T = {ROUNDS} (the paper: "
-    f"{PAPER_ROUNDS:,}; scaled in rounds only), linear ranker, the paper's grid (one compiled "
+    f"{PAPER_ROUNDS:,}), linear ranker only (the paper also a neural one, §7.1), the paper's grid (one compiled "
     "program: paired runs); Krum with Blanchard et al.'s squared distances (the paper's "
     "source of Krum, and the score Fang's attack on Krum is derived for; the paper's §5.1 says "
     "Euclidean)"
