@@ -283,6 +283,9 @@ class CounterExample:
 @pytest.mark.parametrize("claim", catalogue.CLAIMS, ids=lambda c: c.key)
 def test_every_cell_fails_on_a_counter_example(claim):
     for cell in claim.cells:
+        if cell.not_testable:
+            assert cell.check is None  # listed with its reason, never checked
+            continue
         verdict = cell.check(CounterExample())
         assert verdict.holds is False, (claim.key, cell.label, verdict)
 

@@ -131,7 +131,7 @@ def test_the_batch_report_holds_only_the_recipe_s_current_runs(tmp_path, monkeyp
     recipe = recipes.Recipe("plugin_demo", "a plugin's recipe", (
         recipes.Run("renamed", "fpdgd", ("--n_clients=8",)),))  # fmt: skip
     root = tmp_path / "results"
-    monkeypatch.setattr(runs, "run_missing", lambda commands, jobs, tag: [])
+    monkeypatch.setattr(runs, "run_missing", lambda commands, jobs, tag, below=None: [])
     fake_results(root / "plugin_demo" / "synthetic" / "renamed" / "results.json", "asked")
     fake_results(root / "plugin_demo" / "synthetic" / "old_name" / "results.json", "asked",
                  finals=(0.5, 0.6))  # fmt: skip
