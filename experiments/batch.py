@@ -58,6 +58,7 @@ from experiments.lib.recipes import Recipe, recipes  # noqa: E402
 
 FLAGS = flags.FLAGS
 shared_flags.define_plugin_flag()  # imported before the recipes are read, passed on to every run
+shared_flags.define_compile_cache_flag()  # handed on to every run (program.main)
 flags.DEFINE_list("recipe", [], "Recipes to run (see --list), or 'all'.")
 flags.DEFINE_bool("list", False, "List the recipes and exit.")
 flags.DEFINE_bool("quick", False, "A small version of every run (minutes on a laptop).")

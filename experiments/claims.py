@@ -26,8 +26,8 @@ checks are in experiments/lib/claims/, the runs they read in the run catalogue
 (experiments/lib/recipes/), one module per paper; the table is printed and written to
 <results_dir>/claims.md and claims.json.
 
-The runs share XLA's persistent compilation cache in <results_dir>/.jax_cache (unless
-JAX_COMPILATION_CACHE_DIR says where), so runs of one shape compile once.  Runs shared by
+The runs share the persistent compilation cache of every binary (``--compile_cache``, by
+default ~/.cache/foltr_jax/jax), so runs of one shape compile once.  Runs shared by
 several claims run once.  Every run writes <results_dir>/<fold>/<run>/results.json;
 a run whose results were made by the same command, code and data (their provenance) is not run
 again, a run made otherwise is missing for the table (``provenance.same_run``: with --norun it is
@@ -41,14 +41,13 @@ whatever the data (the thesis's intent-change collection is not a LETOR fold).
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import sys
 import time
 
 from absl import app, flags
 
-from experiments.lib import program, runs
+from experiments.lib import program, runs, shared_flags
 from experiments.lib.cli import UserError, need_report_extra
 from experiments.lib.output import refuse_links
 from foltr_jax.core import files
@@ -72,6 +71,7 @@ flags.DEFINE_string(
     "third_party/mslr_sample/fetch.py when absent; 'synthetic': the synthetic dataset.",
 )
 flags.DEFINE_string("results_dir", "results/claims", "Where the runs and the table go.")
+shared_flags.define_compile_cache_flag()  # handed on to every run (program.main)
 flags.DEFINE_list("claims", [], "Claims to check (see --list); empty: all of them.")
 flags.DEFINE_bool("reduced", False, "Only the reduced set (the CI's claims, a few minutes).")
 flags.DEFINE_bool("list", False, "List the claims, their cells and runs, and exit.")
@@ -169,9 +169,6 @@ def run() -> program.Done:
         results_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"--results_dir: cannot make {results_dir} ({error.strerror or error})") from None
-    # the runs share XLA's persistent compilation cache: the many runs of one shape compile
-    # once (the compiled programs are the same, so are the results)
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(results_dir.resolve() / ".jax_cache"))
     start = time.perf_counter()
     todo = commands(catalogue.run_names(claims), results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
     print(f"[claims] {len(claims)} claim(s), {len(todo)} run(s)", file=sys.stderr)

@@ -35,7 +35,7 @@ import time
 
 from absl import app, flags
 
-from experiments.lib import program
+from experiments.lib import program, shared_flags
 from experiments.lib.cli import UserError
 from experiments.lib.output import probe_output_file, write_output_file
 from experiments.lib.recipes import Recipe, Run, recipes
@@ -59,6 +59,7 @@ flags.DEFINE_list(
 )
 flags.DEFINE_list("extra_flags", [], "More flags for every measured run (e.g. --ranker=neural).")
 flags.DEFINE_string("output", "results/paper_budget.json", "The JSON record.")
+shared_flags.define_compile_cache_flag()  # handed on to every measured run (program.main)
 
 PUBLISHED_RATE = 1_700.0  # interactions/s of the public FPDGD code, the better end of 1,200-1,700
 PUBLISHED_BINARIES = ("fpdgd", "poisoning", "noniid")  # FPDGD's algorithm, the public code's

@@ -13,6 +13,11 @@ protocol), every one on ``engine.run`` and returning a ``RunResult``::
 
 ``foltr_jax.aggregators.register`` adds an aggregation rule that every method and
 binary can then name (see the README's "Use from Python").
+
+Compiled programs are remembered across processes in JAX's persistent compilation cache,
+by default in ``~/.cache/foltr_jax/jax`` (``foltr_jax.core.compile_cache``:
+``FOLTR_JAX_COMPILE_CACHE=DIR`` moves it, ``=none`` turns it off; a cache folder set in
+JAX's own config before the import is kept).
 """
 
 __version__ = "0.1.0"
@@ -22,7 +27,7 @@ __version__ = "0.1.0"
 # each); the modules a user reaches as ``foltr_jax.<name>`` are bound here.
 from foltr_jax import data  # noqa: E402
 from foltr_jax import engine  # noqa: E402
-from foltr_jax.core import click_models, metrics, rankers  # noqa: E402
+from foltr_jax.core import click_models, compile_cache, metrics, rankers  # noqa: E402
 from foltr_jax.data import noniid  # noqa: E402
 from foltr_jax.engine import RunResult  # noqa: E402
 from foltr_jax.engine.config import ConfigError, Setting  # noqa: E402
@@ -32,6 +37,8 @@ from foltr_jax.methods.fpdgd.client_plan import ClientPlan  # noqa: E402
 from foltr_jax.methods.fpdgd.config import FederationConfig  # noqa: E402
 from foltr_jax.methods.unlearning import UnlearningConfig  # noqa: E402
 from foltr_jax.server import aggregators, attacks  # noqa: E402
+
+compile_cache.configure()  # the default: compiled programs remembered (module doc)
 
 
 def _check_splits(train: data.RankingDataset, test: data.RankingDataset) -> None:

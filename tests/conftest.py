@@ -1,12 +1,14 @@
 """Test-session setup: one persistent JAX compilation cache for the binaries' processes.
 
 The binaries' tests start many Python processes that compile the same programs
-(determinism checks run a binary twice, the resume tests three times); a shared
-on-disk cache lets the later processes skip XLA compilation.  Results do not
-depend on it.  The pytest process itself does not write to it: jax is imported
-before the variable is set.  It gains nothing from it (its programs stay in
-memory), and once, late in a full run, XLA aborted the process while serialising
-an executable for that cache.
+(determinism checks run a binary twice, the resume tests three times, the golden runs
+every session); one on-disk folder for them all, kept between sessions
+(.pytest_cache/foltr_jax_compile_cache, emptied when it passes 2 GB), lets a process
+read back what an earlier one compiled.  Results do not depend on it.  A cache the
+user set (FOLTR_JAX_COMPILE_CACHE, JAX_COMPILATION_CACHE_DIR) is used instead.  The
+pytest process itself never uses it: it gains nothing from it (its programs stay in
+memory), and once, late in a full run, XLA aborted the process while serialising an
+executable for that cache.
 
 Two tiers: ``python -m pytest`` runs the tests not marked ``slow`` (pyproject's addopts
 deselect them) and ``python -m pytest -m slow`` the others: golden runs, binaries end to
@@ -15,17 +17,18 @@ When the MSLR excerpt is missing, the session fetches it first (sample_data.ensu
 """
 
 import os
+import pathlib
 import resource
-import tempfile
+import shutil
 
-import jax  # noqa: F401  (before JAX_COMPILATION_CACHE_DIR: see the module doc)
+import jax
 import pytest
 
-os.environ.setdefault(
-    "JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="foltr_jax_test_xla_cache_")
-)
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
-# And never in this process, whatever turns the cache on here: a full run once ended in a
+PROGRAMS = pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache" / "foltr_jax_compile_cache"
+PROGRAMS_MAX_BYTES = 2 << 30
+if not (os.environ.get("FOLTR_JAX_COMPILE_CACHE") or os.environ.get("JAX_COMPILATION_CACHE_DIR")):
+    os.environ["FOLTR_JAX_COMPILE_CACHE"] = str(PROGRAMS)  # the binaries' processes inherit it
+# Never in this process, whatever turns the cache on here: a full run once ended in a
 # segmentation fault inside XLA while this process compiled and serialised for the cache.
 jax.config.update("jax_enable_compilation_cache", False)
 # This process compiles hundreds of small programs whose run time is negligible: XLA's CPU
@@ -87,10 +90,21 @@ def tiny():
     )
 
 
+def _bound_programs() -> None:
+    """Empties the session's folder of compiled programs when it holds more than
+    PROGRAMS_MAX_BYTES (nothing in it is ever evicted otherwise)."""
+    if os.environ.get("FOLTR_JAX_COMPILE_CACHE") != str(PROGRAMS) or not PROGRAMS.is_dir():
+        return
+    size = sum(p.stat().st_size for p in PROGRAMS.rglob("*") if p.is_file())
+    if size > PROGRAMS_MAX_BYTES:
+        shutil.rmtree(PROGRAMS, ignore_errors=True)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers
 def pytest_sessionstart(session):
     if hasattr(session.config, "workerinput"):
         return  # a worker: the process that started it has fetched what could be fetched
+    _bound_programs()
     import sample_data
 
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

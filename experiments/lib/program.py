@@ -32,6 +32,7 @@ from experiments.lib.distributed import (
     refuse_distributed,
     start_distributed,
 )
+from foltr_jax.core import compile_cache
 from foltr_jax.core.registry import PartError
 
 FLAGS = flags.FLAGS
@@ -150,6 +151,20 @@ def interrupted(program: str) -> None:
     sys.exit(INTERRUPTED)
 
 
+def use_compile_cache() -> None:
+    """--compile_cache given: JAX's persistent compilation cache goes there (or is off), for
+    this process and, through $FOLTR_JAX_COMPILE_CACHE, the runs it starts (batch, claims,
+    paper_budget); not given: the environment's or the default folder
+    (``foltr_jax.core.compile_cache``)."""
+    setting = FLAGS.compile_cache if "compile_cache" in FLAGS else ""
+    if setting:
+        chosen = setting if setting.strip().lower() == compile_cache.OFF else os.path.abspath(
+            os.path.expanduser(setting)
+        )
+        os.environ[compile_cache.ENV] = chosen
+    compile_cache.configure(setting or None)
+
+
 @dataclasses.dataclass
 class Done:
     """What a run leaves: its claimed output folder (finished, i.e. released, once the run
@@ -179,6 +194,7 @@ def main(
         if many is False:
             refuse_distributed(program, what or f"experiments.{program}")
         provenance.start(program)
+        use_compile_cache()
         try:
             plugins.load(FLAGS.plugin if "plugin" in FLAGS else [])
             if many:

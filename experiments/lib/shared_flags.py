@@ -40,8 +40,21 @@ def define_plugin_flag():
 DATA_NAMES = ("synthetic", "mslr_sample")
 
 
+def define_compile_cache_flag():
+    """--compile_cache (``program.main`` applies it before anything compiles, and hands it
+    on to the processes the program starts)."""
+    flags.DEFINE_string(
+        "compile_cache",
+        "",
+        "Where compiled programs are remembered (JAX's persistent compilation cache), or "
+        "'none'; empty: $FOLTR_JAX_COMPILE_CACHE, else JAX_COMPILATION_CACHE_DIR, else "
+        "$FOLTR_JAX_CACHE/jax or ~/.cache/foltr_jax/jax.",
+    )
+
+
 def define_data_flags():
     define_plugin_flag()
+    define_compile_cache_flag()
     flags.DEFINE_string(
         "data",
         "",
