@@ -1,10 +1,12 @@
 r"""A time budget for the papers: every batch recipe's projected wall time on this machine.
 
+  python -m experiments.paper_budget                       # every recipe
   python -m experiments.paper_budget --recipes=poisoning_figs2_4,fpdgd_fig4
 
 For each run of a recipe (experiments/lib/recipes/, the full version) this launches the run's
 binary with the recipe's flags but a few rounds (--measure_chunks chunks of
---measure_chunk_rounds rounds, compile timed apart) and --n_runs=5, on MSLR-WEB10K-shaped
+--measure_chunk_rounds rounds, compile timed apart; more chunks where the run's flags need
+more rounds: the unlearning replay's largest Δt) and --n_runs=5, on MSLR-WEB10K-shaped
 synthetic data (6,000 training and 2,000 test queries, ~120 documents × 136 features), reads
 the binary's results.json (``seconds``, ``compile_seconds``, ``interactions``) and projects
 
@@ -42,7 +44,7 @@ from experiments.lib.recipes import Recipe, Run, recipes
 from experiments.lib.results import versions
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("recipes", ["poisoning_figs2_4"], "Recipes to measure, or 'all'.")
+flags.DEFINE_list("recipes", ["all"], "Recipes to measure, or 'all'.")
 flags.DEFINE_integer("measure_chunk_rounds", 5, "Rounds per chunk of a measured run.")
 flags.DEFINE_integer("measure_chunks", 2, "Chunks of a measured run (after compiling).")
 flags.DEFINE_integer("folds", 5, "Folds the papers average over (MSLR-WEB10K: 5).")
@@ -92,6 +94,23 @@ def paper_rounds(run: Run) -> int:
     from foltr_jax.methods.fpdgd.config import FederationConfig
 
     return FederationConfig().rounds
+
+
+def needed_rounds(run: Run) -> int:
+    """The fewest rounds the run's flags allow: the unlearning replay stores updates every Δt
+    rounds, so its largest Δt (--delta_t, or the binary's default); 1 for every other run."""
+    if run.binary != "unlearning":
+        return 1
+    from foltr_jax.methods.unlearning import UnlearningConfig
+
+    value = flag_value(run.flags, "delta_t")
+    deltas = [int(v) for v in value.split(",") if v] if value else UnlearningConfig().delta_t
+    return max(deltas, default=1)
+
+
+def measured_chunks(run: Run, chunk_rounds: int, chunks: int) -> int:
+    """``chunks``, or more where the run needs more rounds than ``chunks`` chunks hold."""
+    return max(chunks, -(-needed_rounds(run) // chunk_rounds))
 
 
 def program_key(run: Run) -> tuple:
@@ -218,8 +237,8 @@ def why(stderr: str) -> str:
 
 def measure_recipe(recipe: Recipe, workdir: pathlib.Path, settings: dict, run_command=execute):
     """Measures the recipe's programs and projects every run.  ``settings``: chunk_rounds,
-    chunks, n_runs, folds, data and extra (flags), as the flags of the same names."""
-    rounds = settings["chunk_rounds"] * settings["chunks"]
+    chunks, n_runs, folds, data and extra (flags), as the flags of the same names (a run
+    that needs more rounds gets more chunks: ``measured_chunks``)."""
     measured, projections = {}, []
     stand_ins = representatives(recipe)
     for run in recipe.runs:
@@ -227,8 +246,9 @@ def measure_recipe(recipe: Recipe, workdir: pathlib.Path, settings: dict, run_co
         if stand_in not in measured:
             rep = next(r for r in recipe.runs if r.name == stand_in)
             out = workdir / recipe.name / rep.name
+            chunks = measured_chunks(rep, settings["chunk_rounds"], settings["chunks"])
             argv = measure_argv(
-                rep, out, settings["chunk_rounds"], settings["chunks"], settings["n_runs"],
+                rep, out, settings["chunk_rounds"], chunks, settings["n_runs"],
                 settings["data"], settings["extra"],
             )  # fmt: skip
             start, load = time.perf_counter(), os.getloadavg()[0]
@@ -237,12 +257,16 @@ def measure_recipe(recipe: Recipe, workdir: pathlib.Path, settings: dict, run_co
                 raise UserError(f"{recipe.name}/{rep.name} failed: {why(stderr)}")
             measured[stand_in] = {
                 **read_timings(out),
+                "rounds": settings["chunk_rounds"] * chunks,
                 "wall": time.perf_counter() - start,
                 "load_average": [load, os.getloadavg()[0]],  # 1-minute, before and after
             }
-        projection = project_run(run, measured[stand_in], rounds, settings["folds"])
+        projection = project_run(
+            run, measured[stand_in], measured[stand_in]["rounds"], settings["folds"]
+        )
         projection.update(
             measured_as=stand_in,
+            measured_rounds=measured[stand_in]["rounds"],
             wall=measured[stand_in]["wall"],
             load_average=measured[stand_in]["load_average"],
         )

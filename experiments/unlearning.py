@@ -54,7 +54,11 @@ flags.DEFINE_list(
 flags.DEFINE_list(
     "forget_clients", ["0"], "Ids of the clients to forget (they act maliciously before)."
 )
-flags.DEFINE_list("delta_t", ["5", "10", "20"], "Δt values: updates are stored every Δt rounds.")
+flags.DEFINE_list(
+    "delta_t",
+    [str(d) for d in unlearning.UnlearningConfig().delta_t],  # (5, 10, 20): the paper's
+    "Δt values: updates are stored every Δt rounds.",
+)
 flags.DEFINE_list(
     "unlearn_local_updates", ["1", "2", "3", "4"], "n′ values: local steps per replayed round."
 )

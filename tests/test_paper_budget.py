@@ -134,6 +134,46 @@ def test_every_recipe_s_measured_command_keeps_eval_every_within_the_measured_ro
     assert "--eval_every=4" in pb.measure_argv(short, "out", 5, 2, 1, [], [])
 
 
+def test_a_measured_run_takes_the_rounds_its_flags_need(tmp_path):
+    """The unlearning replay stores updates every Δt rounds: measured with fewer rounds than
+    its largest Δt the binary refuses the run (the default --recipes=all stopped there)."""
+    from experiments.lib.recipes import recipes
+
+    (table3,) = recipes(quick=False)["unlearning_table3"].runs
+    assert pb.needed_rounds(table3) == 20  # the binary's default Δt = 5, 10, 20
+    assert pb.measured_chunks(table3, 5, 2) == 4 and pb.measured_chunks(table3, 25, 2) == 2
+    assert pb.measured_chunks(table3, 3, 2) == 7  # 21 rounds: at least 20
+    assert pb.needed_rounds(Run("u", "unlearning", ("--delta_t=2,4",))) == 4
+    assert pb.needed_rounds(Run("f", "fpdgd", ("--rounds=9",))) == 1
+    for recipe in recipes(quick=False).values():
+        for run in recipe.runs:
+            rounds = 5 * pb.measured_chunks(run, 5, 2)
+            assert 10 <= rounds and pb.needed_rounds(run) <= rounds, (recipe.name, run.name)
+
+    commands = []
+
+    def fake(argv):
+        commands.append(argv)
+        out = pathlib.Path(argv[-1].split("=", 1)[1])
+        out.mkdir(parents=True)
+        wall = {"training": 3.0, "unlearning": 1.0, "unlearning_compile": 5.0}
+        interactions = {"training": 400, "unlearning": 100}
+        (out / "results.json").write_text(
+            json.dumps({"wall_seconds": wall, "interactions": interactions})
+        )
+        return 0, ""
+
+    settings = {"chunk_rounds": 5, "chunks": 2, "n_runs": 5, "folds": 5, "data": [], "extra": []}
+    recipe = Recipe("u", "", (table3,))
+    row = pb.measure_recipe(recipe, tmp_path, settings, run_command=fake)
+    (command,) = commands
+    assert "--rounds=20" in command and "--chunk_rounds=5" in command
+    (run,) = row["per_run"]
+    assert run["measured_rounds"] == 20
+    assert run["seconds_per_round"] == pytest.approx(4.0 / 20)  # per measured round
+    assert run["projected_seconds"] == pytest.approx((4.0 / 20 * 10_000 + 5.0) * 5)
+
+
 def test_the_line_that_says_why_a_measured_run_failed():
     absl = (
         "FATAL Flags parsing error: Unknown command line flag 'bogus'\n"
@@ -168,3 +208,22 @@ def test_the_documented_poisoning_budget_runs(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     (row,) = json.loads(out.read_text())["recipes"]
     assert row["recipe"] == "poisoning_figs2_4" and row["projected_seconds"] > 0
+
+
+@pytest.mark.slow  # the recipe the default --recipes=all stopped at, measured at a tiny size
+def test_the_unlearning_budget_runs(tmp_path):
+    import binaries
+
+    out = tmp_path / "budget.json"
+    tiny = ",".join(
+        ("--synthetic_queries=8", "--synthetic_test_queries=3", "--synthetic_features=5",
+         "--synthetic_docs_per_query=6")
+    )  # fmt: skip
+    done = binaries.run(
+        "paper_budget", "--recipes=unlearning_table3", f"--data={tiny}", "--n_runs=1",
+        f"--output={out}", cache_dir=tmp_path / "cache", timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads(out.read_text())["recipes"]
+    (run,) = row["per_run"]
+    assert run["measured_rounds"] == 20 and row["projected_seconds"] > 0
