@@ -68,7 +68,7 @@ CONCERNS = (
         "(beyond the order of float32 sums)",
         (
             "n_devices", "distributed", "distributed_timeout", "chunk_rounds", "client_chunk",
-            "window_scoring", "display_groups", "jobs",
+            "window_scoring", "display_groups", "jobs", "compile_cache",
         ),
     ),
 )  # fmt: skip
