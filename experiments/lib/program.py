@@ -24,7 +24,7 @@ import jax
 from absl import flags
 
 from experiments.lib import output, plugins, provenance, usage
-from experiments.lib.cli import PROGRESS, UserError, fail, quiet_logs
+from experiments.lib.cli import PROGRESS, UserError, command_starts, fail, quiet_logs
 from experiments.lib.distributed import (
     end_after_failed_step,
     is_distributed,
@@ -188,6 +188,7 @@ def main(
 
     def absl_main(argv):
         quiet_logs()
+        command_starts()
         if len(argv) > 1:
             fail(program, f"unexpected arguments {argv[1:]}; flags look like --name=value")
         many = distributed() if callable(distributed) else distributed

@@ -13,7 +13,7 @@ import os
 from absl import flags
 
 from experiments.lib import config_flags, provenance
-from experiments.lib.cli import LoadLog, UserError
+from experiments.lib.cli import LoadLog, UserError, timed
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere
 from foltr_jax import data
@@ -229,7 +229,14 @@ def named_data() -> str:
 
 
 def load_datasets():
-    """(train, test, description) from the data flags."""
+    """(train, test, description) from the data flags; how long it took is said with the
+    line that says compiling starts (``cli.timed``)."""
+    files = FLAGS.data not in ("", "synthetic") or FLAGS.fold_dir or FLAGS.train_path
+    with timed("data loaded" if files else "synthetic data made"):
+        return _load_datasets()
+
+
+def _load_datasets():
     excerpt = named_data()
     if excerpt:
         train_path, test_path = (os.path.join(excerpt, f"{s}.txt") for s in ("train", "test"))

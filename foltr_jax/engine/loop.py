@@ -46,6 +46,7 @@ def scan_in_chunks(
     a checkpoint at all, is ignored with a warning and replaced.  The last save holds
     the finished run, so a run started again returns its results at once: the caller
     removes the file (``remove_checkpoint``) once it has stored the results.
+    A ``progress`` with a ``compiled()`` method hears when the chunks are compiled (``tell``).
     Returns (final state, [out per chunk] on the host, compile seconds, run seconds);
     after a resume the seconds are summed over every invocation that computed the
     kept chunks.
@@ -92,6 +93,7 @@ def scan_in_chunks(
         for n in sorted(set(lengths))
     }
     compile_seconds = earlier["compile"] + time.perf_counter() - compile_start
+    tell(progress, "compiled")
     run_start = time.perf_counter()
     # The last state known finite, on the host (the chunk function donates its input): a
     # chunk that breaks the model is replayed from it round by round to name the round.
@@ -125,6 +127,14 @@ def scan_in_chunks(
             progress(done, total, time.perf_counter() - run_start)
     state = jax.block_until_ready(state)
     return state, outputs, compile_seconds, earlier["run"] + time.perf_counter() - run_start
+
+
+def tell(progress, event: str) -> None:
+    """Calls ``progress.<event>()`` where the progress object has that method (a binary's
+    progress log prints when compiling starts and ends); a plain function is not told."""
+    method = getattr(progress, event, None)
+    if callable(method):
+        method()
 
 
 class CheckpointError(RuntimeError):

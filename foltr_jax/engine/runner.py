@@ -92,10 +92,13 @@ def run(method: Method, arrays, progress=None, checkpoint: str | None = None) ->
     compilation per chunk length, timed apart) with ``progress(done, total, seconds)``
     between chunks; over several processes the inputs are replicated global arrays.
     ``checkpoint``: a file where the run saves its state after every chunk and from
-    which an interrupted run resumes (``loop.scan_in_chunks``).
+    which an interrupted run resumes (``loop.scan_in_chunks``).  A ``progress`` object
+    with ``compiling()`` and ``compiled()`` methods is told when compiling starts (before
+    the initial evaluation's program) and ends (the chunks compiled): ``loop.tell``.
     """
     cfg = method.config
     init_keys, train_keys = loop.run_keys(cfg.seed, method.repetitions())
+    loop.tell(progress, "compiling")  # until the chunks are compiled (scan_in_chunks)
     consts, state, initial = _initial(method, arrays, init_keys)
     chunk_fn = _run_chunk_replicated() if multiprocess.is_multiprocess() else run_chunk_jit
     state, outputs, compile_seconds, run_seconds = loop.scan_in_chunks(
