@@ -30,7 +30,8 @@ def load() -> dict:
 
 def _by_key(data: dict) -> dict:
     """Every row of the data file by its key."""
-    rows = [*data["throughput"], *data["budget"], *data["data"], *data["first_hour"]]
+    rows = [*data["throughput"], *data["budget"], *data["data"], *data["compiling"]]
+    rows += data["first_hour"]
     rows += data["published"]["rows"]
     return {row["key"]: row for row in rows}
 
@@ -84,6 +85,10 @@ def performance_budget(data: dict) -> str:
 
 def performance_data(data: dict) -> str:
     return _measurements(data["data"])
+
+
+def performance_compiling(data: dict) -> str:
+    return _measurements(data["compiling"])
 
 
 def performance_first_hour(data: dict) -> str:
@@ -164,6 +169,7 @@ BLOCKS = {
     "performance-published": performance_published,
     "performance-budget": performance_budget,
     "performance-data": performance_data,
+    "performance-compiling": performance_compiling,
     "performance-first-hour": performance_first_hour,
     "getting-started-first-hour": getting_started_first_hour,
     "readme-first-hour": readme_first_hour,
