@@ -38,6 +38,12 @@ from foltr_jax.core.registry import PartError
 FLAGS = flags.FLAGS
 
 
+OUT_OF_MEMORY = (
+    "the run does not fit in memory ({}); ask for fewer clients (--n_clients, or "
+    "--client_chunk), runs (--n_runs), cells or interactions per client (--local_updates)"
+)
+
+
 def provide_cpu_devices() -> None:
     """--n_devices=D in one process: give JAX's CPU backend D devices (``jax_num_cpu_devices``),
     so that on a CPU the lanes are sharded over D of its cores without XLA_FLAGS.  Left alone
@@ -205,7 +211,12 @@ def main(
             done = run()
         except (UserError, PartError) as error:
             fail(program, str(error))
+        except MemoryError:
+            fail(program, OUT_OF_MEMORY.format("the host's memory ran out"))
         except jax.errors.JaxRuntimeError as error:
+            said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            if said.startswith("RESOURCE_EXHAUSTED"):  # what the shapes' estimate let pass
+                fail(program, OUT_OF_MEMORY.format(said))
             if not is_distributed():
                 raise
             end_after_failed_step(program, error)  # a peer died: one line, not an abort

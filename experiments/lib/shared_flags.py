@@ -18,6 +18,7 @@ from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere
 from foltr_jax import data
 from foltr_jax.core.registry import one_of
+from foltr_jax.engine import serving
 from foltr_jax.engine.config import INT32_MAX
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.methods.fpdgd.config import FederationConfig, centralised
@@ -188,6 +189,15 @@ def check_synthetic_flags() -> None:
         raise UserError(
             f"--synthetic_queries: about {queries * docs:.3g} documents, more than int32 "
             f"offsets can address ({INT32_MAX})"
+        )
+    needed, available = queries * docs * FLAGS.synthetic_features * 4, serving.host_memory()
+    if available is not None and needed > available:  # float32 features, before any is made
+        raise UserError(
+            f"--synthetic_features: the synthetic dataset needs at least "
+            f"{serving.in_bytes(needed)} (synthetic_queries = {FLAGS.synthetic_queries:,}, "
+            f"about {docs:g} documents a query, synthetic_features = "
+            f"{FLAGS.synthetic_features:,}: float32 features), more than the "
+            f"{serving.in_bytes(available)} of memory here; ask for fewer"
         )
 
 

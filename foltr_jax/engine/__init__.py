@@ -30,6 +30,7 @@ from foltr_jax.engine.runner import Method, run, run_chunk, run_chunk_jit, selec
 from foltr_jax.engine.serving import (
     Sent,
     check_devices,
+    check_memory,
     check_scale,
     check_streams,
     on_devices,
@@ -64,6 +65,7 @@ __all__ = [
     "RunResult",
     "Sent",
     "check_devices",
+    "check_memory",
     "check_scale",
     "check_streams",
     "client_keys",

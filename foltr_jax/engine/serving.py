@@ -7,6 +7,7 @@ run's devices and chunks fit (``check_scale``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -14,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax.engine.config import ConfigError
+from foltr_jax.engine.config import INT32_MAX, ConfigError
 from foltr_jax.server import pipeline
 
 
@@ -178,6 +179,55 @@ def check_devices(n_devices: int, count: int, what: str = "clients trained at a 
         raise ConfigError("n_devices", f"must divide the {count} {what}")
 
 
+def device_memory(n_devices: int = 1) -> int | None:
+    """Bytes the run's devices can hold: an accelerator's memory limit times ``n_devices``,
+    or on the CPU the machine's physical memory; None where it cannot be told."""
+    device = jax.local_devices()[0]
+    if device.platform != "cpu":
+        try:
+            stats = device.memory_stats() or {}
+        except Exception:  # noqa: BLE001  (a backend without memory statistics)
+            stats = {}
+        limit = stats.get("bytes_limit")
+        return int(limit) * max(n_devices, 1) if limit else None
+    return host_memory()
+
+
+def host_memory() -> int | None:
+    """Bytes of the machine's physical memory (where data is read and made); None where it
+    cannot be told."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def in_bytes(count: float) -> str:
+    """``count`` bytes in words: '8.0 TB', '25.3 GB'."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if count >= size:
+            return f"{count / size:,.1f} {unit}"
+    return f"{count:,.0f} bytes"
+
+
+def check_memory(needed: float, sizes: dict, what: str, n_devices: int = 1) -> None:
+    """ConfigError naming the largest of ``sizes`` ({setting: value}, e.g. n_clients,
+    n_runs, local_updates) when the ``needed`` bytes, a lower bound estimated from the run's
+    shapes before anything is allocated or compiled (``what`` says of what), exceed what
+    the devices hold (``device_memory``): a run that cannot fit is refused in one line, not
+    killed or ended by an allocation failure after minutes."""
+    available = device_memory(n_devices)
+    if available is None or needed <= available:
+        return
+    field = max(sizes, key=lambda name: sizes[name])
+    said = ", ".join(f"{name} = {value:,}" for name, value in sizes.items())
+    raise ConfigError(
+        field,
+        f"the run needs at least {in_bytes(needed)} ({said}: {what}), more than the "
+        f"{in_bytes(available)} of memory here; ask for less",
+    )
+
+
 def check_streams(stages: tuple, flag: str = "client_chunk") -> None:
     """Raises ConfigError naming ``flag`` when ``stages`` cannot run a chunk of clients
     at a time (a stage needs every client of a round at once)."""
@@ -195,3 +245,17 @@ def check_scale(config, stages: tuple) -> None:
         check_streams(stages)
     count = config.client_chunk if config.chunked else config.n_round_clients
     check_devices(config.n_devices, count)
+    per_client = getattr(config, "local_updates", 1)
+    field = config.clients_field
+    if config.n_round_clients * per_client > INT32_MAX:  # a round's interactions, in int32
+        raise ConfigError(
+            field if config.n_round_clients >= per_client else "local_updates",
+            f"{config.n_round_clients:,} clients x {per_client:,} interactions a round "
+            f"is more than the {INT32_MAX:,} a round can count",
+        )  # fmt: skip
+    check_memory(  # every lane of a round holds its interactions' keys
+        count * config.n_runs * per_client * 8,
+        {field: config.n_round_clients, "n_runs": config.n_runs, "local_updates": per_client},
+        f"{count * config.n_runs:,} lanes of clients x runs, each with its interactions",
+        config.n_devices,
+    )

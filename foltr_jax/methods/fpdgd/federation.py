@@ -62,6 +62,8 @@ def build(
             raise DatasetError(f"the {split} split has no query")
     if history_every < 0:
         raise ConfigError("history_every", f"must be at least 0, got {history_every}")
+    # before anything of the run's size is made: a run that cannot fit is refused
+    check_memory(config, train, len(settings) if settings else 1)
     client_ids = np.arange(config.n_clients) if client_ids is None else np.asarray(client_ids)
     if sorted(client_ids.tolist()) != list(range(config.n_clients)):
         raise ConfigError(
@@ -99,6 +101,25 @@ def build(
             )
         )
     return spec, arrays
+
+
+def check_memory(config: FederationConfig, train: RankingDataset, n_settings: int) -> None:
+    """ConfigError naming n_clients, n_runs or local_updates when a lower bound of the run's
+    memory, from its shapes alone, exceeds the devices' (``engine.check_memory``): every lane
+    of a round (clients, or a chunk of them, × runs × cells) holds its own copy of the model
+    and its interactions' keys (8 bytes each), and every client its id."""
+    ranker = rankers.make_ranker(config.ranker, train.n_features)
+    shapes = jax.eval_shape(ranker.init, jax.random.PRNGKey(0))
+    n_params = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(shapes))
+    per_round = config.client_chunk if config.chunked else config.n_clients
+    lanes = per_round * config.n_runs * n_settings
+    needed = lanes * (config.local_updates * 8 + n_params * 4) + config.n_clients * 8
+    sizes = {"n_clients": config.n_clients, "n_runs": config.n_runs,
+             "local_updates": config.local_updates}  # fmt: skip
+    engine.check_memory(
+        needed, sizes, f"{lanes:,} lanes of clients x runs x {n_settings} cell(s), each with "
+        f"its interactions and a {n_params:,}-parameter model", config.n_devices,
+    )  # fmt: skip
 
 
 def refuse_repeated(settings) -> None:
