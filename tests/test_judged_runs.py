@@ -144,3 +144,29 @@ def test_the_batch_report_holds_only_the_recipe_s_current_runs(tmp_path, monkeyp
     assert "paper figures not drawn" not in said and "no page.png" in said
     summary = json.loads((root / "plugin_demo" / "report" / "summary.json").read_text())
     assert summary["files"] == ["synthetic/renamed/results.json"]
+
+
+@pytest.mark.slow  # a real grid run in a process of its own, then the claims on it
+def test_the_claims_do_not_judge_or_publish_a_run_made_otherwise(tmp_path):
+    """fpdgd_c1000's folder filled by a run of 10 clients, 5 rounds, 2 runs: the claim that
+    reads it is not run (before: verdicts computed and the table said "5 runs per setting,
+    |C| = 1,000, T = 50"), and --write_docs refuses."""
+    out = tmp_path / "cl" / "synthetic" / "fpdgd_c1000"
+    made = binaries.run("fpdgd", "--click_models=perfect,navigational,informational",
+                        "--n_clients=10", "--rounds=5", "--n_runs=2",
+                        "--privacy_grid=none,1.2:3,2.3:3,4.5:5,10:5", "--nocheckpoint",
+                        f"--output_dir={out}", cache_dir=tmp_path / "c", timeout=900)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = binaries.run("claims", "--norun", "--nodiagnose", "--claims=fpdgd_dp_little_impact",
+                        "--data_root=synthetic", "--n_runs=5", f"--results_dir={tmp_path / 'cl'}",
+                        timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "1 run(s) hold results not made by the command" in done.stderr
+    assert "other arguments" in done.stderr
+    table = json.loads((tmp_path / "cl" / "claims.json").read_text())
+    assert [r["holds"] for r in table["claims"]] == [None]
+    refused = binaries.run("claims", "--norun", "--write_docs", "--data_root=synthetic",
+                           f"--results_dir={tmp_path / 'cl'}", timeout=300)  # fmt: skip
+    assert refused.returncode == 2 and "--write_docs: the pages record a run on the MSLR" in (
+        refused.stderr
+    )
