@@ -124,7 +124,7 @@ def render(doc: str, flag_list, plugin_names: list | None = None) -> str:
         lines.append("")
     lines.append("Flags by concern (--helpfull: every flag, absl's own too, in one list):")
     for title, about, found in grouped(flag_list):
-        lines += ["", f"{title}: {about}"]
+        lines += ["", *textwrap.wrap(f"{title}: {about}", 80, subsequent_indent="  ")]
         for flag in found:
             lines += _flag_text(flag)
     return "\n".join(lines) + "\n"
