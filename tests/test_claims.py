@@ -545,3 +545,23 @@ def test_a_results_file_the_claims_cannot_read_is_named(tmp_path):
         results = core.Results(tmp_path)
     with pytest.raises(core.MissingResults, match="0 series"):
         results.series("fpdgd_fig4")
+
+
+def test_an_inconclusive_claim_is_diagnosed_with_the_runs_its_cells_need(tmp_path):
+    """--diagnose runs an inconclusive claim's runs again with the runs per setting its
+    cells say would give power 0.8 (a run that already has as many is read as it is; more
+    than POWER_CAP is said, not run), and writes each with its --n_runs."""
+    fig4 = next(c for c in catalogue.CLAIMS if c.key == "fpdgd_fig4")
+    rows = [{"claim": "fpdgd_fig4", "verdict": "inconclusive", "runs_needed": 12},
+            {"claim": "fpdgd_table2", "verdict": "inconclusive", "runs_needed": 500},
+            {"claim": "fpdgd_fig5", "verdict": "contradicted", "runs_needed": None}]  # fmt: skip
+    power = claim_runs.power_runs(catalogue.CLAIMS, rows, n_runs=5)
+    assert list(power) == ["fpdgd_fig4"]
+    needed, variants = power["fpdgd_fig4"]
+    # fpdgd_c10 and fpdgd_c100 already make 20 runs; fpdgd_c1000 the driver's 5
+    assert needed == 12 and set(variants) == {"fpdgd_c1000"} and set(fig4.runs) > set(variants)
+    (folder, argv), = claim_runs.commands(
+        [v.name for v in variants.values()], tmp_path, [("f", ["--train_path=x"])], 5, 1,
+        {v.name: v for v in variants.values()})
+    assert folder == tmp_path / "f" / "fpdgd_c1000_n12"
+    assert argv.index("--n_runs=12") > argv.index("--n_runs=5")  # the variant's own wins

@@ -1,6 +1,8 @@
 """The claims' runs as processes: each run's command per fold (``commands``), and the
-diagnosis runs of the claims that do not hold (``diagnose``).  No flags are read here: the
-binary (experiments.claims) passes its settings down."""
+diagnosis runs of the claims that do not hold (``diagnose``): each claim's own diagnosis, and
+for an inconclusive claim its runs again with the runs per setting its cells say would give
+power 0.8 (``power_runs``).  No flags are read here: the binary (experiments.claims) passes
+its settings down."""
 
 from __future__ import annotations
 
@@ -9,18 +11,29 @@ import sys
 
 from experiments.lib import runs
 from experiments.lib.claims import RUNS
-from experiments.lib.claims.core import CONTRADICTED, INCONCLUSIVE, MissingResults, Results
+from experiments.lib.claims.core import (
+    CONTRADICTED,
+    INCONCLUSIVE,
+    POWER_WANTED,
+    MissingResults,
+    Results,
+    recheck_text,
+)
 
 
 MISSING_DIAGNOSIS = "its runs are missing"  # a diagnosis that could not read its runs
+POWER_CAP = 40  # the most runs per setting a power diagnosis runs (more: said, not run)
 
 
-def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: int) -> list:
-    """(output folder, argv) of every named run, each once per fold (own-data runs once)."""
+def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: int,
+             more=None) -> list:  # fmt: skip
+    """(output folder, argv) of every named run, each once per fold (own-data runs once);
+    ``more``: runs by name beside the catalogue's (a power diagnosis's)."""
+    catalogue = {**RUNS, **(more or {})}
     out = []
     for fold_index, (fold, data) in enumerate(folds):
         for name in dict.fromkeys(names):
-            run = RUNS[name]
+            run = catalogue[name]
             if run.own_data and fold_index:  # its own synthetic data: once
                 continue
             folder = results_dir / ("synthetic" if run.own_data else fold) / name
@@ -44,18 +57,46 @@ def reader(results_dir, todo, said=()) -> Results:
     return Results(results_dir, accept=accept)
 
 
+def _runs_per_setting(run, n_runs: int) -> int:
+    """The runs per setting ``run`` makes: its own --n_runs, else the driver's."""
+    own = [f.split("=", 1)[1] for f in run.flags if f.startswith("--n_runs=")]
+    return int(own[-1]) if own else n_runs
+
+
+def power_runs(claims, rows, n_runs: int) -> dict:
+    """{claim key: (runs per setting, {claim run: its variant with that many runs})} for each
+    inconclusive claim whose cells say how many runs would give power POWER_WANTED (at most
+    POWER_CAP); a run that already has as many is read as it is."""
+    by_key = {c.key: c for c in claims}
+    out = {}
+    for row in rows:
+        needed = row.get("runs_needed")
+        if row["verdict"] != INCONCLUSIVE or not needed or needed > POWER_CAP:
+            continue
+        names = {name: RUNS[name].variant(f"{name}_n{needed}", n_runs=needed)
+                 for name in by_key[row["claim"]].runs
+                 if _runs_per_setting(RUNS[name], n_runs) < needed}  # fmt: skip
+        if names:
+            out[row["claim"]] = (needed, names)
+    return out
+
+
 def diagnose(claims, rows, results_dir, folds, *, n_runs, eval_every, jobs, run=True, table=()):
     """Runs (``run``; else reads what is there) the diagnosis runs of every claim of
-    ``claims`` that does not hold in ``rows``; ({claim key: its explanation}, the folders
-    whose run failed).  The diagnoses read the runs of ``table`` (the table's commands) and
-    their own, each only as its very command made it (``reader``)."""
+    ``claims`` that does not hold in ``rows`` (its own, and for an inconclusive one the power
+    runs); ({claim key: its explanation}, the folders whose run failed).  The diagnoses read
+    the runs of ``table`` (the table's commands) and their own, each only as its very command
+    made it (``reader``)."""
     failing = {r["claim"] for r in rows if r["verdict"] in (CONTRADICTED, INCONCLUSIVE)}
     chosen = [c for c in claims if c.key in failing and c.diagnosis is not None]
-    if not chosen:
+    power = power_runs(claims, rows, n_runs)
+    more = {variant.name: variant for _, names in power.values() for variant in names.values()}
+    if not chosen and not power:
         return {}, []
-    names = [name for c in chosen for name in c.diagnosis.runs]
-    todo = commands(names, results_dir, folds, n_runs, eval_every)
-    print(f"[claims] diagnosing {len(chosen)} claim(s): {len(todo)} run(s)", file=sys.stderr)
+    names = [name for c in chosen for name in c.diagnosis.runs] + list(more)
+    todo = commands(names, results_dir, folds, n_runs, eval_every, more)
+    print(f"[claims] diagnosing {len(set(c.key for c in chosen) | set(power))} claim(s): "
+          f"{len(todo)} run(s)", file=sys.stderr)  # fmt: skip
     failed = runs.run_missing(todo, jobs, "claims") if run else []
     results = reader(results_dir, todo, said=table)
     out = {}
@@ -65,4 +106,18 @@ def diagnose(claims, rows, results_dir, folds, *, n_runs, eval_every, jobs, run=
         except MissingResults as error:
             text = f"{MISSING_DIAGNOSIS} ({error})"
         out[claim.key] = f"{claim.diagnosis.change}: {text}"
+    for claim in claims:
+        if claim.key not in power:
+            continue
+        needed, variants = power[claim.key]
+        renamed = {name: variant.name for name, variant in variants.items()}
+        try:
+            text = recheck_text(claim.cells, results, renamed,
+                                f"with {needed} runs a setting (power {POWER_WANTED} at the "
+                                "claim's effect, from the spread seen)")  # fmt: skip
+        except MissingResults as error:
+            text = f"{MISSING_DIAGNOSIS} ({error})"
+        change = f"Power: {needed} runs of {', '.join(variants)} instead of the table's"
+        own = out.get(claim.key)
+        out[claim.key] = f"{own} {change}: {text}" if own else f"{change}: {text}"
     return out, failed
