@@ -12,7 +12,8 @@ executable for that cache.
 
 Two tiers: ``python -m pytest`` runs the tests not marked ``slow`` (pyproject's addopts
 deselect them) and ``python -m pytest -m slow`` the others: golden runs, binaries end to
-end in their own processes, several processes, the papers' orderings.  CI runs both.
+end in their own processes, several processes, the papers' orderings.  CI runs the fast
+tier and, of the slow tier, the golden runs (README).
 When the MSLR excerpt is missing, the session fetches it first (sample_data.ensure).
 """
 

@@ -55,7 +55,8 @@ def test_fpdgd_on_the_mslr_sample_learns(tmp_path):
     # the first seconds said: what came before compiling, then how long compiling took
     said = [x for x in result.stderr.splitlines() if x.startswith("[fpdgd] ")]
     assert said[0].startswith("[fpdgd] data loaded in ") and "; compiling ... (" in said[0], said
-    assert said[1].startswith("[fpdgd] compiled in ") and said[2].startswith("[fpdgd] round 1")
+    # 20 rounds are one chunk (chunk_rounds 50): the first progress line is the last round
+    assert said[1].startswith("[fpdgd] compiled in ") and said[2].startswith("[fpdgd] round 20/20")
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["data"]["train"]["queries"] == 43 and results["data"]["train"]["features"] == 136
     (cell,) = results["cells"]

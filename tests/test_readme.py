@@ -18,14 +18,18 @@ def test_ci_runs_the_readme_commands():
     assert "pytest" in block[1]
 
 
-def test_ci_runs_the_slow_tier_as_the_readme_says():
+GOLDEN = ".venv/bin/python -m pytest -m slow tests/test_golden.py"
+
+
+def test_ci_runs_the_golden_runs_as_the_readme_says():
     readme = (REPO_ROOT / "README.md").read_text()
-    slow = [line for block in _blocks(readme) for line in block if "pytest -m slow" in line]
-    assert slow, "the README gives the slow tier's command"
-    assert slow[0] == ".venv/bin/python -m pytest -m slow"
+    lines = [line for block in _blocks(readme) for line in block]
+    assert ".venv/bin/python -m pytest -m slow" in lines, "the README gives the slow tier's command"
+    assert GOLDEN in lines, "the README gives CI's part of the slow tier"
     ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
-    assert slow[0] in ci
-    assert ci.index(slow[0]) > ci.index(_blocks(readme)[0][1]), "after the fast tier"
+    assert GOLDEN in ci and ci[-1] == GOLDEN, "the golden runs last"
+    assert ci.index(GOLDEN) > ci.index(_blocks(readme)[0][1]), "after the fast tier"
+    assert (REPO_ROOT / "tests" / "test_golden.py").exists()
 
 
 def test_ci_builds_the_docs_as_the_readme_says():
@@ -35,8 +39,8 @@ def test_ci_builds_the_docs_as_the_readme_says():
     assert "-W" in docs[0].split() and docs[0].endswith(" docs docs/_build/html")
     ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
     assert docs[0] in ci
-    fast, slow = _blocks(readme)[0][1], ".venv/bin/python -m pytest -m slow"
-    assert ci.index(fast) < ci.index(docs[0]) < ci.index(slow), "after the fast tier, before the slow"
+    fast = _blocks(readme)[0][1]
+    assert ci.index(fast) < ci.index(docs[0]) < ci.index(GOLDEN), "after the fast tier, before the slow"
     index = (REPO_ROOT / "docs" / "index.md").read_text()
     assert docs[0] in index, "docs/index.md gives the same command"
     ignored = (REPO_ROOT / ".gitignore").read_text().splitlines()

@@ -201,6 +201,23 @@ def watch_peers(program: str, patience: float = PEER_PATIENCE_S, every: float = 
 _EXITING = "exiting"
 
 
+_MEETINGS = itertools.count()
+
+
+def wait_for_the_others(what: str, timeout_s: float = 3600.0) -> None:
+    """Blocks until every process has reached this call (a barrier of JAX's coordination
+    service).  Called once a chunk is compiled, before its first collective step: gloo
+    gives up on a peer that starts a collective more than 30 s after the first (a fixed
+    limit in jaxlib), and under load one process compiles that much longer than another.
+    A peer that stops meanwhile is noticed by ``watch_peers``."""
+    if not is_multiprocess():
+        return
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    client.wait_at_barrier(f"foltr_jax/{what}/{next(_MEETINGS)}", int(timeout_s * 1000))
+
+
 def _alive(process: int) -> str:
     return f"foltr_jax/alive/{process}"
 

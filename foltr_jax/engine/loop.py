@@ -94,6 +94,7 @@ def scan_in_chunks(
     }
     compile_seconds = earlier["compile"] + time.perf_counter() - compile_start
     tell(progress, "compiled")
+    multiprocess.wait_for_the_others("compiled")  # before the first collective step
     run_start = time.perf_counter()
     # The last state known finite, on the host (the chunk function donates its input): a
     # chunk that breaks the model is replayed from it round by round to name the round.
