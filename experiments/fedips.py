@@ -8,6 +8,8 @@ r"""FedIPS (Li & Ouyang, federated unbiased learning to rank), FedAvg, or the λ
 
 Writes <output_dir>/results.json: the config, the logging policy f₀ and its NDCG, per-round offline
 NDCG@5 and NDCG@10 of the global model on the test split, clicks and lists per user, and timings.
+With --validation_fraction=F the metrics are on F of the training queries held out instead (the
+users never issue them): the runs that choose the learning rates (``validation``: their queries).
 ``offline_ndcg``, ``initial_offline_ndcg`` and ``final_offline_ndcg`` are NDCG@5 (the paper's
 metric; the same values as the ``...ndcg5`` keys); the ``...ndcg10`` keys hold NDCG@10.
 """
@@ -104,6 +106,11 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
             "offline_ndcg10": prepared.logging_ndcg10,
         },
     }
+    if prepared.validation_queries is not None:  # the offline metrics are on these
+        extra["validation"] = {
+            "fraction": config.validation_fraction,
+            "queries": prepared.validation_queries.tolist(),
+        }
     labels = results.labels(method, NO_CLICK_MODEL)  # the users' clicks: one panel
 
     def document(cell: dict, **rest) -> dict:
@@ -122,7 +129,13 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
             f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_users} users "
             f"x {config.queries_per_user} queries, m = {config.clicks_per_user} clicks, "
             f"K = {config.top_k}, γ = {config.gamma}, {prepared.train.n_queries} training "
-            f"queries; f₀ NDCG@5 {prepared.logging_ndcg5:.4f}",
+            f"queries; f₀ NDCG@5 {prepared.logging_ndcg5:.4f}"
+            + (
+                f"; offline metrics on {prepared.test.n_queries} held-out training queries "
+                "(validation), not the test split"
+                if prepared.validation_queries is not None
+                else ""
+            ),
             file=sys.stderr,
         )
     log = ProgressLog(method)

@@ -339,6 +339,41 @@ def test_config_validation_names_the_field():
     assert error.value.field == "local_lr"
 
 
+def test_validation_queries_are_held_out_of_f0s_and_leave_one():
+    from foltr_jax.methods.fedips.lambdarank import validation_queries
+
+    f0 = np.array([2, 7])
+    held = validation_queries(20, 0.25, 3, f0)
+    assert len(held) == 5 and not set(held) & {2, 7} and list(held) == sorted(set(held))
+    assert np.array_equal(held, validation_queries(20, 0.25, 3, f0))  # from the seed
+    assert not np.array_equal(held, validation_queries(20, 0.25, 4, f0))
+    assert len(validation_queries(5, 0.9, 0, [0])) == 3  # one query is left to train on
+    with pytest.raises(ValueError, match="held out"):
+        validation_queries(2, 0.5, 0, [0])
+    for bad in (1.0, -0.1, float("nan")):
+        with pytest.raises(ConfigError) as error:
+            fedips.FedIpsConfig(validation_fraction=bad).validate()
+        assert error.value.field == "validation_fraction"
+
+
+def test_validation_fraction_moves_the_metrics_off_the_test_split_and_keeps_f0():
+    """With a validation share the offline metrics are on held-out training queries the users
+    never issue, and f₀ is the one trained without it."""
+    train, test = tiny_data()
+    *_, plain = fedips.build(tiny_config("known"), train, test)
+    _, arrays, prepared = fedips.build(tiny_config("known", validation_fraction=0.25), train, test)
+    held, kept = prepared.validation_queries, plain.train  # kept: single-label ones dropped
+    assert plain.validation_queries is None and len(held) == round(0.25 * kept.n_queries) > 0
+    assert np.array_equal(prepared.logging_params["w"], plain.logging_params["w"])
+    assert not set(held) & set(prepared.logging_queries)
+    assert prepared.train.n_queries == kept.n_queries - len(held)
+    assert arrays.train.query_offsets.shape == (kept.n_queries - len(held),)  # the users'
+    assert np.array_equal(prepared.test.labels, kept.subset(held).labels)
+    assert np.array_equal(
+        np.asarray(arrays.test.labels), np.asarray(kept.subset(held).labels)
+    )  # what the offline metrics read
+
+
 SMALL = [
     "--synthetic_queries=30",
     "--synthetic_features=8",

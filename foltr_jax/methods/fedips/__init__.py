@@ -60,6 +60,7 @@ from foltr_jax.methods.fedips.lambdarank import (
     logging_queries,
     test_data,
     train_lambdarank,
+    validation_queries,
 )
 from foltr_jax.server import pipeline
 
@@ -162,14 +163,16 @@ class Arrays(NamedTuple):
 class Prepared:
     """What :func:`build` did to the data before the simulation."""
 
-    train: RankingDataset  # after dropping single-label queries
-    test: RankingDataset
+    train: RankingDataset  # after dropping single-label queries (and the validation queries)
+    test: RankingDataset  # the test split, or the validation queries
     dropped_train: int
     dropped_test: int
     logging_params: dict
     logging_queries: np.ndarray
     logging_ndcg5: float
     logging_ndcg10: float
+    # training queries (of the kept ones) held out as ``test`` (``validation_fraction``)
+    validation_queries: np.ndarray | None = None
 
 
 def displayed_lists(dataset: RankingDataset, logging_params, k: int):
@@ -187,6 +190,10 @@ def displayed_lists(dataset: RankingDataset, logging_params, k: int):
 def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
     """Validates ``config``, drops single-label queries, trains f₀ and puts the data on the device.
 
+    With ``validation_fraction`` > 0 the held-out training queries (``validation_queries``,
+    none of f₀'s) replace ``test`` for every offline metric (f₀'s too) and leave the users'
+    queries: the runs that choose the learning rates never see the test split.
+
     Returns (Spec, Arrays, Prepared).
     """
     config.validate()
@@ -200,11 +207,18 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
         max(train.max_label, test.max_label)
     )
     k = config.top_k
-    tdata = test_data(test)
     chosen = logging_queries(train.n_queries, config.logging_fraction, config.seed)
     logging_params, _ = train_lambdarank(
         train.subset(chosen), config.logging_learning_rate, config.logging_steps
     )
+    held_out = None
+    if config.validation_fraction > 0:  # f₀ as without it; the users and metrics change
+        held_out = validation_queries(
+            train.n_queries, config.validation_fraction, config.seed, chosen
+        )
+        test = train.subset(held_out)
+        train = train.subset(np.setdiff1d(np.arange(train.n_queries), held_out))
+    tdata = test_data(test)
     log5, log10 = jax.device_get(jax.jit(lambdarank.evaluate)(logging_params, tdata))
     index, shown = displayed_lists(train, logging_params, k)
     rows = train.query_offsets[:, None] + index
@@ -232,6 +246,7 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
         chosen,
         float(log5),
         float(log10),
+        held_out,
     )
     return spec, Arrays(train_data, tdata), prepared
 

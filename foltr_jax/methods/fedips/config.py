@@ -51,6 +51,12 @@ class FedIpsConfig(RunConfig):
     logging_fraction: float = setting(
         0.01, "Share of training queries f₀ is trained on (at least one query)."
     )
+    validation_fraction: float = setting(
+        0.0,
+        "Share of training queries held out (not f₀'s, at least one) for choosing learning "
+        "rates: the users never issue them and the offline metrics are on them, not on the "
+        "test split; 0: none held out.",
+    )
     logging_learning_rate: float = setting(0.1, "f₀: LambdaRank gradient-descent step.")
     logging_steps: int = setting(100, "f₀: LambdaRank gradient-descent steps.")
     em_scope: str = setting(
@@ -88,6 +94,10 @@ class FedIpsConfig(RunConfig):
             raise ConfigError("noise_click_prob", f"must be in [0, 1], got {self.noise_click_prob}")
         if not 0 < self.logging_fraction <= 1:
             raise ConfigError("logging_fraction", f"must be in (0, 1], got {self.logging_fraction}")
+        if not 0 <= self.validation_fraction < 1:
+            raise ConfigError(
+                "validation_fraction", f"must be in [0, 1), got {self.validation_fraction}"
+            )
         if not 0 < self.propensity_floor <= 1:
             raise ConfigError("propensity_floor", f"must be in (0, 1], got {self.propensity_floor}")
         if not 0 < self.em_prior_count < math.inf:

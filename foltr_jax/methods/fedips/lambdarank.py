@@ -214,3 +214,22 @@ def logging_queries(n_queries: int, fraction: float, seed: int) -> np.ndarray:
     """The ``fraction`` of training queries f₀ is trained on (at least one), drawn from ``seed``."""
     n = min(max(1, round(fraction * n_queries)), n_queries)
     return np.sort(np.random.default_rng(seed).choice(n_queries, n, replace=False))
+
+
+_VALIDATION = 0x56414C  # the validation queries' stream beside f₀'s (seed, _VALIDATION)
+
+
+def validation_queries(n_queries: int, fraction: float, seed: int, exclude) -> np.ndarray:
+    """The ``fraction`` of the ``n_queries`` training queries held out to choose learning
+    rates on (at least one), drawn from ``seed`` among the queries not in ``exclude`` (f₀'s,
+    so f₀ is the same with and without the hold-out); at least one query is left to train on.
+    Raises ValueError when no query can be held out."""
+    pool = np.setdiff1d(np.arange(n_queries), np.asarray(exclude, np.int64))
+    n = min(max(1, round(fraction * n_queries)), len(pool) - 1)
+    if n < 1:
+        raise ValueError(
+            f"no training query can be held out for validation: {n_queries} queries, "
+            f"{n_queries - len(pool)} of them f₀'s"
+        )
+    rng = np.random.default_rng([seed, _VALIDATION])
+    return np.sort(rng.choice(pool, n, replace=False))
