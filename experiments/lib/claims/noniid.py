@@ -273,6 +273,11 @@ CLAIMS = [
         "for scale only",
         "paired one-sided t-test, IID above by half Table 4.2's gap per round; power at "
         "the whole gap",
+        diagnosis=_diagnosis(
+            "noniid_type1",
+            f"the linear, navigational cell with T = {LONG_ROUNDS} instead of {ROUNDS}",
+            {name: longer(name) for name in TYPE1_LONGER},
+        ),
     ),
     Claim(
         "noniid_type1_offline",

@@ -129,5 +129,9 @@ CLAIM_RUNS = Recipe(
         Run(seed1(pdgd_run("neural")), "fpdgd",
             ("--centralised", "--centralised_form=batch", "--seed=1")
             + _pdgd("neural", ("perfect",))[2:]),
+        # the linear cells of thesis_gap_grows_with_noise: 5 more runs of both methods
+        *(_es("linear", c, 1.0).variant(seed1(es_run("linear", c, 1.0)), "--seed=1")
+          for c in CLICKS),
+        Run(seed1(pdgd_run("linear")), "fpdgd", (*_pdgd("linear"), "--seed=1")),
     ),
 )  # fmt: skip
