@@ -2,7 +2,8 @@ r"""The papers' claims, checked in one command on real data.
 
   python -m experiments.claims                       # the MSLR excerpt (fetched when absent)
   python -m experiments.claims --jobs=2              # two runs at a time (two cores)
-  python -m experiments.claims --data_root=/data/MSLR-WEB10K --n_runs=5
+  python -m experiments.claims --data_root=/data/MSLR-WEB10K   # its five folds, 3 runs each
+  python -m experiments.claims --folds=1 --n_runs=5          # the excerpt's own split alone
   python -m experiments.claims --claims=fpdgd_table2,poisoning_lie   # some claims only
   python -m experiments.claims --list
 
@@ -33,9 +34,17 @@ a run whose results were made by the same command, code and data (their provenan
 again, a run made otherwise is missing for the table (``provenance.same_run``: with --norun it is
 not read, said in one line), and an interrupted run resumes from its checkpoint,
 so the same command after a kill continues where it stopped.  --data_root takes a LETOR dataset
-(Fold1/ ... or train.txt + test.txt; every fold is run and pooled); without it the MSLR excerpt
-(43 + 43 queries) is used and fetched when absent.  Non-IID Type 1 runs on synthetic intents
-whatever the data (the thesis's intent-change collection is not a LETOR fold).
+(Fold1/ ... or train.txt + test.txt); without it the MSLR excerpt (43 + 43 queries) is used and
+fetched when absent.  Non-IID Type 1 runs on synthetic intents whatever the data (the thesis's
+intent-change collection is not a LETOR fold).
+
+Folds: the papers average over five folds, and so do the claims (--folds=5): a Fold*/ dataset's
+first five, and for a train.txt + test.txt pair such as the excerpt the pair itself (fold 1) and
+four seeded re-partitions of its queries (foltr_jax.data.folds: 43 + 43 whole queries each,
+seed 0; written once in the datasets' cache folder).  A setting has --n_runs runs in each fold
+(3: 15 in all); a run whose setting names its own runs has that many in all, shared by the
+folds.  The folds' runs are pooled: a paired test pairs runs of the same fold and seed, a
+Welch test sees the spread between folds; a run lacking a fold's results is missing.
 """
 
 from __future__ import annotations
@@ -64,6 +73,10 @@ from experiments.lib.claims.runs import (  # noqa: E402
 from experiments.lib.claims.table import document, evaluate  # noqa: E402
 
 FLAGS = flags.FLAGS
+# 5 folds (the papers') x 3 runs: 15 runs a setting, above the 12 the median inconclusive cell
+# of the single-fold table needed for power 0.8 (a run's process costs more than its runs:
+# one fold's fpdgd_c1000 took 194 s with 2 runs, 275 s with 5)
+DEFAULT_FOLDS, DEFAULT_RUNS = 5, 3
 flags.DEFINE_string(
     "data_root",
     "",
@@ -75,7 +88,20 @@ shared_flags.define_compile_cache_flag()  # handed on to every run (program.main
 flags.DEFINE_list("claims", [], "Claims to check (see --list); empty: all of them.")
 flags.DEFINE_bool("reduced", False, "Only the reduced set (the CI's claims, a few minutes).")
 flags.DEFINE_bool("list", False, "List the claims, their cells and runs, and exit.")
-flags.DEFINE_integer("n_runs", 5, "Repetitions per run and fold (at least 2: the t-tests).")
+flags.DEFINE_integer(
+    "folds",
+    DEFAULT_FOLDS,
+    "Folds to run and pool, as the papers average over five: of a Fold*/ dataset its first N; "
+    "of a train.txt + test.txt pair (the MSLR excerpt) the pair itself and N-1 seeded "
+    "re-partitions of its queries (foltr_jax.data.folds, seed 0); 1: the pair alone. "
+    "Synthetic data has one.",
+)
+flags.DEFINE_integer(
+    "n_runs",
+    DEFAULT_RUNS,
+    "Repetitions per run and fold: a setting has N x --folds runs (at least 2 in all: the "
+    "t-tests); a run whose setting names its own runs has them in all, shared by the folds.",
+)
 flags.DEFINE_integer("eval_every", 1, "Offline metrics every K rounds (and the last).")
 flags.DEFINE_integer("jobs", 1, "Runs at a time (one process each).")
 flags.DEFINE_bool(
@@ -155,12 +181,17 @@ def run() -> program.Done:
             print(f"{c.key:<28} {c.paper}, {c.where}\n{'':<28} cells: {cells}\n"
                   f"{'':<28} runs: {', '.join(c.runs)}")  # fmt: skip
         return program.Done()
-    for name, least in (("n_runs", 2), ("eval_every", 1), ("jobs", 1)):  # 2: a t-test
+    for name, least in (("n_runs", 1), ("folds", 1), ("eval_every", 1), ("jobs", 1)):
         value = getattr(FLAGS, name)
         if value < least:
             raise UserError(f"--{name}: must be at least {least}, got {value}")
     data_root = runs.excerpt_unless_given(FLAGS.data_root)
-    folds = runs.dataset_flags(data_root)
+    folds = runs.dataset_flags(data_root, FLAGS.folds)
+    if FLAGS.n_runs * len(folds) < 2:  # a t-test needs two runs a setting
+        raise UserError(
+            f"--n_runs: {FLAGS.n_runs} run(s) a fold on {len(folds)} fold(s) is one run a "
+            "setting; the t-tests need at least 2"
+        )
     if FLAGS.write_docs:
         docs_data(data_root)
     results_dir = pathlib.Path(FLAGS.results_dir)
@@ -188,6 +219,7 @@ def run() -> program.Done:
     seconds = time.perf_counter() - start
     data = runs.describe(data_root)
     payload = {"data": data, "seconds": seconds, "ran": FLAGS.run, "n_runs": FLAGS.n_runs,
+               "folds": [name for name, _ in folds], "fold_seed": runs.FOLD_SEED,
                "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs, "claims": rows}  # fmt: skip
     text = document(payload)
     write_table(results_dir, json.dumps(payload, indent=1) + "\n", text)

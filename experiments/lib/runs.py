@@ -30,6 +30,8 @@ from experiments.lib import provenance
 from experiments.lib.cli import PROGRESS, UserError
 from experiments.lib.results import RESULTS_FORMAT
 from foltr_jax.core import files
+from foltr_jax.data import dataset_cache
+from foltr_jax.data import folds as data_folds
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]  # experiments/lib/runs.py
 FETCH = REPO_ROOT / "third_party" / "mslr_sample" / "fetch.py"
@@ -117,27 +119,60 @@ def describe(data_root: str) -> str:
     return data_root
 
 
-def dataset_flags(data_root: str) -> list:
-    """[(fold name, data flags)] for every fold under data_root (synthetic when empty)."""
+FOLD_SEED = 0  # the seed of a train/test pair's re-partitioned folds (foltr_jax.data.folds)
+
+
+def dataset_flags(data_root: str, folds: int | None = None, cache_dir=None) -> list:
+    """[(fold name, data flags)] of the folds under data_root (synthetic when empty: one).
+
+    ``folds`` None: every Fold*/ folder, or the one train.txt + test.txt pair.  ``folds`` N:
+    the first N Fold*/ folders (UserError naming --folds when there are fewer); of a
+    train.txt + test.txt pair (the MSLR excerpt) the pair itself, named after its folder,
+    and N − 1 seeded re-partitions of its queries (``foltr_jax.data.folds.write_folds``,
+    seed FOLD_SEED), named <folder>_fold<k> and written in ``cache_dir`` (None: the
+    datasets' cache folder, $FOLTR_JAX_CACHE or ~/.cache/foltr_jax)."""
     if not data_root:
         return [("synthetic", ())]
+    if folds is not None and folds < 1:
+        raise UserError(f"--folds: must be at least 1, got {folds}")
     root = pathlib.Path(data_root)
     if not root.is_dir():
         raise UserError(f"--data_root: no such folder {data_root}")
-    folds = sorted(p for p in root.glob("Fold*") if p.is_dir())
-    if folds:
-        return [(fold.name, (f"--fold_dir={fold.resolve()}",)) for fold in folds]
-    if (root / "train.txt").is_file() and (root / "test.txt").is_file():
-        return [
-            (
-                root.name,
-                (
-                    f"--train_path={(root / 'train.txt').resolve()}",
-                    f"--test_path={(root / 'test.txt').resolve()}",
-                ),
-            )
-        ]
-    raise UserError(f"--data_root: {data_root} has neither Fold*/ nor train.txt and test.txt")
+    found = sorted(p for p in root.glob("Fold*") if p.is_dir())
+    if found:
+        if folds is not None and folds > len(found):
+            raise UserError(f"--folds: {data_root} has {len(found)} Fold*/ folders, not {folds}")
+        return [(fold.name, (f"--fold_dir={fold.resolve()}",)) for fold in found[:folds]]
+    if not ((root / "train.txt").is_file() and (root / "test.txt").is_file()):
+        raise UserError(f"--data_root: {data_root} has neither Fold*/ nor train.txt and test.txt")
+    pair = ((root / "train.txt").resolve(), (root / "test.txt").resolve())
+    pairs = [pair]
+    if folds is not None and folds > 1:
+        pairs = repartitioned(pair, folds, cache_dir)
+    return [
+        (root.name if k == 1 else train.parent.name,
+         (f"--train_path={train}", f"--test_path={test}"))
+        for k, (train, test) in enumerate(pairs, 1)
+    ]  # fmt: skip
+
+
+def repartitioned(pair, folds: int, cache_dir=None) -> list:
+    """[(train path, test path)] of ``folds`` folds of a train/test pair: the pair and its
+    seeded re-partitions (``foltr_jax.data.folds``), written in the cache; a UserError in one
+    line when they cannot be made (naming --data_root for the data, the folder otherwise)."""
+    cache = pathlib.Path(cache_dir) if cache_dir is not None else dataset_cache.default_cache_dir()
+    try:
+        files.refuse_links(cache)
+        return data_folds.write_folds(*pair, folds, FOLD_SEED, cache)
+    except ValueError as error:
+        raise UserError(
+            f"--data_root: cannot make {folds} folds of {pair[0].parent}: {error}"
+        ) from None
+    except OSError as error:
+        raise UserError(
+            f"--folds: cannot write the folds of {pair[0].parent} in {cache} "
+            f"({error.strerror or error})"
+        ) from None
 
 
 def complete(out: pathlib.Path, argv=None, say: bool = True) -> bool:

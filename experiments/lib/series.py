@@ -158,10 +158,13 @@ EXCERPT_NAME = "MSLR-WEB10K excerpt (43 + 43 queries of Fold 1)"
 
 def _is_excerpt(path) -> bool:
     """Whether a training file is the MSLR excerpt's: in a folder named mslr_sample, or in
-    third_party/mslr_sample/data where its fetch recipe puts it."""
+    third_party/mslr_sample/data where its fetch recipe puts it, or one of its re-partitioned
+    folds (foltr_jax.data.folds: a folder mslr_sample_fold<k>; the same 86 queries of Fold 1)."""
     if not isinstance(path, str):
         return False
     parts = pathlib.PurePath(path).parent.parts
+    if parts and re.fullmatch(r"mslr_sample_fold\d+", parts[-1]):
+        return True
     return parts[-1:] == ("mslr_sample",) or parts[-2:] == ("mslr_sample", "data")
 
 

@@ -107,13 +107,22 @@ def paper_online(pairs, rounds: int, before: str = "", after: str = "") -> dict:
 class Results:
     """The runs' results pooled over folds, read by run name, click model and fields.
 
+    A run's values are its folds' runs, fold after fold in the order of the folds' names
+    (``Pool``), so that two runs line up (fold, run) with (fold, run) for a paired test,
+    and a Welch test sees the spread between folds as well as within them.  A run whose
+    results lack one of its folds is missing (``MissingResults``), never pooled over fewer
+    folds: its values would pair runs of different folds.  Its folds are those ``folds``
+    names for it (the driver's commands: {run name: fold folders}), else those any run of
+    its dataset has results in.
+
     Checks read runs through these methods only (``final``, ``online``, ``per_round``,
     ``curve``, ``initial``, ``after_interactions``, ``online_curve``, ``rounds``), so that a test can
     feed them constructed values (``tests/test_claims_checks.py``).
     """
 
-    def __init__(self, root, accept=None):
-        """``accept(path)``: whether a results file under ``root`` may be read (None: all)."""
+    def __init__(self, root, accept=None, folds=None):
+        """``accept(path)``: whether a results file under ``root`` may be read (None: all);
+        ``folds``: {run name: the fold folders it must have results in} (None: see above)."""
         root = pathlib.Path(root)
         try:
             paths = report.find_results(root)
@@ -128,11 +137,20 @@ class Results:
                 warnings.warn(f"{error}; the claims reading its runs find them missing")
         report.label_series(series)
         self.pool = Pool(series)
+        self.expected = {run: set(names) for run, names in (folds or {}).items()}
+        self.folds = {}  # dataset: the folds any of its runs has results in
+        for pooled in self.pool.series:
+            self.folds.setdefault(pooled.dataset, set()).update(pooled.fold_names)
 
     def series(self, run: str, panel=None, **fields):
         found = self.pool.find(run=run, panel=panel, **fields)
         if len(found) != 1:
             raise MissingResults(f"{run} {panel or ''} {fields}: {len(found)} series")
+        wanted = self.expected.get(run) or self.folds[found[0].dataset]
+        lacking = sorted(wanted - set(found[0].fold_names))
+        if lacking:
+            raise MissingResults(f"{run} {panel or ''} {fields}: no results in fold(s) "
+                                 f"{', '.join(lacking)} (other runs have them)")  # fmt: skip
         return found[0]
 
     def final(self, run: str, panel=None, **fields) -> np.ndarray:

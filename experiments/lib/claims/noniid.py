@@ -404,7 +404,7 @@ CLAIMS = [
         "control: the remedy changed the lists shown (paired online curves differ)",
         diagnosis=_diagnosis(
             "noniid_fedprox",
-            f"{MORE_RUNS} runs instead of 5 of the linear ranker's FedProx cells",
+            f"{MORE_RUNS} runs of the linear ranker's FedProx cells, not the table's",
             {name: more(name) for name in FEDPROX_MORE},
         ),
     ),
@@ -420,7 +420,7 @@ CLAIMS = [
         "client's click model drawn at random every time",
         f"paired TOST, margin ±{MARGIN} nDCG@10; control: the non-IID plan changed the lists "
         "shown (paired online curves differ)",
-        diagnosis=_diagnosis("noniid_type3", f"CCM with {MORE_RUNS} runs instead of 5",
+        diagnosis=_diagnosis("noniid_type3", f"CCM with {MORE_RUNS} runs, not the table's",
                              {name: more(name) for name in TYPE3_MORE}),
     ),
     Claim(
@@ -444,7 +444,7 @@ CLAIMS = [
         "shown (paired online curves differ)",
         diagnosis=_diagnosis(
             "noniid_type4",
-            f"the Type 2 mix and its Type 2 baseline with {MORE_RUNS} runs instead of 5",
+            f"the Type 2 mix and its Type 2 baseline with {MORE_RUNS} runs",
             {**{name: more(name) for name in TYPE4_MORE},
              t2("linear", "perfect"): more(t2("linear", "perfect"))},
         ),

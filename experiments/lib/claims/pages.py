@@ -17,7 +17,7 @@ import re
 import sys
 
 from experiments.lib.claims.core import CONTRADICTED, INCONCLUSIVE
-from experiments.lib.claims.table import VERDICT_WORDS, findings, headline, timing
+from experiments.lib.claims.table import VERDICT_WORDS, findings, headline, runs_text, timing
 from experiments.lib.output import write_text_atomic
 from experiments.lib.paper_figures.summary import markdown_cell
 
@@ -45,7 +45,7 @@ def _anchor(key: str) -> str:
 def paper_block(rows: list[dict], record: dict, link: str) -> str:
     """A paper page's claims: one row per claim, then the diagnosis of each that fails."""
     lines = [
-        f"Measured on {record['data']} ({record['n_runs']} runs a setting; the whole table, "
+        f"Measured on {record['data']} ({runs_text(record)}; the whole table, "
         f"cell by cell with the paper's numbers beside ours: [the claims table]({link})):",
         "",
         "| claim | where | in the paper's words | cells held | verdict |",
@@ -68,7 +68,7 @@ def summary_block(record: dict, link: str) -> str:
     """reproduce.md's summary: every claim, its paper and verdict."""
     rows = record["claims"]
     lines = [
-        f"On {record['data']} ({record['n_runs']} runs a setting unless a claim says more; "
+        f"On {record['data']} ({runs_text(record)} unless a claim says more; "
         f"{timing(record)}), {headline(rows)} ([the table, cell by cell]({link})):",
         "",
         "| claim | paper, where | cells held | verdict |",

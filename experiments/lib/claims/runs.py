@@ -25,10 +25,34 @@ MISSING_DIAGNOSIS = "its runs are missing"  # a diagnosis that could not read it
 POWER_CAP = 40  # the most runs per setting a power diagnosis runs (more: said, not run)
 
 
+def _own_runs(run) -> int | None:
+    """The runs a setting the run's own flags name (--n_runs), or None."""
+    own = [f.split("=", 1)[1] for f in run.flags if f.startswith("--n_runs=")]
+    return int(own[-1]) if own else None
+
+
+def runs_a_fold(run, n_runs: int, n_folds: int) -> int:
+    """The --n_runs of ``run`` in each fold, so that every setting has as many runs in all
+    whatever data it runs on: the driver's ``n_runs`` a fold (an own-data run, run once, has
+    ``n_runs`` × ``n_folds``); a run whose flags name its own runs has that many in all,
+    shared by its folds (rounded up)."""
+    folds = 1 if run.own_data else n_folds
+    own = _own_runs(run)
+    if own is not None:
+        return -(-own // folds)
+    return n_runs * (n_folds if run.own_data else 1)
+
+
+def runs_a_setting(run, n_runs: int, n_folds: int) -> int:
+    """The runs a setting of ``run`` has in all (``runs_a_fold`` × its folds)."""
+    return runs_a_fold(run, n_runs, n_folds) * (1 if run.own_data else n_folds)
+
+
 def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: int,
              more=None) -> list:  # fmt: skip
-    """(output folder, argv) of every named run, each once per fold (own-data runs once);
-    ``more``: runs by name beside the catalogue's (a power diagnosis's)."""
+    """(output folder, argv) of every named run, each once per fold (own-data runs once),
+    with ``runs_a_fold`` runs; ``more``: runs by name beside the catalogue's (a power
+    diagnosis's)."""
     catalogue = {**RUNS, **(more or {})}
     out = []
     for fold_index, (fold, data) in enumerate(folds):
@@ -37,13 +61,16 @@ def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: i
             if run.own_data and fold_index:  # its own synthetic data: once
                 continue
             folder = results_dir / ("synthetic" if run.own_data else fold) / name
-            extra = [f"--n_runs={n_runs}"]
+            per_fold = runs_a_fold(run, n_runs, len(folds))
+            # the driver's runs a fold first (with one fold: the argv of earlier versions)
+            extra = [f"--n_runs={n_runs * (len(folds) if run.own_data else 1)}"]
             if eval_every > 1 and not run.every_round:
                 extra.append(f"--eval_every={eval_every}")
+            own = [f"--n_runs={per_fold}" if f.startswith("--n_runs=") else f
+                   for f in run.flags]  # its own --n_runs (its runs in all), a fold's share
             argv = [sys.executable, "-m", f"experiments.{run.binary}"]
             argv += [] if run.own_data else list(data)
-            # the run's own flags last: a diagnosis run may set its own --n_runs
-            argv += [*extra, *run.flags, f"--output_dir={folder}"]
+            argv += [*extra, *own, f"--output_dir={folder}"]  # the run's own flags last
             out.append((folder, argv))
     return out
 
@@ -51,22 +78,21 @@ def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: i
 def reader(results_dir, todo, said=()) -> Results:
     """The results of the runs of ``todo`` and ``said`` ((folder, argv)) that their very
     command made (``provenance.same_run``); a run there made otherwise (other clients, rounds,
-    runs, data, code) is missing for the claims, said in one line (for ``said``: already)."""
+    runs, data, code) is missing for the claims, said in one line (for ``said``: already), and
+    so is a run whose results lack one of the folds it is asked for."""
     accept = runs.made_as_asked(todo, "claims")
     accept.paths |= runs.made_as_asked(said, "claims", say=False).paths
-    return Results(results_dir, accept=accept)
+    folds = {}  # every fold a run is asked for: one without its results makes it missing
+    for folder, _ in [*todo, *said]:
+        folds.setdefault(pathlib.Path(folder).name, set()).add(pathlib.Path(folder).parent.name)
+    return Results(results_dir, accept=accept, folds=folds)
 
 
-def _runs_per_setting(run, n_runs: int) -> int:
-    """The runs per setting ``run`` makes: its own --n_runs, else the driver's."""
-    own = [f.split("=", 1)[1] for f in run.flags if f.startswith("--n_runs=")]
-    return int(own[-1]) if own else n_runs
-
-
-def power_runs(claims, rows, n_runs: int) -> dict:
+def power_runs(claims, rows, n_runs: int, n_folds: int = 1) -> dict:
     """{claim key: (runs per setting, {claim run: its variant with that many runs})} for each
     inconclusive claim whose cells say how many runs would give power POWER_WANTED (at most
-    POWER_CAP); a run that already has as many is read as it is."""
+    POWER_CAP), runs in all over the ``n_folds`` folds (``runs_a_setting``); a run that
+    already has as many is read as it is."""
     by_key = {c.key: c for c in claims}
     out = {}
     for row in rows:
@@ -75,7 +101,7 @@ def power_runs(claims, rows, n_runs: int) -> dict:
             continue
         names = {name: RUNS[name].variant(f"{name}_n{needed}", n_runs=needed)
                  for name in by_key[row["claim"]].runs
-                 if _runs_per_setting(RUNS[name], n_runs) < needed}  # fmt: skip
+                 if runs_a_setting(RUNS[name], n_runs, n_folds) < needed}  # fmt: skip
         if names:
             out[row["claim"]] = (needed, names)
     return out
@@ -89,7 +115,7 @@ def diagnose(claims, rows, results_dir, folds, *, n_runs, eval_every, jobs, run=
     made it (``reader``)."""
     failing = {r["claim"] for r in rows if r["verdict"] in (CONTRADICTED, INCONCLUSIVE)}
     chosen = [c for c in claims if c.key in failing and c.diagnosis is not None]
-    power = power_runs(claims, rows, n_runs)
+    power = power_runs(claims, rows, n_runs, len(folds))
     more = {variant.name: variant for _, names in power.values() for variant in names.values()}
     if not chosen and not power:
         return {}, []

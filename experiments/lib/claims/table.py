@@ -194,10 +194,29 @@ def markdown(rows: list[dict], heading: str, data: str, detail: str = "") -> str
     return "\n".join(lines) + "\n"
 
 
+def runs_text(payload: dict) -> str:
+    """The runs a setting of a table, in words: '5 runs a setting', and with its folds
+    (a record from before the folds has none) '10 runs a setting, 2 in each of 5 folds (the
+    original split and 4 re-partitions of its queries, seed 0)'."""
+    folds = payload.get("folds")
+    if not folds:
+        return f"{payload['n_runs']} runs a setting"
+    text = (f"{payload['n_runs'] * len(folds)} runs a setting, {payload['n_runs']} in each of "
+            f"{len(folds)} fold{'s' if len(folds) > 1 else ''}")  # fmt: skip
+    made = [name for name in folds if "_fold" in name]
+    if made:
+        text += (f" (the original split and {len(made)} re-partition"
+                 f"{'s' if len(made) > 1 else ''} of its queries, seed {payload['fold_seed']})")
+    return text
+
+
 def document(payload: dict) -> str:
     """claims.md of a run's claims.json payload."""
-    detail = (f"{payload['n_runs']} runs per setting and fold (unless a claim's setting says "
-              f"more), offline metrics every {payload['eval_every']} round(s); "
+    if payload.get("folds"):
+        runs = f"{runs_text(payload)}, pooled (unless a claim's setting says more)"
+    else:
+        runs = f"{payload['n_runs']} runs per setting and fold (unless a claim's setting says more)"
+    detail = (f"{runs}, offline metrics every {payload['eval_every']} round(s); "
               + timing(payload) + ".")  # fmt: skip
     return markdown(payload["claims"], "The papers' claims", payload["data"], detail)
 

@@ -35,6 +35,12 @@ def run_of(series: figures.Series) -> str:
     return parts[1] if len(parts) >= 3 else parts[0]
 
 
+def fold_of(series: figures.Series) -> str:
+    """The fold a Series came from: the folder its run is in ('' : none)."""
+    parts = pathlib.PurePosixPath(series.source).parts
+    return parts[0] if len(parts) >= 3 else ""
+
+
 def _concat(arrays):
     if any(a is None for a in arrays):
         return None
@@ -45,7 +51,12 @@ def _concat(arrays):
 
 
 class Pool:
-    """Every Series of a recipe's results, pooled across folds, found by run and fields."""
+    """Every Series of a recipe's results, pooled across folds, found by run and fields.
+
+    A pooled Series holds its folds' runs fold after fold, the folds in the order of their
+    names and each fold's runs in their order, whatever the order the Series came in: two
+    runs made with the same folds and runs per fold line up (fold, run) with (fold, run),
+    as paired tests need.  ``fold_names`` lists the folds pooled."""
 
     def __init__(self, series: list, recipe=None):
         labels = {run.name: run.label for run in getattr(recipe, "runs", ())}
@@ -56,6 +67,7 @@ class Pool:
             merged.setdefault(key, []).append(s)
         self.series = []
         for (run, dataset, _, _), found in merged.items():
+            found = sorted(found, key=fold_of)  # stable: a fold's own order is kept
             first = found[0]
             pooled = dataclasses.replace(
                 first,
@@ -77,6 +89,7 @@ class Pool:
             pooled.dataset = dataset
             pooled.run_label = labels.get(run, "")
             pooled.folds = len(found)
+            pooled.fold_names = tuple(fold_of(s) for s in found)
             self.series.append(pooled)
         self.datasets = list(dict.fromkeys(s.dataset for s in self.series))
 
