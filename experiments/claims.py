@@ -74,8 +74,9 @@ from experiments.lib.claims.table import document, evaluate  # noqa: E402
 
 FLAGS = flags.FLAGS
 # 5 folds (the papers') x 3 runs: 15 runs a setting, above the 12 the median inconclusive cell
-# of the single-fold table needed for power 0.8 (a run's process costs more than its runs:
-# one fold's fpdgd_c1000 took 194 s with 2 runs, 275 s with 5)
+# of the single-fold table needed for power 0.8.  A run's process costs more than its runs
+# (fpdgd_c1000 on one fold, load 5-7: 194 s with 2 runs, 214-249 s with 3, 275 s with 5):
+# fpdgd_dp_little_impact took 283 s on one fold x 5 runs, 1,150 s on 5 folds x 3
 DEFAULT_FOLDS, DEFAULT_RUNS = 5, 3
 flags.DEFINE_string(
     "data_root",

@@ -184,3 +184,19 @@ def test_a_fold_no_run_has_is_missing_when_the_driver_asked_for_it(tmp_path):
     asked = core.Results(tmp_path, folds={"a": set(FOLDS), "b": set(FOLDS)})
     with pytest.raises(core.MissingResults, match="mslr_sample_fold2"):
         asked.final("a")
+
+
+def test_the_excerpts_folds_are_named_for_it_wherever_it_is(tmp_path, monkeypatch):
+    """Fetched, the excerpt is in third_party/mslr_sample/data: its folds are still
+    mslr_sample_fold<k>, read as the excerpt and pooled with its own split."""
+    root = tmp_path / "mslr_sample" / "data"
+    root.mkdir(parents=True)
+    lines = [f"{q % 3} qid:{q} 1:0.{q}\n" for q in range(8)]
+    (root / "train.txt").write_text("".join(lines[:4]))
+    (root / "test.txt").write_text("".join(lines[4:]))
+    monkeypatch.setattr(data_runs, "PLACES", (root,))
+    folds = data_runs.dataset_flags(str(root), 2, cache_dir=tmp_path / "cache")
+    assert [name for name, _ in folds] == ["data", "mslr_sample_fold2"]
+    for _, flags in folds:
+        train = flags[0].split("=", 1)[1]
+        assert series_lib.dataset_name({"train_path": train}) == series_lib.EXCERPT_NAME

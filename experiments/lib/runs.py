@@ -161,9 +161,13 @@ def repartitioned(pair, folds: int, cache_dir=None) -> list:
     seeded re-partitions (``foltr_jax.data.folds``), written in the cache; a UserError in one
     line when they cannot be made (naming --data_root for the data, the folder otherwise)."""
     cache = pathlib.Path(cache_dir) if cache_dir is not None else dataset_cache.default_cache_dir()
+    # the excerpt's folds are mslr_sample_fold<k> wherever it is (third_party/.../data too):
+    # the results name them the excerpt's, and pool them with its own split
+    excerpt = pair[0].parent in [place.resolve() for place in PLACES]
     try:
         files.refuse_links(cache)
-        return data_folds.write_folds(*pair, folds, FOLD_SEED, cache)
+        return data_folds.write_folds(*pair, folds, FOLD_SEED, cache,
+                                      EXCERPT_NAME if excerpt else None)  # fmt: skip
     except ValueError as error:
         raise UserError(
             f"--data_root: cannot make {folds} folds of {pair[0].parent}: {error}"

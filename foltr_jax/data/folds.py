@@ -139,17 +139,18 @@ def folds_folder(train_path, test_path, seed: int, cache_dir) -> pathlib.Path:
     return pathlib.Path(cache_dir) / f"folds-{digest.hexdigest()[:20]}-seed{seed}-v{FOLDS_FORMAT}"
 
 
-def write_folds(train_path, test_path, n_folds: int, seed: int,
-                cache_dir) -> list[tuple[pathlib.Path, pathlib.Path]]:  # fmt: skip
+def write_folds(train_path, test_path, n_folds: int, seed: int, cache_dir,
+                name: str | None = None) -> list[tuple[pathlib.Path, pathlib.Path]]:  # fmt: skip
     """[(train path, test path)] of folds 1..n_folds: fold 1 the files given, fold k ≥ 2
-    ``<folds_folder>/<name>_fold<k>/train.txt`` and ``test.txt`` (``name``: the folder
-    the given train file is in), each written unless the file there already holds exactly
-    the fold's bytes.  A symbolic link in the way is never followed (files.LinkedPathError)."""
+    ``<folds_folder>/<name>_fold<k>/train.txt`` and ``test.txt`` (``name`` None: the
+    folder the given train file is in), each written unless the file there already holds
+    exactly the fold's bytes.  A symbolic link in the way is never followed
+    (files.LinkedPathError)."""
     train_path, test_path = pathlib.Path(train_path), pathlib.Path(test_path)
     texts = fold_texts(_read_bytes(train_path), _read_bytes(test_path), n_folds, seed,
                        (str(train_path), str(test_path)))  # fmt: skip
     folder = folds_folder(train_path, test_path, seed, cache_dir)
-    name = train_path.resolve().parent.name or "data"
+    name = name or train_path.resolve().parent.name or "data"
     out = [(train_path, test_path)]
     for k, pair in enumerate(texts[1:], 2):
         fold = folder / f"{name}_fold{k}"
