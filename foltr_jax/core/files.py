@@ -199,11 +199,6 @@ def set_user_code(sources: dict) -> None:
     _USER_CODE.update({str(k): str(v) for k, v in sources.items()})
 
 
-def user_code() -> dict:
-    """The user code ``set_user_code`` declared (name -> SHA-256)."""
-    return dict(_USER_CODE)
-
-
 @functools.cache
 def source_version(*folders) -> str:
     """SHA-256 (first 16 hex digits) of the ``.py`` files of foltr_jax (every folder) and of

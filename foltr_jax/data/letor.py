@@ -252,11 +252,6 @@ def _decode(block: bytes) -> str:
     return block.decode("utf-8", errors="surrogateescape")
 
 
-def _iter_blocks(fh) -> Iterator[str]:
-    """Decoded text blocks of whole lines (each ends with a newline except maybe the last)."""
-    return map(_decode, _iter_byte_blocks(fh))
-
-
 class _HashingReader:
     """A binary file whose bytes feed ``hasher`` as they are read."""
 

@@ -225,19 +225,6 @@ def server_step(optimizer: optax.GradientTransformation) -> Stage:
     return Stage(init, update, name="server optimiser")
 
 
-def run_on_updates(chain: Stage, state, updates: jax.Array, n_malicious, key):
-    """``chain`` over clients that send updates of equal weight (FOLtR-ES's gradient
-    estimates, FedIPS's model changes): reference 0, every weight 1.
-
-    ``updates`` [n_clients, d]; returns (the global model's change [d], new state).
-    """
-    n, d = updates.shape
-    zeros = jnp.zeros(d, updates.dtype)
-    messages = ClientUpdates(updates, jnp.ones(n, updates.dtype), zeros, n_malicious, zeros)
-    messages, state = chain.update(state, messages, key)
-    return messages.aggregate, state
-
-
 SERVER_OPTIMIZERS = {
     "sgd": lambda lr: optax.sgd(lr),  # FedOpt's server SGD: θ + η_s·Δ (η_s = 1: FedAvg)
     "momentum": lambda lr: optax.sgd(lr, momentum=0.9),  # FedAvgM (Hsu et al. 2019)

@@ -71,10 +71,6 @@ TABLE2 = {
 PER_ROUND = discount_sum(PAPER_ROUNDS)  # the paper's online values over Σ_{t≤200} γ^(t−1)
 
 
-def _fpdgd(click: str, eps: float):
-    return {"epsilon": eps} if eps else {"epsilon": 0.0}
-
-
 def _table2_cell(click: str, i: int, online: bool) -> Cell:
     eps, _, p = PRIVACY[i]
     fpdgd_paper, es_paper = TABLE2[click][0][i], TABLE2[click][1][i]

@@ -148,10 +148,6 @@ def make_ranker(name: str, n_features: int):
     return rankers.make_ranker(RANKER_ALIASES.get(name, name), n_features)
 
 
-def ranker_help() -> str:
-    return f"{rankers.help_text()}; 'neural' is 'relu' for FOLtR-ES"
-
-
 @dataclasses.dataclass(frozen=True)
 class Spec(engine.Federated):
     """The static part of an experiment (hashable: one compilation per Spec), and the
