@@ -133,6 +133,25 @@ def test_runs_a_setting_are_shared_by_the_folds(tmp_path):
     assert [a for a in argv if a.startswith("--n_runs=")] == ["--n_runs=5", "--n_runs=20"]
 
 
+def test_each_fold_runs_its_own_random_streams(tmp_path):
+    """Fold 1 keeps the run's own seed (the single-fold table's commands); fold k adds
+    (k − 1) × FOLD_SEED_STRIDE to it, given last so that it counts."""
+    folds = [("mslr_sample", ("--train_path=/d/a",)), ("mslr_sample_fold2", ("--train_path=/c/b",)),
+             ("mslr_sample_fold3", ("--train_path=/c/c",))]  # fmt: skip
+    plain = catalogue.RUNS["fpdgd_c1000"]
+    seeded = next(r for r in catalogue.RUNS.values()
+                  if "--seed=1" in r.flags and not r.own_data)  # fmt: skip
+    stride = claim_runs.FOLD_SEED_STRIDE
+    for run, own in ((plain, 0), (seeded, 1)):
+        made = claim_runs.commands([run.name], tmp_path, folds, 2, 1)
+        seeds = [[a for a in argv if a.startswith("--seed=")] for _, argv in made]
+        assert seeds[0] == ([] if own == 0 else ["--seed=1"]), seeds
+        for k in (1, 2):
+            assert seeds[k][-1] == f"--seed={own + k * stride}", seeds
+        assert made[0][1][-1].startswith("--output_dir=")  # where it writes stays last
+        assert all(argv[-1].startswith("--output_dir=") for _, argv in made)
+
+
 def test_power_runs_count_runs_in_all_over_the_folds():
     rows = [{"claim": "fpdgd_fig4", "verdict": "inconclusive", "runs_needed": 12}]
     needed, variants = claim_runs.power_runs(catalogue.CLAIMS, rows, 2, 5)["fpdgd_fig4"]

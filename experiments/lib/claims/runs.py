@@ -48,11 +48,22 @@ def runs_a_setting(run, n_runs: int, n_folds: int) -> int:
     return runs_a_fold(run, n_runs, n_folds) * (1 if run.own_data else n_folds)
 
 
+FOLD_SEED_STRIDE = 1000  # fold k's runs (k ≥ 2) take seed + (k − 1) × this
+
+
+def _own_seed(run) -> int:
+    """The --seed the run's own flags name (0: the binaries' default)."""
+    own = [f.split("=", 1)[1] for f in run.flags if f.startswith("--seed=")]
+    return int(own[-1]) if own else 0
+
+
 def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: int,
              more=None) -> list:  # fmt: skip
     """(output folder, argv) of every named run, each once per fold (own-data runs once),
     with ``runs_a_fold`` runs; ``more``: runs by name beside the catalogue's (a power
-    diagnosis's)."""
+    diagnosis's).  Fold 1 runs with the run's own seed, fold k with that seed
+    + (k − 1) × FOLD_SEED_STRIDE, so that no two folds share their clicks' and models'
+    random streams."""
     catalogue = {**RUNS, **(more or {})}
     out = []
     for fold_index, (fold, data) in enumerate(folds):
@@ -70,7 +81,10 @@ def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: i
                    for f in run.flags]  # its own --n_runs (its runs in all), a fold's share
             argv = [sys.executable, "-m", f"experiments.{run.binary}"]
             argv += [] if run.own_data else list(data)
-            argv += [*extra, *own, f"--output_dir={folder}"]  # the run's own flags last
+            argv += [*extra, *own]  # the run's own flags last
+            if fold_index:  # its own random streams: fold k's run i is not fold 1's run i
+                argv.append(f"--seed={_own_seed(run) + fold_index * FOLD_SEED_STRIDE}")
+            argv.append(f"--output_dir={folder}")
             out.append((folder, argv))
     return out
 
