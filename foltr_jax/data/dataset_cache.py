@@ -51,7 +51,7 @@ CACHE_FORMAT_VERSION = 2  # 2: entries carry a SHA-256 of their arrays
 # none; 2: text decoded with surrogateescape, so that two query ids that differ only in
 # bytes that are not UTF-8 stay two queries.
 PARSER_VERSION = 2
-PARSER_SOURCES_SHA256 = "feb4dd153e46e1e9790cd0cc1129e8bc95c609f666c8e3393b1308f736a11eb7"  # noqa: E501
+PARSER_SOURCES_SHA256 = "7d329f99f2dad0f3b1b664197d50a8368dc15e9d8298a54bb582b2b7777425f0"
 
 # Bytes per step when hashing a file for the cache key.
 _HASH_BLOCK_BYTES = 1 << 20
