@@ -426,6 +426,19 @@ class FixedResults:
         return np.asarray(self.values[run])
 
 
+def test_a_diagnosis_whose_runs_are_missing_says_so_not_zero_of_zero(tmp_path):
+    """No cell readable with the diagnosis's runs: MissingResults (the table then says its
+    runs are missing), never "0 of 0 cells hold"."""
+    diagnosed = [c for c in catalogue.CLAIMS if c.diagnosis is not None]
+    assert diagnosed
+    for claim in diagnosed:
+        with pytest.raises(core.MissingResults):
+            claim.diagnosis.explain(core.Results(tmp_path))
+    higher_p = next(c for c in diagnosed if c.key == "thesis_higher_p")  # a recheck
+    with pytest.raises(core.MissingResults, match="^no cell could be read with thesis_es_"):
+        higher_p.diagnosis.explain(core.Results(tmp_path))
+
+
 def test_a_diagnosis_rechecks_the_cells_with_its_runs_in_place():
     """recheck reads the diagnosis's runs where the claim's cells read the claim's own, and
     reports the cells that changed and those that still fail."""

@@ -684,6 +684,9 @@ def recheck_text(cells: Sequence[Cell], results, names: dict, what: str = "") ->
     before = [check_cell(c, results) for c in counted]
     after = [check_cell(c, Renamed(results, names)) for c in counted]
     checked = [a for a in after if a["verdict"] is not None]
+    if not checked:  # the diagnosis's runs are not there: say so, not "0 of 0 cells hold"
+        runs = {run for v in names.values() for run in (v if isinstance(v, tuple) else (v,))}
+        raise MissingResults(f"no cell could be read with {', '.join(sorted(runs))}")
     held_before = sum(b["verdict"] == HOLDS for b in before)
     held_after = sum(a["verdict"] == HOLDS for a in checked)
     fixed = [a["cell"] for b, a in zip(before, after) if b["verdict"] != HOLDS
