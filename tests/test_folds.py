@@ -80,12 +80,18 @@ def test_partitions_refuse_too_few_splits_and_shared_queries():
         folds.fold_texts(_text([1, 2]), _text([2, 3]), 2, seed=0)
 
 
-def test_write_folds_caches_checks_and_rewrites(tmp_path):
+def _pair(tmp_path, n: int):
+    """A train.txt of queries 0..n-1 and a test.txt of n..2n-1 in tmp_path/data; the folder,
+    and the cache folder beside it."""
     source = tmp_path / "data"
     source.mkdir()
-    (source / "train.txt").write_bytes(_text(range(8)))
-    (source / "test.txt").write_bytes(_text(range(8, 16)))
-    cache = tmp_path / "cache"
+    (source / "train.txt").write_bytes(_text(range(n)))
+    (source / "test.txt").write_bytes(_text(range(n, 2 * n)))
+    return source, tmp_path / "cache"
+
+
+def test_write_folds_caches_checks_and_rewrites(tmp_path):
+    source, cache = _pair(tmp_path, 8)
     paths = folds.write_folds(source / "train.txt", source / "test.txt", 5, 0, cache)
     assert paths[0] == (source / "train.txt", source / "test.txt")
     expected = folds.fold_texts(_text(range(8)), _text(range(8, 16)), 5, 0)
@@ -110,11 +116,7 @@ def test_write_folds_caches_checks_and_rewrites(tmp_path):
 
 
 def test_write_folds_never_follows_a_link(tmp_path):
-    source = tmp_path / "data"
-    source.mkdir()
-    (source / "train.txt").write_bytes(_text(range(4)))
-    (source / "test.txt").write_bytes(_text(range(4, 8)))
-    cache = tmp_path / "cache"
+    source, cache = _pair(tmp_path, 4)
     folder = folds.folds_folder(source / "train.txt", source / "test.txt", 0, cache)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
