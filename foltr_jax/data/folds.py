@@ -133,9 +133,14 @@ def fold_texts(train: bytes, test: bytes, n_folds: int, seed: int,
 def folds_folder(train_path, test_path, seed: int, cache_dir) -> pathlib.Path:
     """The cache folder of the folds of this pair: named by the SHA-256 of both files' bytes,
     the seed and FOLDS_FORMAT."""
+    return _folder_of(_read_bytes(train_path), _read_bytes(test_path), seed, cache_dir)
+
+
+def _folder_of(train: bytes, test: bytes, seed: int, cache_dir) -> pathlib.Path:
+    """``folds_folder`` of the two files' bytes."""
     digest = hashlib.sha256()
-    for path in (train_path, test_path):
-        digest.update(hashlib.sha256(_read_bytes(path)).digest())
+    for data in (train, test):
+        digest.update(hashlib.sha256(data).digest())
     return pathlib.Path(cache_dir) / f"folds-{digest.hexdigest()[:20]}-seed{seed}-v{FOLDS_FORMAT}"
 
 
@@ -147,9 +152,9 @@ def write_folds(train_path, test_path, n_folds: int, seed: int, cache_dir,
     exactly the fold's bytes.  A symbolic link in the way is never followed
     (files.LinkedPathError)."""
     train_path, test_path = pathlib.Path(train_path), pathlib.Path(test_path)
-    texts = fold_texts(_read_bytes(train_path), _read_bytes(test_path), n_folds, seed,
-                       (str(train_path), str(test_path)))  # fmt: skip
-    folder = folds_folder(train_path, test_path, seed, cache_dir)
+    train, test = _read_bytes(train_path), _read_bytes(test_path)
+    texts = fold_texts(train, test, n_folds, seed, (str(train_path), str(test_path)))
+    folder = _folder_of(train, test, seed, cache_dir)  # the bytes read once
     name = name or train_path.resolve().parent.name or "data"
     out = [(train_path, test_path)]
     for k, pair in enumerate(texts[1:], 2):

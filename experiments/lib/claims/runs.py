@@ -25,10 +25,15 @@ MISSING_DIAGNOSIS = "its runs are missing"  # a diagnosis that could not read it
 POWER_CAP = 40  # the most runs per setting a power diagnosis runs (more: said, not run)
 
 
+def _own_flag(run, name: str) -> int | None:
+    """The integer the run's own flags give --``name`` (the last one counts), or None."""
+    own = [f.split("=", 1)[1] for f in run.flags if f.startswith(f"--{name}=")]
+    return int(own[-1]) if own else None
+
+
 def _own_runs(run) -> int | None:
     """The runs a setting the run's own flags name (--n_runs), or None."""
-    own = [f.split("=", 1)[1] for f in run.flags if f.startswith("--n_runs=")]
-    return int(own[-1]) if own else None
+    return _own_flag(run, "n_runs")
 
 
 def runs_a_fold(run, n_runs: int, n_folds: int) -> int:
@@ -53,8 +58,8 @@ FOLD_SEED_STRIDE = 1000  # fold k's runs (k ≥ 2) take seed + (k − 1) × this
 
 def _own_seed(run) -> int:
     """The --seed the run's own flags name (0: the binaries' default)."""
-    own = [f.split("=", 1)[1] for f in run.flags if f.startswith("--seed=")]
-    return int(own[-1]) if own else 0
+    own = _own_flag(run, "seed")
+    return 0 if own is None else own
 
 
 def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: int,
