@@ -52,9 +52,9 @@ from experiments.lib.cli import UserError, need_report_extra
 from experiments.lib.output import Output, refuse_links, write_json_atomic
 
 need_report_extra("batch")  # the figures and pages: matplotlib, scipy
-from experiments.lib import figures as report  # noqa: E402
-from experiments.lib import paper_figures  # noqa: E402
-from experiments.lib.recipes import Recipe, recipes  # noqa: E402
+from experiments.lib import figures as report
+from experiments.lib import paper_figures
+from experiments.lib.recipes import Recipe, recipes
 
 FLAGS = flags.FLAGS
 shared_flags.define_plugin_flag()  # imported before the recipes are read, passed on to every run

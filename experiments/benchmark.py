@@ -112,9 +112,7 @@ def run_suite() -> int:
     try:
         clients = [int(c) for c in FLAGS.suite_clients]
     except ValueError:
-        raise UserError(
-            f"--suite_clients must be integers, got {FLAGS.suite_clients}"
-        ) from None
+        raise UserError(f"--suite_clients must be integers, got {FLAGS.suite_clients}") from None
     if not clients or min(clients) < 1:
         raise UserError(
             f"--suite_clients: client counts must be at least 1, got {FLAGS.suite_clients}"

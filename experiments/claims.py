@@ -62,15 +62,15 @@ from experiments.lib.output import refuse_links
 from foltr_jax.core import files
 
 need_report_extra("claims")  # the t-tests: scipy
-from experiments.lib import claims as catalogue  # noqa: E402
-from experiments.lib.claims import pages  # noqa: E402
-from experiments.lib.claims.runs import (  # noqa: E402
+from experiments.lib import claims as catalogue
+from experiments.lib.claims import pages
+from experiments.lib.claims.runs import (
     MISSING_DIAGNOSIS,
     commands,
     diagnose,
     reader,
 )
-from experiments.lib.claims.table import document, evaluate  # noqa: E402
+from experiments.lib.claims.table import document, evaluate
 
 FLAGS = flags.FLAGS
 # 5 folds (the papers') x 3 runs: 15 runs a setting, above the 12 the median inconclusive cell
@@ -113,7 +113,8 @@ flags.DEFINE_bool(
     "from a complete run of every claim and its diagnoses on the MSLR excerpt.",
 )
 flags.DEFINE_bool(
-    "run", True,
+    "run",
+    True,
     "Run the missing runs (--norun: only read what --results_dir holds and write the table; "
     "a claim without its results is 'not run').",
 )
@@ -200,7 +201,9 @@ def run() -> program.Done:
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise UserError(f"--results_dir: cannot make {results_dir} ({error.strerror or error})") from None
+        raise UserError(
+            f"--results_dir: cannot make {results_dir} ({error.strerror or error})"
+        ) from None
     start = time.perf_counter()
     todo = commands(catalogue.run_names(claims), results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
     print(f"[claims] {len(claims)} claim(s), {len(todo)} run(s)", file=sys.stderr)
@@ -212,8 +215,15 @@ def run() -> program.Done:
     diagnoses = {}
     if FLAGS.diagnose:
         diagnoses, more_failed = diagnose(
-            claims, rows, results_dir, folds, n_runs=FLAGS.n_runs, eval_every=FLAGS.eval_every,
-            jobs=FLAGS.jobs, run=FLAGS.run, table=todo,
+            claims,
+            rows,
+            results_dir,
+            folds,
+            n_runs=FLAGS.n_runs,
+            eval_every=FLAGS.eval_every,
+            jobs=FLAGS.jobs,
+            run=FLAGS.run,
+            table=todo,
         )
         failed += more_failed
         rows = evaluate(claims, results, diagnoses)

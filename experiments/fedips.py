@@ -65,9 +65,7 @@ def config_from_flags() -> fedips.FedIpsConfig:
                 f"{FLAGS.lambdarank_learning_rate}"
             )
         if FLAGS.lambdarank_steps < 1:
-            raise UserError(
-                f"--lambdarank_steps: must be at least 1, got {FLAGS.lambdarank_steps}"
-            )
+            raise UserError(f"--lambdarank_steps: must be at least 1, got {FLAGS.lambdarank_steps}")
     return config
 
 

@@ -169,9 +169,7 @@ def run() -> program.Done:
 
 def summary(results: dict) -> str:
     """One line: the mean offline nDCG@10 curve at a few rounds, and the speed."""
-    return (
-        f"{curve_summary(results)}; {results['interactions_per_second']:,.0f} interactions/s"
-    )
+    return f"{curve_summary(results)}; {results['interactions_per_second']:,.0f} interactions/s"
 
 
 main = program.main("fpdgd", run)

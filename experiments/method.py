@@ -113,7 +113,9 @@ def check_shared_settings(config) -> None:
             raise engine.ConfigError(name, f"must be an integer of at least {least}, got {value}")
     n_clients, chunk = getattr(config, "n_clients", 1), getattr(config, "client_chunk", 0)
     if chunk and n_clients % chunk:
-        raise engine.ConfigError("client_chunk", f"must divide the {n_clients} clients, got {chunk}")
+        raise engine.ConfigError(
+            "client_chunk", f"must divide the {n_clients} clients, got {chunk}"
+        )
     if getattr(config, "n_malicious", 0) > n_clients:
         raise engine.ConfigError("n_malicious", f"must be at most the {n_clients} clients")
     for name, module in REGISTERED.items():
@@ -152,9 +154,7 @@ def check_method_result(result) -> None:
     are written, never a traceback."""
     where = f"--method: {METHOD}: its run returned"
     if not isinstance(result, engine.RunResult):
-        raise cli.UserError(
-            f"{where} {_described(result)}, not a foltr_jax.engine.RunResult"
-        )
+        raise cli.UserError(f"{where} {_described(result)}, not a foltr_jax.engine.RunResult")
     curves = result.curves
     if not isinstance(curves, dict) or "offline_ndcg" not in curves:
         raise cli.UserError(f"{where} no 'offline_ndcg' curve (the headline metric)")
@@ -213,7 +213,7 @@ def run() -> program.Done:
             result = ENTRY.run(config, train, test, progress=log, checkpoint=output.checkpoint())
     except engine.ConfigError as error:
         raise CONFIG_FLAGS.error(error) from None
-    except Exception as error:  # noqa: BLE001  (a user's method: say where it failed)
+    except Exception as error:
         if builtin:
             raise
         raise cli.UserError(f"--method: {METHOD}: {plugins.where_it_failed(error)}") from None

@@ -165,9 +165,7 @@ def _parse():
     for name, values in (("remedies", remedies), ("prox_mu", mus), ("steps", steps)):
         refuse_repeats(values, name)
     if FLAGS.fedper_eval not in PERSONAL_EVALUATIONS:
-        raise err(
-            f"--fedper_eval: {one_of(PERSONAL_EVALUATIONS, FLAGS.fedper_eval)}"
-        )
+        raise err(f"--fedper_eval: {one_of(PERSONAL_EVALUATIONS, FLAGS.fedper_eval)}")
     if "fedper" in remedies and FLAGS.ranker != "neural":
         raise err("--remedies: fedper keeps the last layer personal: it needs --ranker=neural")
     if "sharing" in remedies and not (kind == 2 or (kind == 4 and FLAGS.mix == "2")):
@@ -419,9 +417,7 @@ def cell_labels(name: str, kind: int, config) -> dict:
     return results.labels(name, panel, group=", ".join(parts), config=False)
 
 
-def run_cell(
-    cell: Cell, output: Output, finished: FinishedParts, labels: dict
-) -> dict:
+def run_cell(cell: Cell, output: Output, finished: FinishedParts, labels: dict) -> dict:
     """The cell's results (``labels``: its cell_labels): saved by an earlier, interrupted
     invocation, or computed now (resuming from the cell's checkpoint) and saved in
     ``finished``, after which its checkpoints go."""

@@ -303,9 +303,7 @@ def run() -> program.Done:
     available = recipes(quick=False)
     names = list(available) if FLAGS.recipes == ["all"] else [n for n in FLAGS.recipes if n]
     if not names:
-        raise UserError(
-            "--recipes: name one or more recipes (experiments.batch --list), or 'all'"
-        )
+        raise UserError("--recipes: name one or more recipes (experiments.batch --list), or 'all'")
     unknown = [n for n in names if n not in available]
     if unknown:
         raise UserError(f"--recipes: unknown {unknown}; see experiments.batch --list")

@@ -53,7 +53,8 @@ from experiments.lib.cli import UserError
 from foltr_jax import engine
 from foltr_jax.core import click_models
 from foltr_jax.engine import lists, loop
-from foltr_jax.methods.fpdgd import lanes as fpdgd_lanes, pdgd, rounds
+from foltr_jax.methods.fpdgd import lanes as fpdgd_lanes
+from foltr_jax.methods.fpdgd import pdgd, rounds
 
 FLAGS = flags.FLAGS
 shared_flags.define_data_flags()
@@ -69,9 +70,7 @@ flags.DEFINE_bool(
 )
 flags.DEFINE_float("peak_gbps", 3350.0, "Memory bandwidth to compare with (H100 SXM: 3,350 GB/s).")
 flags.DEFINE_string("trace_dir", "", "Also write a jax.profiler trace of whole rounds here.")
-flags.DEFINE_bool(
-    "stages", True, "Time every stage apart; --nostages times the whole round only."
-)
+flags.DEFINE_bool("stages", True, "Time every stage apart; --nostages times the whole round only.")
 flags.DEFINE_integer(
     "display_groups",
     None,
@@ -121,9 +120,7 @@ def stage_functions(spec, arrays):
         key_query, key_rank, key_click = jnp.moveaxis(
             jax.vmap(lambda key: jax.random.split(key, 3))(keys), 1, 0
         )
-        queries, _, _ = jax.vmap(lists.sample_query, in_axes=(0, None))(
-            key_query, data.train
-        )
+        queries, _, _ = jax.vmap(lists.sample_query, in_axes=(0, None))(key_query, data.train)
         return queries, key_rank, key_click
 
     queries, key_rank, key_click = jax.jit(split_and_queries)(step_keys)
@@ -208,27 +205,41 @@ def stage_functions(spec, arrays):
     shared = []  # the first step's shared scores, when the round uses them
     if global_scores is not None:
         shared = [
-            ("first-step shared scores",
-             jax.jit(functools.partial(rounds.first_step_scores, spec)), (arrays, params)),
-            ("scoring: first step (window gather)", jax.jit(gather_first),
-             (global_scores, queries)),
+            (
+                "first-step shared scores",
+                jax.jit(functools.partial(rounds.first_step_scores, spec)),
+                (arrays, params),
+            ),
+            (
+                "scoring: first step (window gather)",
+                jax.jit(gather_first),
+                (global_scores, queries),
+            ),
         ]
     return shared + [
         ("key split + query draw", jax.jit(split_and_queries), (step_keys,)),
         (
-            "scoring: later step"
-            + (" (by length group)" if by_group else " (per-lane windows)"),
+            "scoring: later step" + (" (by length group)" if by_group else " (per-lane windows)"),
             jax.jit(score_later),
             (lane_params, queries),
         ),
         ("Plackett-Luce sampling", jax.jit(sample), (key_rank, scores, lengths)),
-        ("scoring + sampling: later step", jax.jit(display_later),
-         (lane_params, key_rank, queries)),
+        (
+            "scoring + sampling: later step",
+            jax.jit(display_later),
+            (lane_params, key_rank, queries),
+        ),
         ("clicks", jax.jit(clicks_of), (key_click, queries, displayed.ranking)),
-        ("clicks + PDGD gradient + step", jax.jit(pdgd_step),
-         (lane_params, key_click, queries, displayed)),
-        ("local training (B steps, all lanes)", jax.jit(local),
-         (lane_params, lane_keys, global_scores)),
+        (
+            "clicks + PDGD gradient + step",
+            jax.jit(pdgd_step),
+            (lane_params, key_click, queries, displayed),
+        ),
+        (
+            "local training (B steps, all lanes)",
+            jax.jit(local),
+            (lane_params, lane_keys, global_scores),
+        ),
         ("server (aggregation pipeline)", jax.jit(server), (models, flat_global, server_state)),
         ("offline evaluation", jax.jit(evaluate), (params,)),
     ]

@@ -28,8 +28,8 @@ from experiments.lib.cli import UserError, need_report_extra
 from experiments.lib.output import Output
 
 need_report_extra("report")  # matplotlib, scipy
-from experiments.lib import figures as report  # noqa: E402
-from experiments.lib import paper_figures  # noqa: E402
+from experiments.lib import figures as report
+from experiments.lib import paper_figures
 
 FLAGS = flags.FLAGS
 REPORT_FILES = ("table.md", "table.tex", "summary.json")
@@ -122,8 +122,7 @@ def run() -> program.Done:
         raise UserError(str(error).replace("\n", " ")) from None
     except OSError as error:
         raise UserError(
-            f"--output_dir: cannot write {error.filename or output_dir} "
-            f"({error.strerror or error})"
+            f"--output_dir: cannot write {error.filename or output_dir} ({error.strerror or error})"
         ) from None
     groups = summary["groups"]
     for name, group in groups.items():

@@ -25,18 +25,20 @@ __version__ = "0.1.0"
 # The layers, lowest first: core (numerics, registries, files), data, server (aggregators,
 # attacks, the pipeline), engine (the shared round, run and config), methods (one folder
 # each); the modules a user reaches as ``foltr_jax.<name>`` are bound here.
-from foltr_jax import data  # noqa: E402
-from foltr_jax import engine  # noqa: E402
-from foltr_jax.core import click_models, compile_cache, metrics, rankers  # noqa: E402
-from foltr_jax.data import noniid  # noqa: E402
-from foltr_jax.engine import RunResult  # noqa: E402
-from foltr_jax.engine.config import ConfigError, Setting  # noqa: E402
-from foltr_jax.methods.fedips import FedIpsConfig  # noqa: E402
-from foltr_jax.methods.foltr_es import FoltrEsConfig  # noqa: E402
-from foltr_jax.methods.fpdgd.client_plan import ClientPlan  # noqa: E402
-from foltr_jax.methods.fpdgd.config import FederationConfig  # noqa: E402
-from foltr_jax.methods.unlearning import UnlearningConfig  # noqa: E402
-from foltr_jax.server import aggregators, attacks  # noqa: E402
+from foltr_jax import (
+    data,
+    engine,
+)
+from foltr_jax.core import click_models, compile_cache, metrics, rankers
+from foltr_jax.data import noniid
+from foltr_jax.engine import RunResult
+from foltr_jax.engine.config import ConfigError, Setting
+from foltr_jax.methods.fedips import FedIpsConfig
+from foltr_jax.methods.foltr_es import FoltrEsConfig
+from foltr_jax.methods.fpdgd.client_plan import ClientPlan
+from foltr_jax.methods.fpdgd.config import FederationConfig
+from foltr_jax.methods.unlearning import UnlearningConfig
+from foltr_jax.server import aggregators, attacks
 
 compile_cache.configure()  # the default: compiled programs remembered (module doc)
 

@@ -115,8 +115,17 @@ def _run(args: list, height: int = 900, timeout: float = 120) -> str:
         raise RuntimeError("no chromium on PATH: apt-get install -y chromium")
     with tempfile.TemporaryDirectory(prefix="foltr_jax_chromium_") as profile:
         done = subprocess.run(
-            [binary, *_FLAGS, f"--user-data-dir={profile}", f"--window-size={WIDTH},{height}", *args],
-            capture_output=True, text=True, timeout=timeout, check=False,
+            [
+                binary,
+                *_FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size={WIDTH},{height}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     if done.returncode != 0:
         raise RuntimeError(f"chromium exited {done.returncode}: {done.stderr[-2000:]}")
@@ -144,8 +153,14 @@ def check(page: pathlib.Path) -> dict:
 def screenshot(page: pathlib.Path, png: pathlib.Path, height: int = 1600) -> None:
     """Save what a 1280 px wide window shows of ``page``'s top ``height`` pixels."""
     png = pathlib.Path(png).resolve()
-    _run(["--virtual-time-budget=30000", f"--screenshot={png}",
-          pathlib.Path(page).resolve().as_uri()], height=height)
+    _run(
+        [
+            "--virtual-time-budget=30000",
+            f"--screenshot={png}",
+            pathlib.Path(page).resolve().as_uri(),
+        ],
+        height=height,
+    )
 
 
 if __name__ == "__main__":

@@ -78,9 +78,11 @@ def ensure(say=print) -> None:
             )
             if done.returncode != 0:
                 lines = (done.stderr or done.stdout).strip().splitlines()
-                os.environ[_FAILED] = f"fetching it failed (exit status {done.returncode}: " + (
-                    lines[-1] if lines else "no output"
-                ) + ")"
+                os.environ[_FAILED] = (
+                    f"fetching it failed (exit status {done.returncode}: "
+                    + (lines[-1] if lines else "no output")
+                    + ")"
+                )
         except (OSError, subprocess.TimeoutExpired) as error:
             os.environ[_FAILED] = f"fetching it failed ({error})"
         SAMPLE_DIR = _sample_dir()

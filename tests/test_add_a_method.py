@@ -11,9 +11,9 @@ import pytest
 from sample_data import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "examples"))
-import federated_dbgd as dbgd  # noqa: E402
+import federated_dbgd as dbgd
 
-from foltr_jax import data  # noqa: E402
+from foltr_jax import data
 
 
 def slow_team_draft(ranking_a, ranking_b, coins):

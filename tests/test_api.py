@@ -236,8 +236,11 @@ def _result(n_cells, n_runs, rounds=4, cells=()):
 
 
 def test_a_result_splits_its_curves_by_cell_without_being_told_the_count():
-    cells = (foltr_jax.Setting(), foltr_jax.Setting(aggregator="median"),
-             foltr_jax.Setting(aggregator="krum"))
+    cells = (
+        foltr_jax.Setting(),
+        foltr_jax.Setting(aggregator="median"),
+        foltr_jax.Setting(aggregator="krum"),
+    )
     result = _result(3, 2, cells=cells)
     by_cell = result.by_cell("offline_ndcg")
     assert by_cell.shape == (3, 2, 4)
@@ -292,17 +295,17 @@ def _docstring_example(function) -> str:
 
 
 @pytest.mark.slow  # four small compilations
-@pytest.mark.parametrize(
-    "name", ["run_fpdgd", "run_foltr_es", "run_fedips", "run_unlearning"]
-)
+@pytest.mark.parametrize("name", ["run_fpdgd", "run_foltr_es", "run_fedips", "run_unlearning"])
 def test_the_run_functions_examples_run(name, public_data):
     """The example in each ``run_*`` docstring (the API reference shows it) runs as written,
     given a small ``train, test``."""
     code = _docstring_example(getattr(foltr_jax, name))
     assert f"foltr_jax.{name}(" in code
     train, test = public_data
-    exec(compile(code, f"<{name} example>", "exec"),
-         {"foltr_jax": foltr_jax, "train": train, "test": test})
+    exec(
+        compile(code, f"<{name} example>", "exec"),
+        {"foltr_jax": foltr_jax, "train": train, "test": test},
+    )
 
 
 def _split_cases():
@@ -321,7 +324,11 @@ def _split_cases():
 
 
 RUN_FUNCTIONS = {  # each with the module whose build it starts: stopped there in the test
-    "run_fpdgd": ("methods.fpdgd.federation", "build", foltr_jax.FederationConfig(n_clients=2, rounds=2)),
+    "run_fpdgd": (
+        "methods.fpdgd.federation",
+        "build",
+        foltr_jax.FederationConfig(n_clients=2, rounds=2),
+    ),
     "run_foltr_es": ("methods.foltr_es", "build", foltr_jax.FoltrEsConfig(n_clients=2, rounds=2)),
     "run_fedips": ("methods.fedips", "build", foltr_jax.FedIpsConfig(n_users=2, rounds=2)),
     "run_unlearning": ("methods.unlearning", "run_protocol", foltr_jax.UnlearningConfig()),

@@ -286,14 +286,24 @@ def test_the_batch_names_its_data_size_and_time_before_the_first_run(tmp_path):
     ) in first.stderr.splitlines()
     # Two timed FPDGD runs (grids: their longest cell), a long FOLtR-ES run that says nothing
     # of FPDGD's time, and a results file that names no binary.
-    for name, binary, seconds in (("a", "fpdgd", (50, 10)), ("b", "fpdgd", (80, 20)),
-                                  ("c", "foltr_es", (900, 100)), ("d", None, (5000, 0))):
+    for name, binary, seconds in (
+        ("a", "fpdgd", (50, 10)),
+        ("b", "fpdgd", (80, 20)),
+        ("c", "foltr_es", (900, 100)),
+        ("d", None, (5000, 0)),
+    ):
         for cell, share in (("c1", 1.0), ("c2", 0.5)):
             (results / "x" / name / cell).mkdir(parents=True)
             provenance = {"command": [f"experiments.{binary}", "--n_runs=2"]} if binary else {}
-            (results / "x" / name / cell / "results.json").write_text(json.dumps(
-                {"seconds": seconds[0] * share, "compile_seconds": seconds[1] * share,
-                 "provenance": provenance}))
+            (results / "x" / name / cell / "results.json").write_text(
+                json.dumps(
+                    {
+                        "seconds": seconds[0] * share,
+                        "compile_seconds": seconds[1] * share,
+                        "provenance": provenance,
+                    }
+                )
+            )
         (results / "x" / name / "grid.json").write_text('{"cells": ["c1", "c2"]}')
     again = batch_here(*args, tmp_path=tmp_path)
     assert (
@@ -301,6 +311,7 @@ def test_the_batch_names_its_data_size_and_time_before_the_first_run(tmp_path):
         f"for 3 of them (each from the mean time of its binary's runs timed in {results}; "
         "start-up adds seconds each)"
     ) in again.stderr.splitlines(), again.stderr
+
     def announced(recipe):
         done = batch_here(f"--recipe={recipe}", f"--data_root={root}", "--dry_run",
                           f"--results_dir={results}", tmp_path=tmp_path)  # fmt: skip
@@ -312,11 +323,13 @@ def test_the_batch_names_its_data_size_and_time_before_the_first_run(tmp_path):
     assert announced("fpdgd_fig2") == [f"about 204 min for 15 of them (each from the mean "
                                        f"time of its binary's runs {timed}"]  # fmt: skip
     assert announced("unlearning_table3") == [
-        "no run timed here yet: the first estimate follows the first finished run"]
+        "no run timed here yet: the first estimate follows the first finished run"
+    ]
     shutil.rmtree(results / "x" / "c")
     assert announced("fpdgd_fig2") == [
         f"about 4 min for 3 of them (each from the mean time of its binary's runs {timed}; "
-        "12 run(s) of foltr_es not timed here yet"]
+        "12 run(s) of foltr_es not timed here yet"
+    ]
     synthetic = batch_here("--recipe=fpdgd_fig5", "--data_root=synthetic", "--dry_run",
                            f"--results_dir={tmp_path / 'r2'}", tmp_path=tmp_path)  # fmt: skip
     assert "[batch] data: synthetic (each run generates its own queries" in synthetic.stderr

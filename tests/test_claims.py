@@ -470,7 +470,11 @@ def test_the_recorded_table_is_the_catalogues():
     assert list(rows) == [c.key for c in catalogue.CLAIMS]
     for claim in catalogue.CLAIMS:
         row = rows[claim.key]
-        assert (row["words"], row["where"], row["setting"]) == (claim.words, claim.where, claim.setting)
+        assert (row["words"], row["where"], row["setting"]) == (
+            claim.words,
+            claim.where,
+            claim.setting,
+        )
         assert [c["cell"] for c in row["cells"]] == [c.label for c in claim.cells], claim.key
         assert [c["exception"] for c in row["cells"]] == [c.exception for c in claim.cells]
         assert row["verdict"] == core.claim_verdict(row["cells"])
@@ -584,8 +588,13 @@ def test_an_inconclusive_claim_is_diagnosed_with_the_runs_its_cells_need(tmp_pat
     needed, variants = power["fpdgd_fig4"]
     # fpdgd_c10 and fpdgd_c100 already make 20 runs; fpdgd_c1000 the driver's 5
     assert needed == 12 and set(variants) == {"fpdgd_c1000"} and set(fig4.runs) > set(variants)
-    (folder, argv), = claim_runs.commands(
-        [v.name for v in variants.values()], tmp_path, [("f", ["--train_path=x"])], 5, 1,
-        {v.name: v for v in variants.values()})
+    ((folder, argv),) = claim_runs.commands(
+        [v.name for v in variants.values()],
+        tmp_path,
+        [("f", ["--train_path=x"])],
+        5,
+        1,
+        {v.name: v for v in variants.values()},
+    )
     assert folder == tmp_path / "f" / "fpdgd_c1000_n12"
     assert argv.index("--n_runs=12") > argv.index("--n_runs=5")  # the variant's own wins

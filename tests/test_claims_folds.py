@@ -189,8 +189,10 @@ def test_dataset_flags_make_the_pairs_folds(tmp_path):
 def test_the_table_says_its_folds():
     payload = {"n_runs": 2, "folds": ["mslr_sample", "mslr_sample_fold2", "mslr_sample_fold3"],
                "fold_seed": 0}  # fmt: skip
-    assert table.runs_text(payload) == ("6 runs a setting, 2 in each of 3 folds (the original "
-                                        "split and 2 re-partitions of its queries, seed 0)")
+    assert table.runs_text(payload) == (
+        "6 runs a setting, 2 in each of 3 folds (the original "
+        "split and 2 re-partitions of its queries, seed 0)"
+    )
     assert table.runs_text({"n_runs": 5}) == "5 runs a setting"  # a record from before
 
 

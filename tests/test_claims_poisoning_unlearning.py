@@ -4,8 +4,7 @@ diagnosis runs, the unlearning saving counted from the runs' rounds)."""
 import numpy as np
 from test_claims import FixedResults
 
-from experiments.lib.claims import core
-from experiments.lib.claims import poisoning, unlearning
+from experiments.lib.claims import core, poisoning, unlearning
 
 
 def test_slope_is_each_runs_least_squares_slope():

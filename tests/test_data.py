@@ -10,13 +10,14 @@ import pytest
 from sample_data import SAMPLE_DIR, needs_sample
 
 from foltr_jax import data
-from foltr_jax.data import letor, ranking_dataset
 from foltr_jax.data import (
     DatasetError,
     LetorFormatError,
     RankingDataset,
+    letor,
     load_fold,
     normalise_per_query,
+    ranking_dataset,
     read_letor,
     synthetic_dataset,
     synthetic_train_test,

@@ -117,8 +117,15 @@ def test_every_method_over_devices_gives_the_single_device_results():
     [
         (
             "noniid",
-            ("--type=2", "--remedies=fedprox", "--prox_mu=0.1", "--rounds=3", "--n_runs=2",
-             "--chunk_rounds=3", "--n_clients=10"),
+            (
+                "--type=2",
+                "--remedies=fedprox",
+                "--prox_mu=0.1",
+                "--rounds=3",
+                "--n_runs=2",
+                "--chunk_rounds=3",
+                "--n_clients=10",
+            ),
         ),
         ("foltr_es", ("--n_clients=8", "--rounds=3", "--n_runs=2", "--chunk_rounds=3")),
     ],
@@ -136,8 +143,13 @@ def test_a_binary_over_two_devices_writes_the_single_device_results(tmp_path, mo
     for n in (1, 2):
         out = tmp_path / f"d{n}"
         done = binaries.run(
-            module, *settings, "--synthetic_queries=40", "--nocheckpoint",
-            f"--n_devices={n}", f"--output_dir={out}", timeout=600,
+            module,
+            *settings,
+            "--synthetic_queries=40",
+            "--nocheckpoint",
+            f"--n_devices={n}",
+            f"--output_dir={out}",
+            timeout=600,
         )
         assert done.returncode == 0, done.stderr[-2000:]
         found[n] = json.loads((out / "results.json").read_text())
@@ -147,7 +159,5 @@ def test_a_binary_over_two_devices_writes_the_single_device_results(tmp_path, mo
         keys = [k for k in ("offline_ndcg", "online_ndcg") if k in one["curves"]]
         assert "offline_ndcg" in keys
         for key in keys:
-            np.testing.assert_allclose(
-                two["curves"][key], one["curves"][key], rtol=1e-5, atol=1e-6
-            )
+            np.testing.assert_allclose(two["curves"][key], one["curves"][key], rtol=1e-5, atol=1e-6)
     assert found[2]["config"]["n_devices"] == 2

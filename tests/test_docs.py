@@ -45,7 +45,10 @@ def after_the_first_command(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("repository")
     done = binaries.call(
-        "fpdgd", "--n_clients=20", "--rounds=10", "--synthetic_queries=40",
+        "fpdgd",
+        "--n_clients=20",
+        "--rounds=10",
+        "--synthetic_queries=40",
         f"--output_dir={folder / 'results' / 'fpdgd'}",
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -82,8 +85,17 @@ def test_reference_pages_are_generated_from_the_code():
     import flagdoc
 
     binaries = flagdoc.binaries()
-    for name in ("fpdgd", "poisoning", "noniid", "unlearning", "foltr_es", "fedips", "batch",
-                 "claims", "benchmark"):
+    for name in (
+        "fpdgd",
+        "poisoning",
+        "noniid",
+        "unlearning",
+        "foltr_es",
+        "fedips",
+        "batch",
+        "claims",
+        "benchmark",
+    ):
         assert name in binaries
     assert "common" not in binaries and "recipes" not in binaries
     modules = flagdoc.library_modules()
@@ -112,9 +124,23 @@ def built_site(tmp_path_factory):
         pytest.importorskip(module, reason='needs the docs extra: pip install -e ".[docs]"')
     html = tmp_path_factory.mktemp("docs") / "html"
     done = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs",
-         str(html)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            "docs",
+            str(html),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return html, done.stderr
@@ -138,9 +164,18 @@ def test_docs_build_without_warnings(built_site):
 
 # The pages a newcomer opens first, the ones with math, wide tables or wide code.
 BROWSER_PAGES = (
-    "index", "getting-started", "concepts", "papers/fpdgd", "papers/poisoning", "papers/thesis",
-    "papers/unlearning", "howto/reproduce", "reference/api", "performance",
-    "_generated/api/public/engine.runner", "_generated/binaries/fpdgd",
+    "index",
+    "getting-started",
+    "concepts",
+    "papers/fpdgd",
+    "papers/poisoning",
+    "papers/thesis",
+    "papers/unlearning",
+    "howto/reproduce",
+    "reference/api",
+    "performance",
+    "_generated/api/public/engine.runner",
+    "_generated/binaries/fpdgd",
 )
 
 
@@ -197,14 +232,13 @@ def test_flag_pages_list_what_the_binary_defines():
     (its --helpfull, less absl's own), with their defaults and help."""
     import sys
 
+    import binaries
     from absl import flags
 
-    import binaries
-
     sys.path.insert(0, str(DOCS / "_ext"))
-    import flagdoc
-
     import json
+
+    import flagdoc
 
     dumped = json.loads(flagdoc._dump("fedips"))["fedips"]
     # The project's flags: a library another test imported in this process (chex) may have
@@ -294,7 +328,7 @@ def _prose_pages():
         if page == DOCS / "claims.md":  # the claims table: generated (experiments.claims)
             continue
         text = page.read_text()  # less the claims blocks generated from that table
-        text = re.sub(r"^<!-- BEGIN claims.*?^<!-- END claims -->", "", text, flags=re.M | re.S)
+        text = re.sub(r"^<!-- BEGIN claims.*?^<!-- END claims -->", "", text, flags=re.MULTILINE | re.DOTALL)
         yield page, text
 
 
@@ -310,5 +344,7 @@ def test_no_paragraph_runs_over_150_words():
 
 def test_the_paragraph_count_sees_long_paragraphs():
     words = " ".join(["word"] * 151)
-    text = f"# Title\n\nshort one\n\n{words[:300]}\n{words[300:]}\n\n```text\n{words}\n```\n- item\n"
+    text = (
+        f"# Title\n\nshort one\n\n{words[:300]}\n{words[300:]}\n\n```text\n{words}\n```\n- item\n"
+    )
     assert [len(p.split()) for p in paragraphs(text)] == [2, 151, 2]

@@ -17,7 +17,9 @@ def documented_commands() -> list:
     found = []
     for path in sorted((REPO_ROOT / "experiments").glob("*.py")):
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-        for match in re.finditer(r"python -m experiments\.(\w+)([^\n`]*)", doc.replace("\\\n", " ")):
+        for match in re.finditer(
+            r"python -m experiments\.(\w+)([^\n`]*)", doc.replace("\\\n", " ")
+        ):
             text = match.group(2).split("#", 1)[0].replace("[", " ").replace("]", " ")
             args = [a for a in text.split() if a.startswith("-")]
             found.append((path.name, match.group(1), args))

@@ -10,6 +10,7 @@ import pytest
 from foltr_jax.engine.config import ConfigError
 from foltr_jax.methods.fpdgd import federation, rounds
 
+
 def _config(**overrides):
     settings = {
         "n_clients": 8,

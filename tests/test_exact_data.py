@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from foltr_jax import data
-from foltr_jax.data import letor, noniid
-from foltr_jax.data import DatasetError, LetorFormatError, RankingDataset
+from foltr_jax.data import DatasetError, LetorFormatError, RankingDataset, letor, noniid
 
 
 def test_query_ids_that_differ_only_in_non_utf8_bytes_are_two_queries(tmp_path):
@@ -52,7 +51,10 @@ def _dataset(labels):
     "labels, problem",
     [
         ([0.0, 0.5, 1.0], r"labels must be integer grades, got np.float64\(0.5\) at \[1\]"),
-        (np.array([1.9, 2.99]), "labels must be integer grades, got np.float64\\(1.9\\) at \\[0\\]"),
+        (
+            np.array([1.9, 2.99]),
+            "labels must be integer grades, got np.float64\\(1.9\\) at \\[0\\]",
+        ),
         ([0.0, float("nan")], "labels must be integer grades, got np.float64\\(nan\\)"),
         (np.array([0, 2**32], np.int64), f"labels must be at most 31 .* got {2**32}"),
         (np.array([0, 2**63], np.uint64), "labels must be at most 31"),
@@ -79,8 +81,16 @@ def _write_letor(path, qids=("0", "1")):
 
 @pytest.mark.parametrize(
     "text",
-    ["0 1_0 1\n", "0 1 1_0\n", "0 1 +3\n", "0 \u0661 1\n", "0 1 \u0663\n", "0 1 \uff13\n",
-     "0 1 3.0\n", "0\u00a01 1\n"],  # fmt: skip
+    [
+        "0 1_0 1\n",
+        "0 1 1_0\n",
+        "0 1 +3\n",
+        "0 \u0661 1\n",
+        "0 1 \u0663\n",
+        "0 1 \uff13\n",
+        "0 1 3.0\n",
+        "0\u00a01 1\n",
+    ],  # fmt: skip
 )
 def test_intent_files_take_ascii_integers_only(tmp_path, text):
     letor_path = _write_letor(tmp_path / "train.txt")

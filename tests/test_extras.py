@@ -12,8 +12,16 @@ from sample_data import REPO_ROOT
 from experiments.lib import cli
 
 REPORT_ONLY = {"matplotlib", "scipy"}
-SIMULATION_BINARIES = ("fpdgd", "poisoning", "noniid", "unlearning", "foltr_es", "fedips",
-                       "benchmark", "paper_budget")
+SIMULATION_BINARIES = (
+    "fpdgd",
+    "poisoning",
+    "noniid",
+    "unlearning",
+    "foltr_es",
+    "fedips",
+    "benchmark",
+    "paper_budget",
+)
 
 
 def test_the_library_imports_no_reporting_package():

@@ -41,8 +41,20 @@ def test_a_shared_setting_has_one_help_text_in_every_binary(every_binary):
     differing = {name: texts for name, texts in helps.items() if len(texts) > 1}
     assert not differing
     # Each is defined in several binaries (the shared settings are shared).
-    for name in ("n_clients", "rounds", "ranker", "click_model", "n_runs", "seed", "attack",
-                 "aggregator", "n_malicious", "eval_every", "client_chunk", "n_devices"):
+    for name in (
+        "n_clients",
+        "rounds",
+        "ranker",
+        "click_model",
+        "n_runs",
+        "seed",
+        "attack",
+        "aggregator",
+        "n_malicious",
+        "eval_every",
+        "client_chunk",
+        "n_devices",
+    ):
         assert sum(name in found for found, _ in every_binary.values()) >= 3, name
 
 

@@ -27,8 +27,10 @@ def test_queries_keep_lines_byte_for_byte():
     text = b"# a comment\n\n" + _text([7, 3], end=b"\r\n") + b"1 qid:9 1:0.1"
     found = folds.queries(text)
     assert [q for q, _ in found] == [b"7", b"3", b"9"]
-    assert found[0][1] == [b"0 qid:7 1:0.0 2:0.5 # doc 7-0\r\n",
-                           b"1 qid:7 1:0.1 2:0.5 # doc 7-1\r\n"]
+    assert found[0][1] == [
+        b"0 qid:7 1:0.0 2:0.5 # doc 7-0\r\n",
+        b"1 qid:7 1:0.1 2:0.5 # doc 7-1\r\n",
+    ]
     assert found[2][1] == [b"1 qid:9 1:0.1\n"]  # a last line gets its line end
 
 

@@ -247,9 +247,7 @@ def test_results_that_cannot_be_written_keep_the_checkpoint(whole, tmp_path):
     checkpoint = output.checkpoint()  # named by the run: finish removes it
     toy_run(checkpoint)
     (output.path / "results.json").mkdir()  # broken after the claim
-    with pytest.raises(
-        UserError, match="^--output_dir: cannot write .*checkpoints are kept"
-    ):
+    with pytest.raises(UserError, match="^--output_dir: cannot write .*checkpoints are kept"):
         output.write_json("results.json", {"curve": whole.curves.tolist()})
     assert os.path.exists(checkpoint)
     seen = []  # the same command again: the finished run comes back without computing
@@ -283,9 +281,7 @@ def test_results_json_as_a_folder_stops_the_binary_before_any_work(tmp_path):
 
 def test_second_run_into_the_same_output_dir_is_refused(tmp_path):
     first = Output(tmp_path / "out")
-    with pytest.raises(
-        UserError, match=f"^--output_dir: .*in use by another run .*{os.getpid()}"
-    ):
+    with pytest.raises(UserError, match=f"^--output_dir: .*in use by another run .*{os.getpid()}"):
         Output(tmp_path / "out")
     first.finish()
     (tmp_path / "out" / ".lock").write_text("12345\n")  # left by a killed run: not held

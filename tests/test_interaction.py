@@ -11,7 +11,8 @@ import pytest
 from foltr_jax import data
 from foltr_jax.core import rankers
 from foltr_jax.engine import lists
-from foltr_jax.methods.fpdgd import lanes as fpdgd_lanes, pdgd
+from foltr_jax.methods.fpdgd import lanes as fpdgd_lanes
+from foltr_jax.methods.fpdgd import pdgd
 
 K = 10
 
@@ -229,9 +230,7 @@ def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
     grouped = display_lists()
     # the grouped form writes no [lanes, window] array of scores
     jaxpr = str(jax.make_jaxpr(grouped)(lane_params, keys, queries))
-    assert one not in jaxpr and one in str(
-        jax.make_jaxpr(one_array)(lane_params, keys, queries)
-    )
+    assert one not in jaxpr and one in str(jax.make_jaxpr(one_array)(lane_params, keys, queries))
     want = jax.jit(one_array)(lane_params, keys, queries)
     got = jax.jit(grouped)(lane_params, keys, queries)
     for g, w in zip(got, want):

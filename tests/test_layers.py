@@ -69,9 +69,12 @@ def imported_modules(path: pathlib.Path, package: str) -> set:
                 base = here[: len(here) - (node.level - 1)] + parts
             for alias in node.names:  # a name is a module or a name of the module `base`
                 below = ".".join([*base, alias.name])
-                found.add(below if (PACKAGE / below.replace(".", "/")).exists()
-                          or (PACKAGE / f"{below.replace('.', '/')}.py").exists()
-                          else ".".join(base))
+                found.add(
+                    below
+                    if (PACKAGE / below.replace(".", "/")).exists()
+                    or (PACKAGE / f"{below.replace('.', '/')}.py").exists()
+                    else ".".join(base)
+                )
     return found
 
 
@@ -100,9 +103,7 @@ def test_the_layer_check_fails_on_a_lower_module_importing_a_method(tmp_path):
     source = tmp_path / "lists.py"
     source.write_text("def late():\n    from foltr_jax.methods.fpdgd import rounds\n")
     imported = imported_modules(source, "engine")
-    assert {m for m in imported if not may_import("engine.lists", m)} == {
-        "methods.fpdgd.rounds"
-    }
+    assert {m for m in imported if not may_import("engine.lists", m)} == {"methods.fpdgd.rounds"}
 
 
 def test_the_layer_check_fails_on_a_method_importing_another_method(tmp_path):

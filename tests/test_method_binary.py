@@ -79,7 +79,9 @@ def test_a_plugins_method_runs_chunked_and_under_attack(tmp_path):
 @pytest.mark.slow  # two binaries' compilations
 def test_a_built_in_method_by_name_gives_its_own_binarys_results(tmp_path):
     settings = ("--synthetic_queries=40", "--n_clients=8", "--rounds=3", "--nocheckpoint")
-    by_name = binaries.run("method", "--method=foltr_es", *settings, f"--output_dir={tmp_path / 'a'}")
+    by_name = binaries.run(
+        "method", "--method=foltr_es", *settings, f"--output_dir={tmp_path / 'a'}"
+    )
     own = binaries.run("foltr_es", *settings, f"--output_dir={tmp_path / 'b'}")
     assert by_name.returncode == 0 and own.returncode == 0, by_name.stderr[-2000:]
     (a, a_curves), (b, b_curves) = _curves(tmp_path / "a"), _curves(tmp_path / "b")
@@ -120,7 +122,7 @@ def test_a_method_named_with_one_dash_runs_that_method(tmp_path):
     assert results["method"] == "foltr_es" and "sigma" in results["config"]
 
 
-BROKEN_METHOD = '''
+BROKEN_METHOD = """
 import dataclasses
 
 import numpy as np
@@ -151,7 +153,7 @@ def run(config, train, test, progress=None, checkpoint=None):
 
 
 engine.register_method("broken", BrokenConfig, run, "returns what it is told")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -166,8 +168,11 @@ def broken_method(tmp_path_factory):
     "returns, message",
     [
         ("none", "its run returned NoneType, not a foltr_jax.engine.RunResult"),
-        ("flat", "its run returned curve 'online_ndcg' as ndarray of shape [3] and dtype "
-                 "float64; expected a [runs, rounds] array of numbers"),  # fmt: skip
+        (
+            "flat",
+            "its run returned curve 'online_ndcg' as ndarray of shape [3] and dtype "
+            "float64; expected a [runs, rounds] array of numbers",
+        ),  # fmt: skip
         ("objects", "its run returned curve 'offline_ndcg' as list of objects"),
         ("no_initial", "its run returned initial 'offline_ndcg' as NoneType"),
     ],

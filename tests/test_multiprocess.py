@@ -248,7 +248,7 @@ def one_and_two_processes(module, args, tmp_path, name, timeout=300) -> tuple:
     p0, p1 = (tmp_path / name / f"p{i}" for i in range(2))
     assert not (p1 / "out").exists()
     assert not error_lines((p1 / "stdout").read_text())
-    read = lambda folder: json.loads((folder / "results.json").read_text())  # noqa: E731
+    read = lambda folder: json.loads((folder / "results.json").read_text())
     return read(single), read(p0 / "out"), sorted(p.name for p in (p0 / "out").iterdir())
 
 
@@ -302,9 +302,7 @@ def test_a_noniid_cell_over_two_processes_gives_the_one_process_results(tmp_path
     assert len(two["cells"]) == 2
     for a, b in zip(one["cells"], two["cells"]):
         for curve in ("offline_ndcg", "online_ndcg"):
-            np.testing.assert_allclose(
-                b["curves"][curve], a["curves"][curve], rtol=0, atol=1e-5
-            )
+            np.testing.assert_allclose(b["curves"][curve], a["curves"][curve], rtol=0, atol=1e-5)
         np.testing.assert_allclose(
             b["per_run"]["initial_offline_ndcg"],
             a["per_run"]["initial_offline_ndcg"],
@@ -356,8 +354,14 @@ def test_processes_with_other_flags_are_refused_in_one_line(tmp_path):
     processes = start(
         "fpdgd",
         # A process that has refused waits at most this long for the other at shutdown.
-        [*TINY, "--n_clients=4", "--rounds=2", "--n_devices=4", "--output_dir=out",
-         "--distributed_timeout=60"],
+        [
+            *TINY,
+            "--n_clients=4",
+            "--rounds=2",
+            "--n_devices=4",
+            "--output_dir=out",
+            "--distributed_timeout=60",
+        ],
         tmp_path,
         "mismatch",
         process_args={1: ["--seed=7"]},
@@ -460,8 +464,7 @@ def test_a_step_that_fails_when_a_peer_dies_ends_in_one_line(monkeypatch, capsys
     import jax
     from absl import flags
 
-    from experiments.lib import distributed
-    from experiments.lib import program
+    from experiments.lib import distributed, program
 
     class Ended(Exception):
         pass

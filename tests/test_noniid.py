@@ -189,7 +189,7 @@ def _ndcg10(labels, score, dataset):
         rel = labels[start : start + n].astype(float)
         if rel.max() == 0:
             continue
-        gains = 2.0 ** rel - 1
+        gains = 2.0**rel - 1
         top = gains[np.argsort(-score[start : start + n], kind="stable")][:10]
         ideal = np.sort(gains)[::-1][:10]
         discount = 1 / np.log2(np.arange(2, 12))
@@ -233,7 +233,7 @@ def test_feature_group_intent_depends_only_on_its_group():
     """Intent k's labels are a function of its own feature group: scrambling every other
     column leaves them as they are (and changes the intents that read those columns)."""
     base = noniid.synthetic_multi_intent(2, n_queries=30).base
-    groups = [list(range(0, 8)), list(range(8, 20)), list(range(20, 32))]
+    groups = [list(range(8)), list(range(8, 20)), list(range(20, 32))]
     mi = noniid.feature_group_intents(base, 3, groups=groups, n_grades=3)
     assert set(np.unique(mi.intent_labels)) == {0, 1, 2}
     features = base.features.copy()
@@ -591,7 +591,10 @@ def test_binary_measures_the_type1_iid_baseline_on_merged_labels_when_asked(tmp_
     for measure in ("intents", "merged"):
         out = tmp_path / measure
         result = _binary(
-            "--type=1", *SMALL, f"--type1_iid_measure={measure}", f"--output_dir={out}",
+            "--type=1",
+            *SMALL,
+            f"--type1_iid_measure={measure}",
+            f"--output_dir={out}",
             tmp_path=tmp_path,
         )
         assert result.returncode == 0, result.stderr

@@ -34,8 +34,8 @@ def test_every_block_is_on_a_page_once():
 def _outside_blocks(text: str) -> str:
     """A page less its generated blocks (numbers, claims) and its code blocks."""
     text = page_numbers.BLOCK.sub("", text)
-    text = re.sub(r"<!-- BEGIN claims.*?<!-- END claims -->", "", text, flags=re.S)
-    return re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"<!-- BEGIN claims.*?<!-- END claims -->", "", text, flags=re.DOTALL)
+    return re.sub(r"```.*?```", "", text, flags=re.DOTALL)
 
 
 @pytest.mark.parametrize("page", page_numbers.PAGES)

@@ -20,8 +20,8 @@ def _pages():
 def paragraphs(text: str):
     """The prose of a Markdown page: paragraphs and list items, less code, tables, headings,
     directives and generated blocks."""
-    text = re.sub(r"```.*?```", "", text, flags=re.S)
-    text = re.sub(r"<!-- BEGIN.*?<!-- END[^>]*-->", "", text, flags=re.S)
+    text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    text = re.sub(r"<!-- BEGIN.*?<!-- END[^>]*-->", "", text, flags=re.DOTALL)
     for block in re.split(r"\n\s*\n", text):
         item = []
         for line in block.splitlines():
@@ -37,18 +37,22 @@ def paragraphs(text: str):
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_no_paragraph_runs_over_150_words(page):
-    long = [p[:80] for p in paragraphs(page.read_text(encoding="utf-8")) if len(p.split()) > LONGEST]
+    long = [
+        p[:80] for p in paragraphs(page.read_text(encoding="utf-8")) if len(p.split()) > LONGEST
+    ]
     assert long == [], f"{page.name}: paragraphs over {LONGEST} words: {long}"
 
 
 def test_paragraphs_are_found_apart_from_code_and_tables():
-    text = "One two.\n\n```\ncode " + "x " * 200 + "\n```\n\n| a |\n|---|\n\n- item one\n- item two\n"
+    text = (
+        "One two.\n\n```\ncode " + "x " * 200 + "\n```\n\n| a |\n|---|\n\n- item one\n- item two\n"
+    )
     assert list(paragraphs(text)) == ["One two.", "- item one", "- item two"]
 
 
 def test_concepts_start_from_what_a_researcher_sets_and_keep_internals_last():
     text = (DOCS / "concepts.md").read_text(encoding="utf-8")
-    sections = re.findall(r"^## (.+)$", text, flags=re.M)
+    sections = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
     assert sections[0] == "What you set and what you see"
     assert sections[1] == "What is measured"
     assert sections[-1] == "Inside the engine"
@@ -59,7 +63,7 @@ def test_concepts_start_from_what_a_researcher_sets_and_keep_internals_last():
 
 def test_the_changelog_is_not_in_the_main_navigation():
     index = (DOCS / "index.md").read_text(encoding="utf-8")
-    main = re.search(r"```\{toctree\}(.*?)```", index, flags=re.S).group(1)
+    main = re.search(r"```\{toctree\}(.*?)```", index, flags=re.DOTALL).group(1)
     assert "performance" in main.split() and "changelog" not in main.split()
     performance = (DOCS / "performance.md").read_text(encoding="utf-8")
     assert re.search(r"```\{toctree\}\n:hidden:\n\nchangelog\n```", performance)

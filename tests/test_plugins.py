@@ -33,8 +33,14 @@ PLUGIN = textwrap.dedent(
         return [recipes.Recipe("closest_half_demo", "closest_half against nothing", (run,))]
     '''
 )
-SMALL = ("--n_clients=8", "--local_updates=2", "--rounds=3", "--chunk_rounds=3",
-         "--synthetic_queries=30", "--nocheckpoint")
+SMALL = (
+    "--n_clients=8",
+    "--local_updates=2",
+    "--rounds=3",
+    "--chunk_rounds=3",
+    "--synthetic_queries=30",
+    "--nocheckpoint",
+)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -122,9 +122,7 @@ def test_a_flag_file_is_recorded_with_its_content(made):
     assert found["arguments"] == [*made["args"][:3], "--seed=3", *made["args"][4:]]
 
 
-def test_flag_files_are_read_in_every_spelling_and_nested_as_absl_reads_them(
-    tmp_path, monkeypatch
-):
+def test_flag_files_are_read_in_every_spelling_and_nested_as_absl_reads_them(tmp_path, monkeypatch):
     from absl import flags
 
     from experiments.lib import provenance
@@ -138,8 +136,17 @@ def test_flag_files_are_read_in_every_spelling_and_nested_as_absl_reads_them(
             "--", "--flagfile=x.flags"]  # fmt: skip
     expanded, read = provenance.expand_flag_files(args)
     assert expanded == flags.FlagValues().read_flags_from_files(args)
-    assert expanded == ["--a=1", "--a=2", "--c=3", "--b=1", "--d", "--d", "--flagfiles=v", "--",
-                        "--flagfile=x.flags"]  # a cycle is cut, nothing after -- is read
+    assert expanded == [
+        "--a=1",
+        "--a=2",
+        "--c=3",
+        "--b=1",
+        "--d",
+        "--d",
+        "--flagfiles=v",
+        "--",
+        "--flagfile=x.flags",
+    ]  # a cycle is cut, nothing after -- is read
     names = ["x.flags", "n1.flags", "n2.flags", "y", "y"]
     assert [entry["path"] for entry in read] == [str(tmp_path / n) for n in names]
     assert provenance.flag_files(["--flagfile=n2.flags"]) == [str(tmp_path / "n2.flags")]
@@ -313,7 +320,10 @@ def test_run_missing_reruns_what_other_settings_made_and_removes_their_results(
 
     monkeypatch.setattr(runs, "run_one", fake_run)
     args = made["args"]
-    todo = [(same, command(same, *args)), (other, command(other, *swap(args, "--n_runs=1", "--n_runs=3")))]
+    todo = [
+        (same, command(same, *args)),
+        (other, command(other, *swap(args, "--n_runs=1", "--n_runs=3"))),
+    ]
     failed = runs.run_missing(todo, 1, "claims")
     assert [a[-1] for a in started] == [f"--output_dir={other}"] and failed == [other]
     assert (same / "results.json").is_file() and not (other / "results.json").exists()

@@ -40,7 +40,9 @@ def test_ci_builds_the_docs_as_the_readme_says():
     ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
     assert docs[0] in ci
     fast = _blocks(readme)[0][1]
-    assert ci.index(fast) < ci.index(docs[0]) < ci.index(GOLDEN), "after the fast tier, before the slow"
+    assert ci.index(fast) < ci.index(docs[0]) < ci.index(GOLDEN), (
+        "after the fast tier, before the slow"
+    )
     index = (REPO_ROOT / "docs" / "index.md").read_text()
     assert docs[0] in index, "docs/index.md gives the same command"
     ignored = (REPO_ROOT / ".gitignore").read_text().splitlines()

@@ -889,8 +889,10 @@ def test_a_recipe_page_is_drawn(tmp_path):
     with Image.open(tmp_path / "report" / "paper_figure_5.png") as png:
         title, said = png.text["Title"], png.text["Description"]
     assert title.startswith("fpdgd_fig5, Figure 5: ")
-    assert f"data: {page['datasets'][0]}; {page['scale']}; each line: mean over runs, shaded ±1 " \
+    assert (
+        f"data: {page['datasets'][0]}; {page['scale']}; each line: mean over runs, shaded ±1 "
         "sd" in said
+    )
     assert "(--quick: smaller than the paper's runs)" in said
     assert said.endswith("legend: |B| = 2 | |B| = 4 | |B| = 8")
 

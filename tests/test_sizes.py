@@ -29,8 +29,13 @@ def test_a_run_that_cannot_fit_is_refused_before_it_allocates(tmp_path, module, 
     assert "Traceback" not in done.stderr and not (out / "results.json").exists()
 
 
-@pytest.mark.parametrize("args, flag", [(("--n_clients=1000000000",), "n_clients"),
-                                        (("--local_updates=1000000000",), "local_updates")])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (("--n_clients=1000000000",), "n_clients"),
+        (("--local_updates=1000000000",), "local_updates"),
+    ],
+)
 def test_a_round_s_interactions_are_counted_in_int32(tmp_path, args, flag):
     done = binaries.call("foltr_es", *SMALL, *args, f"--output_dir={tmp_path / 'out'}",
                          cache_dir=tmp_path / "c")  # fmt: skip

@@ -60,7 +60,12 @@ def _breaking_chunk(static, n, consts, state, first):
 
 def _toy(total=9, chunk=3, breaks_at=5, slot=1, checkpoint=None):
     return loop.scan_in_chunks(
-        _breaking_chunk, slot, jnp.int32(breaks_at), jnp.zeros((3, 2)), total, chunk,
+        _breaking_chunk,
+        slot,
+        jnp.int32(breaks_at),
+        jnp.zeros((3, 2)),
+        total,
+        chunk,
         checkpoint=checkpoint,
     )
 
@@ -87,9 +92,7 @@ def _key(path):
 
 def test_a_broken_model_given_to_a_run_stops_it_before_the_first_round():
     with pytest.raises(loop.NonFiniteModel, match="before the first round"):
-        loop.scan_in_chunks(
-            _breaking_chunk, 0, jnp.int32(99), jnp.full((3, 2), jnp.inf), 3, 3
-        )
+        loop.scan_in_chunks(_breaking_chunk, 0, jnp.int32(99), jnp.full((3, 2), jnp.inf), 3, 3)
 
 
 def test_a_finite_run_is_unchanged_by_the_check():
@@ -118,7 +121,11 @@ def nan_aggregator():
 def test_a_users_aggregator_returning_nan_is_never_a_result(tiny_split, nan_aggregator):
     train, test = tiny_split
     config = FederationConfig(
-        n_clients=3, local_updates=2, rounds=4, n_runs=2, chunk_rounds=4,
+        n_clients=3,
+        local_updates=2,
+        rounds=4,
+        n_runs=2,
+        chunk_rounds=4,
         aggregator=nan_aggregator,
     )
     spec, arrays = federation.build(config, train, test)
@@ -126,9 +133,8 @@ def test_a_users_aggregator_returning_nan_is_never_a_result(tiny_split, nan_aggr
         federation.run(spec, arrays)
     assert caught.value.slots == [0, 1] and caught.value.round == 1
     # what a binary prints: one line naming the cell, repetition and round
-    with pytest.raises(UserError) as line:
-        with stop_cleanly(["perfect_eps0_delta0"], 2):
-            raise caught.value
+    with pytest.raises(UserError) as line, stop_cleanly(["perfect_eps0_delta0"], 2):
+        raise caught.value
     message = str(line.value)
     assert message.startswith("cell perfect_eps0_delta0, repetition 0 (run slot 0) (and 1 more")
     assert "after round 1" in message and "\n" not in message
@@ -158,10 +164,16 @@ def test_a_grid_cell_whose_noise_scale_overflows_is_refused():
 
 def _fpdgd_flags(tmp_path, *extra):
     return [
-        "--synthetic_queries=20", "--synthetic_features=8", "--synthetic_docs_per_query=10",
-        "--n_clients=4", "--local_updates=2", "--rounds=4", "--chunk_rounds=2",
+        "--synthetic_queries=20",
+        "--synthetic_features=8",
+        "--synthetic_docs_per_query=10",
+        "--n_clients=4",
+        "--local_updates=2",
+        "--rounds=4",
+        "--chunk_rounds=2",
         "--click_model=perfect",
-        f"--output_dir={tmp_path / 'out'}", *extra,
+        f"--output_dir={tmp_path / 'out'}",
+        *extra,
     ]
 
 
@@ -183,8 +195,13 @@ def test_binary_with_a_users_nan_aggregator_writes_nothing(tmp_path):
     )
     args = _fpdgd_flags(tmp_path, "--aggregator=nan_rule", "--click_models=perfect,navigational")
     done = subprocess.run(
-        [sys.executable, "-c", script, *args], cwd=REPO_ROOT, capture_output=True, text=True,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300, check=False,
+        [sys.executable, "-c", script, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if "error" in line]
@@ -308,7 +325,10 @@ def test_a_cache_entry_whose_arrays_belong_to_other_data_is_rebuilt(tmp_path):
 )
 def test_the_python_api_refuses_labels_and_features_that_break_metrics(change, message):
     fields = dict(
-        features=[[0.5], [0.1]], labels=[1, 0], query_offsets=[0], query_lengths=[2],
+        features=[[0.5], [0.1]],
+        labels=[1, 0],
+        query_offsets=[0],
+        query_lengths=[2],
         query_ids=["q"],
     )
     with pytest.raises(ValueError, match=message):
@@ -440,9 +460,8 @@ def test_a_failed_checkpoint_save_keeps_the_previous_one_and_ends_in_one_line(
         real(*args)
 
     monkeypatch.setattr(loop, "_save_checkpoint", disk_fills)
-    with pytest.raises(UserError) as caught:
-        with stop_cleanly():
-            _toy(breaks_at=99, checkpoint=str(checkpoint))
+    with pytest.raises(UserError) as caught, stop_cleanly():
+        _toy(breaks_at=99, checkpoint=str(checkpoint))
     message = str(caught.value)
     assert message.startswith("--checkpoint: cannot save") and "No space left" in message
     assert "the checkpoint of round 3 is kept: the same command resumes" in message
@@ -459,9 +478,8 @@ def test_a_failed_first_checkpoint_save_does_not_claim_one_is_kept(tmp_path, mon
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(loop, "_save_checkpoint", disk_full)
-    with pytest.raises(UserError) as caught:
-        with stop_cleanly():
-            _toy(breaks_at=99, checkpoint=str(tmp_path / ".checkpoint.npz"))
+    with pytest.raises(UserError) as caught, stop_cleanly():
+        _toy(breaks_at=99, checkpoint=str(tmp_path / ".checkpoint.npz"))
     message = str(caught.value)
     assert "after round 3" in message and "is kept" not in message
     assert message.endswith("no checkpoint was saved before: the same command starts over")
@@ -643,8 +661,12 @@ def test_training_data_without_any_feature_is_refused_in_one_line(layout, tmp_pa
         else [f"--train_path={fold / 'train.txt'}", f"--test_path={fold / 'test.txt'}"]
     )
     done = binaries.run(
-        "fpdgd", *data_flags, f"--output_dir={tmp_path / 'out'}", "--rounds=2",
-        cache_dir=tmp_path / "cache", timeout=120,
+        "fpdgd",
+        *data_flags,
+        f"--output_dir={tmp_path / 'out'}",
+        "--rounds=2",
+        cache_dir=tmp_path / "cache",
+        timeout=120,
     )
     assert done.returncode == 2, done.stderr
     (line,) = [x for x in done.stderr.splitlines() if "error" in x]

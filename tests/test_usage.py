@@ -9,7 +9,7 @@ from sample_data import needs_sample
 
 from foltr_jax.core.registry import did_you_mean, one_of
 
-PLUGIN = '''
+PLUGIN = """
 import jax.numpy as jnp
 import foltr_jax
 from foltr_jax.server import attacks
@@ -24,7 +24,7 @@ def flip(key, models, global_model, n_malicious):
     return jnp.where(malicious, 2 * global_model - models, models)
 
 attacks.register("usage_sign_flip", "the malicious clients reverse their update", flip)
-'''
+"""
 
 
 def _help(module_name, *args, capsys):

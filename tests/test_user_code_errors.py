@@ -4,7 +4,7 @@ what was expected, never a traceback, and writes nothing."""
 import binaries
 import pytest
 
-PLUGIN = '''
+PLUGIN = """
 import jax.numpy as jnp
 
 import foltr_jax
@@ -23,7 +23,7 @@ def integer_mean(models, weights, n_malicious):
 @foltr_jax.aggregators.register("nothing", "returns None")
 def nothing(models, weights, n_malicious):
     return None
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -125,8 +125,8 @@ def test_a_plugin_that_exits_while_imported_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("name", ["gamma", "gamma_sd", "local_lr"])
 def test_fedips_settings_must_be_finite_in_float32(name):
-    from foltr_jax.methods import fedips
     from foltr_jax.engine.config import ConfigError
+    from foltr_jax.methods import fedips
 
     with pytest.raises(ConfigError, match="finite in float32, got 1e"):
         fedips.FedIpsConfig(**{name: 1e39}).validate()

@@ -92,7 +92,7 @@ def need_report_extra(program: str, packages: tuple = REPORT_PACKAGES) -> None:
         fail(
             program,
             f"{' and '.join(missing)} missing: figures, tables and significance tests need "
-            "the report extra: pip install -e \".[report]\"",
+            'the report extra: pip install -e ".[report]"',
         )
 
 

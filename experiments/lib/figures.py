@@ -20,6 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from experiments.lib import words
+
 # The readers and tables are re-exported: callers use them as figures.<name>.
 from experiments.lib.series import (  # noqa: F401
     EXCERPT_NAME,
@@ -40,7 +42,6 @@ from experiments.lib.series import (  # noqa: F401
     ordered_panels,
     read_results,
 )
-from experiments.lib import words
 from experiments.lib.tables import (  # noqa: F401
     MARK,
     METRICS,
@@ -137,9 +138,7 @@ def plot_curves(
     heading = list(heading or [])
     said = [line for line in heading if not (line.startswith("data: ") and line[6:] in title)]
     said = [part for line in said for part in textwrap.wrap(line, int(width * 11.5))]
-    figure = Figure(
-        figsize=(width, 3.4 + legend_height + 0.2 * len(said)), layout="constrained"
-    )
+    figure = Figure(figsize=(width, 3.4 + legend_height + 0.2 * len(said)), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for ax, panel in zip(axes, panels):

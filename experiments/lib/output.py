@@ -116,8 +116,9 @@ class FinishedParts:
         meta = {"result": files.to_plain(result, arrays)}
         files.save_arrays(self._path(name), fingerprint, meta, arrays, self.code)
 
-    def reuse(self, name, fingerprint, compute, *, read=None, plain=None, checkpoints=(),
-              label=None):
+    def reuse(
+        self, name, fingerprint, compute, *, read=None, plain=None, checkpoints=(), label=None
+    ):
         """Part ``name``'s result: the one an earlier, interrupted invocation saved when it is
         this run's (``fingerprint()``, asked only when parts are kept, names its settings and
         data; ``read`` turns the saved plain data back, None when it does not fit), said on
@@ -219,9 +220,7 @@ class Output:
                 why = error.strerror or error
                 if error.errno == errno.ELOOP:
                     why = "it is a symbolic link, which is never followed; remove it"
-                raise UserError(
-                    f"--{self.flag}: cannot lock {lock} ({why})"
-                ) from None
+                raise UserError(f"--{self.flag}: cannot lock {lock} ({why})") from None
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 raise UserError(

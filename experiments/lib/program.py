@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 from absl import flags
@@ -164,8 +164,10 @@ def use_compile_cache() -> None:
     (``foltr_jax.core.compile_cache``)."""
     setting = FLAGS.compile_cache if "compile_cache" in FLAGS else ""
     if setting:
-        chosen = setting if setting.strip().lower() == compile_cache.OFF else os.path.abspath(
-            os.path.expanduser(setting)
+        chosen = (
+            setting
+            if setting.strip().lower() == compile_cache.OFF
+            else os.path.abspath(os.path.expanduser(setting))
         )
         os.environ[compile_cache.ENV] = chosen
     compile_cache.configure(setting or None)

@@ -132,7 +132,7 @@ def _flag_file_name(arg: str) -> str | None:
     """The file of a ``--flagfile=F``/``-flagfile=F`` argument (absl's spelling), else None."""
     for prefix in ("--flagfile=", "-flagfile="):
         if arg.startswith(prefix):
-            return os.path.expanduser(arg[len(prefix):].strip())
+            return os.path.expanduser(arg[len(prefix) :].strip())
     return None
 
 
@@ -182,7 +182,7 @@ def expand_flag_files(args) -> tuple[list, list]:
         else:
             out.append(arg)
             if arg == "--":
-                out += args[i + 1:]
+                out += args[i + 1 :]
                 break
         i += 1
     return out, read
@@ -235,10 +235,7 @@ def runtime() -> dict:
             "numpy": numpy.__version__}  # fmt: skip
 
 
-_DEVICE_QUERY = (
-    "import jax; d = jax.local_devices()[0]; "
-    "print(d.platform); print(d.device_kind)"
-)
+_DEVICE_QUERY = "import jax; d = jax.local_devices()[0]; print(d.platform); print(d.device_kind)"
 _DEVICES: dict = {}  # (JAX_PLATFORMS, CUDA_VISIBLE_DEVICES) -> the answer of a fresh process
 
 

@@ -230,7 +230,7 @@ def results_files(out: pathlib.Path) -> list | str:
     return [out / "results.json"]
 
 
-def made_as_asked(commands, tag: str, say: bool = True) -> "Accept":
+def made_as_asked(commands, tag: str, say: bool = True) -> Accept:
     """Which results files of ``commands`` ((output folder, argv)) a reader may take: those
     of the runs ``complete`` for their command (``provenance.same_run``).  Results there
     made otherwise (other flags, data, code, environment) are left out, said (``say``) in

@@ -383,8 +383,7 @@ def write_intent_files(mi: MultiIntentDataset, directory) -> list[pathlib.Path]:
     for k in range(mi.n_intents):
         rows = np.flatnonzero(mi.intent_labels[k] > 0)
         lines = [
-            f"{base.query_ids[q_of_doc[r]]} {position[r]} {mi.intent_labels[k, r]}\n"
-            for r in rows
+            f"{base.query_ids[q_of_doc[r]]} {position[r]} {mi.intent_labels[k, r]}\n" for r in rows
         ]
         path = directory / f"intent{k}.txt"
         path.write_text(f"# intent {k}: <qid> <doc> <label>\n" + "".join(lines))

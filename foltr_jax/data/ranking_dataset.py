@@ -249,9 +249,7 @@ def _check_labels(labels: np.ndarray) -> None:
             bad = ~np.isfinite(labels) | (labels != np.floor(labels))
         if bad.any():
             at = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(
-                f"labels must be integer grades, got {labels[at]!r} at {list(at)}"
-            )
+            raise ValueError(f"labels must be integer grades, got {labels[at]!r} at {list(at)}")
     low, high = labels.min(), labels.max()
     if low < 0:
         raise ValueError(f"labels must be >= 0, got {low}")

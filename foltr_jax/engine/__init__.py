@@ -56,8 +56,6 @@ from foltr_jax.engine.shared_round import (
 
 __all__ = [
     "METHODS",
-    "config",
-    "lists",
     "ConfigError",
     "Federated",
     "Method",
@@ -69,11 +67,13 @@ __all__ = [
     "check_scale",
     "check_streams",
     "client_keys",
+    "config",
     "evaluate_slots",
     "evaluated_rounds",
     "federated_round",
     "flatten",
     "is_evaluated",
+    "lists",
     "metrics_type",
     "offline_when",
     "on_devices",

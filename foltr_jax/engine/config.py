@@ -236,7 +236,10 @@ class RunConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
         check_schedule(
-            self.rounds, self.eval_every, self.n_round_clients, self.client_chunk,
+            self.rounds,
+            self.eval_every,
+            self.n_round_clients,
+            self.client_chunk,
             self.clients_field,
         )
         if self.n_devices < 1:
@@ -279,9 +282,7 @@ class Setting:
         if self.attack not in attack_names():
             raise ConfigError("attack", one_of(attack_names(), self.attack))
         if self.aggregator not in aggregators.names():
-            raise ConfigError(
-                "aggregator", one_of(aggregators.names(), self.aggregator)
-            )
+            raise ConfigError("aggregator", one_of(aggregators.names(), self.aggregator))
         if self.n_malicious < 0:
             raise ConfigError("n_malicious", f"must be at least 0, got {self.n_malicious}")
         if not 0 <= self.n_absent < n_clients:

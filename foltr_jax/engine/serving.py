@@ -120,9 +120,9 @@ def slots_on_devices(fn: Callable, shared, slotted, n_devices: int):
         ),
         jax.sharding.NamedSharding(mesh, whole),
     )
-    out = jax.shard_map(
-        fn, mesh=mesh, in_specs=(whole, split), out_specs=split, check_vma=False
-    )(shared, slotted)
+    out = jax.shard_map(fn, mesh=mesh, in_specs=(whole, split), out_specs=split, check_vma=False)(
+        shared, slotted
+    )
     return jax.tree_util.tree_map(lambda x: x[:n], out)
 
 

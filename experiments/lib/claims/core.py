@@ -511,9 +511,12 @@ def ordered(
     """samples[0] > samples[1] > …: every adjacent step an :func:`above` with the claim's
     ``effect`` and ``min_effect`` per step.  Holds when every step does; contradicted when one
     is; inconclusive otherwise."""
-    steps = [above(x, y, n, m, paired=paired, effect=effect, min_effect=min_effect,
-                   digits=digits)  # fmt: skip
-             for x, y, n, m in zip(samples, samples[1:], names, names[1:])]
+    steps = [
+        above(
+            x, y, n, m, paired=paired, effect=effect, min_effect=min_effect, digits=digits
+        )  # fmt: skip
+        for x, y, n, m in zip(samples, samples[1:], names, names[1:])
+    ]
     outcome = combined(steps)
     ours = what + ", ".join(f"{n} {ms(s, digits)}" for n, s in zip(names, samples))
     test = "; ".join(f"{n} > {m}: {step.outcome} ({step.test})"

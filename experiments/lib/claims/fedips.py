@@ -188,8 +188,10 @@ def _explain_m5(r) -> str:
     known, none = r.final(m_run(5, "known")), r.final(m_run(5, "none"))
     estimated = r.final(m_run(5, "estimated"))
     verdict = above(known, none, "FedIPS (known IPS)", "FedAvg", paired=True, effect=0.01)
-    return (f"m = 5 with the true propensities: {verdict.ours} ({verdict.test}; "
-            f"{'holds' if verdict.holds else 'does not hold'}); estimated: {ms(estimated)}")
+    return (
+        f"m = 5 with the true propensities: {verdict.ours} ({verdict.test}; "
+        f"{'holds' if verdict.holds else 'does not hold'}); estimated: {ms(estimated)}"
+    )
 
 
 def _lr_choice_cell(propensity: str, name: str) -> Cell:
@@ -224,6 +226,7 @@ def _rel2_diagnosis(cells, gammas=(1.0,)) -> Diagnosis:
         recheck(cells, names, "with relevant grades from 2"),
     )
 
+
 CLAIMS = [
     Claim(
         "fedips_lr_choice",
@@ -232,8 +235,9 @@ CLAIMS = [
         "For FedIPS and FedAvg, we use a grid search to choose parameters from ranges of: "
         "[η_l ∈ {0.00001, 0.0001, …, 0.1} and η_g ∈ {0.05, 0.5, 1, 2}]",
         tuple(lr_grid(lr, p) for p in LR_PROPENSITIES for lr in LR_GRID),
-        tuple(_lr_choice_cell(p, {"known": "FedIPS", "none": "FedAvg"}[p])
-              for p in LR_PROPENSITIES),
+        tuple(
+            _lr_choice_cell(p, {"known": "FedIPS", "none": "FedAvg"}[p]) for p in LR_PROPENSITIES
+        ),
         f"η_l ∈ {{{', '.join(f'{lr:g}' for lr in LR_GRID)}}}, η_g = 1, for FedIPS (known "
         f"propensities; estimated IPS takes its η_l) and FedAvg apart: the best final NDCG@5 "
         f"on {VALIDATION_FRACTION * 100:g} % of the training queries held out (none of f₀'s; the users "
@@ -346,9 +350,11 @@ CLAIMS = [
         diagnosis=Diagnosis(
             "clicks on grades {2, 3, 4} instead of eq. 11's {3, 4} (--relevant_from=2)",
             tuple(rel2(users(n)) for n in (100, 2500)),
-            recheck(lambda: BY_KEY["fedips_users"].cells,
-                    {users(n): rel2(users(n)) for n in (100, 2500)},
-                    "with relevant grades from 2"),
+            recheck(
+                lambda: BY_KEY["fedips_users"].cells,
+                {users(n): rel2(users(n)) for n in (100, 2500)},
+                "with relevant grades from 2",
+            ),
         ),
     ),
 ]

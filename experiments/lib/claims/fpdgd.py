@@ -241,8 +241,10 @@ CLAIMS = [
         "FPDGD consistently outperforms FOLtR-ES on offline performance across datasets, click "
         "models, and differential privacy settings",
         ("fpdgd_c1000", *(foltr_es_run(c, p) for c in CLICKS for _, _, p in PRIVACY)),
-        (*(_table2_cell(c, i, online=False) for c in CLICKS for i in range(len(PRIVACY))),
-         Cell("MQ2007", None, not_testable="the paper's MQ2007 data")),
+        (
+            *(_table2_cell(c, i, online=False) for c in CLICKS for i in range(len(PRIVACY))),
+            Cell("MQ2007", None, not_testable="the paper's MQ2007 data"),
+        ),
         "final offline nDCG@10, as fpdgd_table2",
         "Welch one-sided t-test, FPDGD above by 0.025 (half of Δ = 0.05: the paper prints no "
         "offline number); power at Δ = 0.05",
@@ -259,8 +261,11 @@ CLAIMS = [
         f"against FPDGD's absolute change from ε = 1.2 to 10, per run, T = {ROUNDS}",
         "Welch one-sided t-test that FOLtR-ES's change exceeds FPDGD's by half Table 2's "
         "difference of the two changes (per round); power at the whole difference",
-        diagnosis=_more_runs("fpdgd_robust_to_privacy", "fpdgd_c1000",
-                             *(foltr_es_run(c, p) for c in CLICKS for p in (0.25, 1.0))),
+        diagnosis=_more_runs(
+            "fpdgd_robust_to_privacy",
+            "fpdgd_c1000",
+            *(foltr_es_run(c, p) for c in CLICKS for p in (0.25, 1.0)),
+        ),
     ),
     Claim(
         "fpdgd_dp_little_impact",
@@ -293,9 +298,11 @@ CLAIMS = [
             f"T = {PAPER_ROUNDS} global updates as the paper (PDGD updated {PAPER_ROUNDS} times) "
             f"instead of {ROUNDS}, FPDGD w/o DP",
             ("pdgd_same_updates_t200", "fpdgd_c1000_t200"),
-            recheck(lambda: BY_KEY["fpdgd_pdgd_same_updates"].cells,
-                    {"pdgd_same_updates": "pdgd_same_updates_t200",
-                     "fpdgd_c1000": "fpdgd_c1000_t200"}, f"at T = {PAPER_ROUNDS}"),
+            recheck(
+                lambda: BY_KEY["fpdgd_pdgd_same_updates"].cells,
+                {"pdgd_same_updates": "pdgd_same_updates_t200", "fpdgd_c1000": "fpdgd_c1000_t200"},
+                f"at T = {PAPER_ROUNDS}",
+            ),
         ),
     ),
     Claim(

@@ -308,8 +308,9 @@ CLAIMS = [
         "overcome the gap in effectiveness between IID and non-IID setups, but they even only "
         "provide limited improvements, if any, compared to FPDGD with FedAvg",
         T1_RUNS,
-        tuple(cell for r in RANKERS for c in REMEDY_CLICKS
-              for cell in _remedy_cells(t1, r, c, True)),
+        tuple(
+            cell for r in RANKERS for c in REMEDY_CLICKS for cell in _remedy_cells(t1, r, c, True)
+        ),
         f"final offline nDCG@10, as noniid_type1 (synthetic intents, T = {ROUNDS}), perfect "
         "clicks only (time: see REMEDY_CLICKS); FedProx "
         "μ ∈ {0.001, 0.01, 0.1, 1, 10} (linear and neural), FedPer (neural: w2 personal, the "
@@ -328,12 +329,15 @@ CLAIMS = [
         "under-fit the generalized held-out test set under all three settings of local "
         "updating times [(B); here B = 5 only]",
         T2_R1_RUNS,
-        tuple(_type2_cell(r, c, t2(r, c, b), f"{r}, {c}, B = {b}")
-              for r in RANKERS for c in REMEDY_CLICKS for b in B_VALUES),  # fmt: skip
+        tuple(
+            _type2_cell(r, c, t2(r, c, b), f"{r}, {c}, B = {b}")
+            for r in RANKERS
+            for c in REMEDY_CLICKS
+            for b in B_VALUES
+        ),  # fmt: skip
         f"final offline nDCG@10, #R = 1, |C| = 5, B = 5, perfect clicks, T = {ROUNDS} (thesis "
         "10,000); the thesis's B = 2 and 10 and the other click models not run (12 more runs: time on two cores)",
-        "paired one-sided t-test, IID above non-IID by 0.025 (half of Δ = 0.05); power at "
-        "Δ = 0.05",
+        "paired one-sided t-test, IID above non-IID by 0.025 (half of Δ = 0.05); power at Δ = 0.05",
     ),
     Claim(
         "noniid_type2",
@@ -344,8 +348,11 @@ CLAIMS = [
         "are minimal",
         tuple(t2c10(r, c) for r in RANKERS for c in CLICKS)
         + tuple(t2r2(r, c) for r in RANKERS for c in CLICKS),
-        tuple(_type2_cell(r, c, t2c10(r, c), f"#R = 1, |C| = 10, {r}, {c}")
-              for r in RANKERS for c in CLICKS)
+        tuple(
+            _type2_cell(r, c, t2c10(r, c), f"#R = 1, |C| = 10, {r}, {c}")
+            for r in RANKERS
+            for c in CLICKS
+        )
         + tuple(_type2_r2_cell(r, c) for r in RANKERS for c in CLICKS),  # fmt: skip
         f"final offline nDCG@10, B = 5, T = {ROUNDS}, |C| = 10 for both #R = 1 (each label on "
         "two clients) and #R = 2, as §4.4.1's fair comparison",
@@ -365,8 +372,9 @@ CLAIMS = [
         "§4.4.2, Table 4.3",
         "For the online results, all non-IID settings appear to over-fit the maximum value",
         T2_R1_RUNS,
-        tuple(_type2_online_cell(r, c, b)
-              for r in RANKERS for c in REMEDY_CLICKS for b in B_VALUES),
+        tuple(
+            _type2_online_cell(r, c, b) for r in RANKERS for c in REMEDY_CLICKS for b in B_VALUES
+        ),
         f"online nDCG@10 per round, #R = 1, |C| = 5, B = 5, perfect clicks (Table 4.3's B = "
         "2, 10 and other click models not run), "
         f"T = {ROUNDS}: a client "
@@ -385,8 +393,7 @@ CLAIMS = [
         f"final offline nDCG@10, #R = 1, |C| = 5, B = 5, T = {ROUNDS}, perfect clicks only "
         "(the text names none; time); 10 % of the training "
         "queries shared, a warm-up model trained on them by centralised PDGD (1,000 updates)",
-        "paired one-sided t-test, sharing above by 0.025 (half of Δ = 0.05); power at Δ = "
-        "0.05",
+        "paired one-sided t-test, sharing above by 0.025 (half of Δ = 0.05); power at Δ = 0.05",
     ),
     Claim(
         "noniid_fedprox",
@@ -395,8 +402,9 @@ CLAIMS = [
         "neither FedProx nor FedPer provides statistically significant gains over the basic "
         "FPDGD on Type 2 non-IID data (with #R = 1)",
         tuple(t2(r, c) for r in RANKERS for c in REMEDY_CLICKS),
-        tuple(cell for r in RANKERS for c in REMEDY_CLICKS
-              for cell in _remedy_cells(t2, r, c, False)),
+        tuple(
+            cell for r in RANKERS for c in REMEDY_CLICKS for cell in _remedy_cells(t2, r, c, False)
+        ),
         f"final offline nDCG@10, #R = 1, |C| = 5, B = 5, T = {ROUNDS}, perfect clicks only "
         "(the text names none; time); FedProx μ ∈ {0.001, "
         "0.01, 0.1, 1, 10} (§4.3.3's range), FedPer (neural)",
@@ -420,8 +428,11 @@ CLAIMS = [
         "client's click model drawn at random every time",
         f"paired TOST, margin ±{MARGIN} nDCG@10; control: the non-IID plan changed the lists "
         "shown (paired online curves differ)",
-        diagnosis=_diagnosis("noniid_type3", f"CCM with {MORE_RUNS} runs, not the table's",
-                             {name: more(name) for name in TYPE3_MORE}),
+        diagnosis=_diagnosis(
+            "noniid_type3",
+            f"CCM with {MORE_RUNS} runs, not the table's",
+            {name: more(name) for name in TYPE3_MORE},
+        ),
     ),
     Claim(
         "noniid_type4",
@@ -445,8 +456,10 @@ CLAIMS = [
         diagnosis=_diagnosis(
             "noniid_type4",
             f"the Type 2 mix and its Type 2 baseline with {MORE_RUNS} runs",
-            {**{name: more(name) for name in TYPE4_MORE},
-             t2("linear", "perfect"): more(t2("linear", "perfect"))},
+            {
+                **{name: more(name) for name in TYPE4_MORE},
+                t2("linear", "perfect"): more(t2("linear", "perfect")),
+            },
         ),
     ),
 ]

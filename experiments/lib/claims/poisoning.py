@@ -169,8 +169,7 @@ COUNTED_ATTACKS = (
     *((rule, f"{FANG[rule]}_partial", f"Fang (partial) vs {NAMES[rule]}") for rule in DEFENCES),
 )
 FANG_FULL_EXCEPTION = (
-    "except in specific instances when employing Fang's attack under the full knowledge "
-    "assumption"
+    "except in specific instances when employing Fang's attack under the full knowledge assumption"
 )
 PERFECT_HARDEST_CELLS = (
     *(_perfect_hardest_cell(rule, attack, label) for rule, attack, label in COUNTED_ATTACKS),
@@ -405,8 +404,12 @@ CLAIMS = [
         "clients can significantly affect the system. However, to successfully attack the "
         "perfect click, a higher number of malicious clients is needed",
         (RUN,),
-        (_twenty_cell("navigational"), _twenty_cell("informational"), _twenty_cell("perfect"),
-         Cell("perfect, 40 %", _perfect_needs_more)),  # fmt: skip
+        (
+            _twenty_cell("navigational"),
+            _twenty_cell("informational"),
+            _twenty_cell("perfect"),
+            Cell("perfect, 40 %", _perfect_needs_more),
+        ),  # fmt: skip
         SETTING + "; FedAvg under data poisoning",
         "navigational, informational: honest above 20 % (paired t-test); perfect: its drop "
         "from honest at 20 % below the other two's (paired), and honest above 40 %; power at "
@@ -481,8 +484,10 @@ CLAIMS = [
         "compared to Krum, especially when there are fewer attackers (30% or less). However, "
         "for the informational click model, Multi-Krum does not perform as well as Krum",
         (RUN,),
-        (*(_multi_krum_cell("navigational", m) for m in (1, 2, 3)),
-         *(_multi_krum_cell("informational", m) for m in COUNTS)),
+        (
+            *(_multi_krum_cell("navigational", m) for m in (1, 2, 3)),
+            *(_multi_krum_cell("informational", m) for m in COUNTS),
+        ),
         SETTING + "; data poisoning, Multi-Krum (f = n − m) against Krum",
         f"paired one-sided t-tests: navigational at m ≤ 3, Multi-Krum above Krum by "
         f"{MULTI_KRUM_SLIGHT / 2:g} (half of Δ = {MULTI_KRUM_SLIGHT}, 'slightly'); "
@@ -497,8 +502,7 @@ CLAIMS = [
         "not provide improved performance on the noisy informational click model when 30% or "
         "40% of clients are malicious",
         (RUN,),
-        (_no_gain_cell("trimmed_mean", 4), _no_gain_cell("median", 3),
-         _no_gain_cell("median", 4)),
+        (_no_gain_cell("trimmed_mean", 4), _no_gain_cell("median", 3), _no_gain_cell("median", 4)),
         SETTING + "; data poisoning with informational clicks, the rule against FedAvg "
         "('more than 30 %' for Trimmed Mean: 40 %)",
         f"paired one-sided t-test that rule − FedAvg < +{KRUM_10_MARGIN} nDCG@10; control: the "
@@ -581,7 +585,8 @@ CLAIMS = [
         "attack with partial knowledge is just as effective as with full knowledge",
         (RUN,),
         tuple(_partial_equal_cell(rule, c, m) for rule in DEFENCES for c in CLICKS for m in (3, 4)),
-        SETTING + "; Fang's attack tailored to each robust rule, partial against full knowledge"
+        SETTING
+        + "; Fang's attack tailored to each robust rule, partial against full knowledge"
         + PARTIAL,
         f"paired TOST, margin ±{EQUAL_MARGIN} nDCG@10, control: the partial attack lowers nDCG@10 under the rule (under a tenth of the attack's effect "
         "on the excerpt)",
@@ -609,8 +614,12 @@ CLAIMS = [
         "exercised with caution as they result in an overall decrease in search performance if "
         "the system is not exposed to attacks",
         (RUN,),
-        tuple(_cost_cell(rule, c, m) for rule in ("krum", "trimmed_mean") for c in CLICKS
-              for m in COUNTS),  # fmt: skip
+        tuple(
+            _cost_cell(rule, c, m)
+            for rule in ("krum", "trimmed_mean")
+            for c in CLICKS
+            for m in COUNTS
+        ),  # fmt: skip
         SETTING + "; no attack, FedAvg against Krum and Trimmed Mean assuming m ∈ {1, 2, 3, 4} "
         "attackers",
         f"FedAvg above the rule (paired one-sided t-test above {EFFECT / 2:g}, half of Δ = {EFFECT}; power at Δ)",
@@ -670,8 +679,10 @@ def _diagnosis(claim: Claim) -> Diagnosis:
         return Diagnosis(
             f"(a) {change}; (b) {change2}",
             (EUCLIDEAN, T1000),
-            lambda r: f"(a) {recheck_text(claim.cells, r, runs, what)} "
-            f"(b) {recheck_text(claim.cells, r, runs2, what2)}",
+            lambda r: (
+                f"(a) {recheck_text(claim.cells, r, runs, what)} "
+                f"(b) {recheck_text(claim.cells, r, runs2, what2)}"
+            ),
         )
     if claim.key == "poisoning_perfect_hardest":
         change, runs, what = MORE_ROUNDS

@@ -20,7 +20,6 @@ from experiments.lib.claims.core import (
     recheck_text,
 )
 
-
 MISSING_DIAGNOSIS = "its runs are missing"  # a diagnosis that could not read its runs
 POWER_CAP = 40  # the most runs per setting a power diagnosis runs (more: said, not run)
 
@@ -82,8 +81,9 @@ def commands(names, results_dir: pathlib.Path, folds, n_runs: int, eval_every: i
             extra = [f"--n_runs={n_runs * (len(folds) if run.own_data else 1)}"]
             if eval_every > 1 and not run.every_round:
                 extra.append(f"--eval_every={eval_every}")
-            own = [f"--n_runs={per_fold}" if f.startswith("--n_runs=") else f
-                   for f in run.flags]  # its own --n_runs (its runs in all), a fold's share
+            own = [
+                f"--n_runs={per_fold}" if f.startswith("--n_runs=") else f for f in run.flags
+            ]  # its own --n_runs (its runs in all), a fold's share
             argv = [sys.executable, "-m", f"experiments.{run.binary}"]
             argv += [] if run.own_data else list(data)
             argv += [*extra, *own]  # the run's own flags last

@@ -190,7 +190,11 @@ def markdown(rows: list[dict], heading: str, data: str, detail: str = "") -> str
                       paper, ratio]  # fmt: skip
             lines.append("| " + " | ".join(markdown_cell(v) for v in values) + " |")
         if r["verdict"] in (CONTRADICTED, INCONCLUSIVE):
-            lines += ["", "**Diagnosis.** " + r.get("diagnosis", "none recorded: no diagnosis run is defined for this claim.")]
+            lines += [
+                "",
+                "**Diagnosis.** "
+                + r.get("diagnosis", "none recorded: no diagnosis run is defined for this claim."),
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -205,8 +209,10 @@ def runs_text(payload: dict) -> str:
             f"{len(folds)} fold{'s' if len(folds) > 1 else ''}")  # fmt: skip
     made = [name for name in folds if "_fold" in name]
     if made:
-        text += (f" (the original split and {len(made)} re-partition"
-                 f"{'s' if len(made) > 1 else ''} of its queries, seed {payload['fold_seed']})")
+        text += (
+            f" (the original split and {len(made)} re-partition"
+            f"{'s' if len(made) > 1 else ''} of its queries, seed {payload['fold_seed']})"
+        )
     return text
 
 

@@ -199,16 +199,21 @@ CLAIMS = [
         "§3.1.3 (RQ1.1.1), Figure 3.1",
         "high values of p (lesser privacy) provide higher effectiveness",
         ALL_ES,
-        (*(_p_cell(rk, c) for rk in RANKERS for c in CLICKS),
-         *(Cell(f"{data} (Figure 3.1{panel})", None, not_testable=f"the thesis's {data} data")
-           for data, panel in (("MQ2007", "a"), ("MQ2008", "b")))),
+        (
+            *(_p_cell(rk, c) for rk in RANKERS for c in CLICKS),
+            *(
+                Cell(f"{data} (Figure 3.1{panel})", None, not_testable=f"the thesis's {data} data")
+                for data, panel in (("MQ2007", "a"), ("MQ2008", "b"))
+            ),
+        ),
         "mean batch MaxRR, p ∈ {0.5, 0.9, 1}; the thesis states this of MQ2007/2008 (listed "
         "here, not testable) and does not list it among the findings that change on "
         f"MSLR-WEB10K, so we test it there as implied; {SETTING}",
         "every step p = 1 > 0.9 > 0.5 a Welch one-sided t-test above 0.01 MaxRR (half of "
         "Δ = 0.02); power at Δ = 0.02",
-        diagnosis=_more_runs("thesis_higher_p",
-                             tuple(es_run("neural", "perfect", p) for p in (0.9, 1.0))),
+        diagnosis=_more_runs(
+            "thesis_higher_p", tuple(es_run("neural", "perfect", p) for p in (0.9, 1.0))
+        ),
     ),
     Claim(
         "thesis_clients_50",
@@ -235,14 +240,17 @@ CLAIMS = [
         "§3.1.3 (RQ1.1.3), Figure 3.3",
         "For MQ2007 and MSLR-WEB10K datasets, regardless of linear or neural ranker, FOLtR-ES "
         "is less effective than PDGD",
-        (*(es_run(rk, c, 1.0) for rk in RANKERS for c in CLICKS),
-         *(pdgd_run(rk) for rk in RANKERS)),
-        (*(_pdgd_cell(rk, c, offline=False) for rk in RANKERS for c in CLICKS),
-         Cell("MQ2007", None, not_testable="the thesis's MQ2007 data")),
+        (
+            *(es_run(rk, c, 1.0) for rk in RANKERS for c in CLICKS),
+            *(pdgd_run(rk) for rk in RANKERS),
+        ),
+        (
+            *(_pdgd_cell(rk, c, offline=False) for rk in RANKERS for c in CLICKS),
+            Cell("MQ2007", None, not_testable="the thesis's MQ2007 data"),
+        ),
         f"mean batch MaxRR; FOLtR-ES p = 1 against PDGD updated in batches of {CLIENTS * B:,} "
         f"interactions (PDGD's neural ranker: 64 sigmoid units); {SETTING}",
-        "Welch one-sided t-test, PDGD above by 0.01 MaxRR (half of Δ = 0.02); power at "
-        "Δ = 0.02",
+        "Welch one-sided t-test, PDGD above by 0.01 MaxRR (half of Δ = 0.02); power at Δ = 0.02",
     ),
     Claim(
         "thesis_gap_grows_with_noise",
@@ -251,8 +259,10 @@ CLAIMS = [
         "Our experiments show that FOLtR-ES lags behind the current OLTR state-of-the-art in "
         "terms of ranking performance: differences become more substantial when noisy clicks "
         "or larger datasets are considered",
-        (*(es_run(rk, c, 1.0) for rk in RANKERS for c in CLICKS),
-         *(pdgd_run(rk) for rk in RANKERS)),
+        (
+            *(es_run(rk, c, 1.0) for rk in RANKERS for c in CLICKS),
+            *(pdgd_run(rk) for rk in RANKERS),
+        ),
         tuple(_gap_cell(rk, c) for rk in RANKERS for c in CLICKS if c != "perfect"),
         "PDGD's lead over FOLtR-ES p = 1 in final offline nDCG@10 (the runs of "
         "thesis_pdgd_offline; offline nDCG@10 has one scale for every click model, the clicks' "
@@ -260,8 +270,10 @@ CLAIMS = [
         f"perfect clicks; larger datasets: one dataset here; {SETTING}",
         "Welch one-sided t-test on the runs' leads, the noisier clicks' lead above by 0.01 "
         "nDCG@10 (half of Δ = 0.02; the thesis prints no number); power at Δ = 0.02",
-        diagnosis=_more_runs("thesis_gap_grows_with_noise",
-                             (*(es_run("linear", c, 1.0) for c in CLICKS), pdgd_run("linear"))),
+        diagnosis=_more_runs(
+            "thesis_gap_grows_with_noise",
+            (*(es_run("linear", c, 1.0) for c in CLICKS), pdgd_run("linear")),
+        ),
     ),
     Claim(
         "thesis_pdgd_offline",
@@ -269,8 +281,10 @@ CLAIMS = [
         "§3.1.3 (RQ1.1.4), Figure 3.5",
         "We also note that the performance of PDGD are sensibly higher than that of FOLtR-ES "
         "for MSLR-WEB10K dataset and for all datasets when informational clicks are considered",
-        (*(es_run(rk, c, 1.0) for rk in RANKERS for c in CLICKS),
-         *(pdgd_run(rk) for rk in RANKERS)),
+        (
+            *(es_run(rk, c, 1.0) for rk in RANKERS for c in CLICKS),
+            *(pdgd_run(rk) for rk in RANKERS),
+        ),
         tuple(_pdgd_cell(rk, c, offline=True) for rk in RANKERS for c in CLICKS),
         "final offline nDCG@10, as thesis_pdgd_above_foltr_es",
         "Welch one-sided t-test, PDGD above by 0.025 (half of Δ = 0.05, 'sensibly higher'); "

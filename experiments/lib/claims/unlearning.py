@@ -220,8 +220,15 @@ def _like_retraining_cell(click: str, delta: int, steps: int) -> Cell:
         # the control: the malicious client does lower nDCG@10, so there is something to undo
         control = controls(above(retrained, configuration(r, click, "9H-1M"), "9H-0M", "9H-1M",
                                  paired=True, effect=0.05))  # fmt: skip
-        return equivalent(unlearned(r, click, steps, delta), retrained, "U(9H-1M)", "9H-0M",
-                          margin=NO_DIFFERENCE_MARGIN, paired=True, control=control)
+        return equivalent(
+            unlearned(r, click, steps, delta),
+            retrained,
+            "U(9H-1M)",
+            "9H-0M",
+            margin=NO_DIFFERENCE_MARGIN,
+            paired=True,
+            control=control,
+        )
 
     paper = (TABLE3[click][steps][DELTAS.index(delta)], TABLE3_RETRAINED[click])
     return Cell(f"{click}, Δt = {delta}, n′ = {steps}", check, paper=paper,
@@ -297,8 +304,11 @@ CLAIMS = [
         "correction) [: on MSLR-10k, U(9H-1M) is not marked significantly below 9H-0M at small "
         "Δt and large n′]",
         (RUN,),
-        tuple(_like_retraining_cell(c, d, n) for (c, d), steps in TABLE3_NOT_SIGNIFICANT.items()
-              for n in steps),  # fmt: skip
+        tuple(
+            _like_retraining_cell(c, d, n)
+            for (c, d), steps in TABLE3_NOT_SIGNIFICANT.items()
+            for n in steps
+        ),  # fmt: skip
         SETTING + "; U(9H-1M) against 9H-0M in every MSLR cell of Table 3 whose superscripts "
         "mark no significant difference",
         f"paired TOST, margin ±{NO_DIFFERENCE_MARGIN} nDCG@10 (Table 3's largest unmarked MSLR "

@@ -90,6 +90,6 @@ def claim_recipes() -> list:
 
 
 # the papers' modules use the names above
-from experiments.lib.recipes import fedips, fpdgd, noniid, poisoning, thesis, unlearning  # noqa: E402
+from experiments.lib.recipes import fedips, fpdgd, noniid, poisoning, thesis, unlearning
 
 PAPERS = (thesis, fpdgd, noniid, poisoning, unlearning, fedips)  # the batch's order

@@ -56,8 +56,7 @@ def recipes(quick: bool) -> list:
         Run(
             f"estimated_{p}",
             "fedips",
-            opts(propensity=p, gamma=1.0, rounds=rounds)
-            + (opts(n_users=200) if quick else ()),
+            opts(propensity=p, gamma=1.0, rounds=rounds) + (opts(n_users=200) if quick else ()),
             label={"estimated": "FedIPS (estimated IPS)", "known": "FedIPS (real IPS)"}.get(
                 p, "FedAvg"
             ),
@@ -143,8 +142,13 @@ def rel2(name: str) -> str:
 def run(name: str, propensity: str, **flags) -> Run:
     """A claim run of FedIPS (propensity known or estimated) or FedAvg (none): T = ROUNDS,
     f₀ on LOGGING_FRACTION of the training queries and the chosen η_l."""
-    return Run(name, "fedips", opts(propensity=propensity, **flags) + opts(
-        local_learning_rate=local_lr(propensity), logging_fraction=LOGGING_FRACTION) + _BASE)
+    return Run(
+        name,
+        "fedips",
+        opts(propensity=propensity, **flags)
+        + opts(local_learning_rate=local_lr(propensity), logging_fraction=LOGGING_FRACTION)
+        + _BASE,
+    )
 
 
 _BASE = opts(rounds=ROUNDS, chunk_rounds=ROUNDS)

@@ -23,8 +23,7 @@ def recipes(quick: bool) -> list:
                     # 200 points a curve, and evaluating the 1,095 slots' models on 2,000
                     # test queries takes ~5 s on a CPU, half a round's time at every 10th
                     # round (docs/performance.md).
-                    ten_thousand_rounds(quick)
-                    + (() if quick else opts(eval_every=50)),
+                    ten_thousand_rounds(quick) + (() if quick else opts(eval_every=50)),
                     label="FPDGD",
                 ),
             ),

@@ -35,9 +35,7 @@ class FedIpsConfig(RunConfig):
     )
     max_sessions: int = setting(50, "Most lists shown to a user per round while collecting m.")
     gamma: float = setting(1.0, "γ: mean position bias, p(e) = (1/rank)^γ_s.")
-    gamma_sd: float = setting(
-        0.1, "Standard deviation of the per-user γ_s (left-truncated at 0)."
-    )
+    gamma_sd: float = setting(0.1, "Standard deviation of the per-user γ_s (left-truncated at 0).")
     noise_click_prob: float = setting(0.1, "Click factor of non-relevant documents (eq. 11).")
     relevant_from: int = setting(
         0, "Smallest relevant grade for clicks; 0: 3 on 5-grade labels, the top grade otherwise."
@@ -105,9 +103,7 @@ class FedIpsConfig(RunConfig):
                 "em_prior_count", f"must be positive and finite, got {self.em_prior_count}"
             )
         if self.propensity not in PROPENSITIES:
-            raise ConfigError(
-                "propensity", one_of(PROPENSITIES, self.propensity)
-            )
+            raise ConfigError("propensity", one_of(PROPENSITIES, self.propensity))
         if self.ranker not in rankers.names():
             raise ConfigError("ranker", one_of(rankers.names(), self.ranker))
         if self.em_scope not in EM_SCOPES:

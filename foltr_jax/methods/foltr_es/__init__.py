@@ -166,9 +166,7 @@ class Spec(engine.Federated):
     def scoring(self) -> lists.Scoring:
         """How the lanes' lists are scored (``lists.Scoring``), built once."""
         cfg = self.config
-        return lists.Scoring(
-            self.ranker, self.window, self.widths, cfg.top_k, cfg.window_scoring
-        )
+        return lists.Scoring(self.ranker, self.window, self.widths, cfg.top_k, cfg.window_scoring)
 
     def unravel(self, flat: jax.Array):
         """A flat parameter vector [P] as the ranker's pytree."""
@@ -193,7 +191,6 @@ class Spec(engine.Federated):
     def finish(self, arrays: Arrays, state, curves):
         final, extras, interactions = super().finish(arrays, state, curves)
         return jax.device_get(jax.vmap(self.unravel)(state[0])), extras, interactions
-
 
 
 class Arrays(NamedTuple):

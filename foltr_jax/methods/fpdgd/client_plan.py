@@ -136,9 +136,7 @@ def _check_plan(cfg: FederationConfig, ranker, plan: ClientPlan) -> None:
         if not set(plan.personal) < keys:
             raise ConfigError("personal", f"must be a proper subset of the ranker's {sorted(keys)}")
     if plan.personal_eval not in PERSONAL_EVALUATIONS:
-        raise ConfigError(
-            "personal_eval", one_of(PERSONAL_EVALUATIONS, plan.personal_eval)
-        )
+        raise ConfigError("personal_eval", one_of(PERSONAL_EVALUATIONS, plan.personal_eval))
     if plan.personal_eval != "server" and not plan.personal:
         raise ConfigError("personal_eval", "applies to FedPer only (set personal)")
 

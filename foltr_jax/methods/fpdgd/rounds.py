@@ -24,7 +24,7 @@ from foltr_jax.engine.config import resolved
 from foltr_jax.engine.lists import DeviceData, Scoring, ranking_quality
 from foltr_jax.methods.fpdgd.client_plan import ClientArrays
 from foltr_jax.methods.fpdgd.config import FederationConfig, RunSettings
-from foltr_jax.methods.fpdgd.lanes import Lanes, LaneData, LaneSpec, train_lanes
+from foltr_jax.methods.fpdgd.lanes import LaneData, Lanes, LaneSpec, train_lanes
 from foltr_jax.server import pipeline
 
 

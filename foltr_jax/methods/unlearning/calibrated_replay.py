@@ -153,7 +153,9 @@ class Replay:
             lambda inputs, start, size: train_clients(spec, *inputs, start, size),
             (arrays, rnd),
             flat_global,
-            jax.vmap(pipeline.chain(*replay_stages((None, None))).init)(jnp.zeros_like(flat_global)),
+            jax.vmap(pipeline.chain(*replay_stages((None, None))).init)(
+                jnp.zeros_like(flat_global)
+            ),
             step_keys,
             n_clients=self.config.n_clients,
             stages=replay_stages,
