@@ -25,6 +25,7 @@ def readme_python_example() -> str:
 def test_readme_example_runs_a_registered_aggregator_next_to_the_built_in_ones():
     done = subprocess.run(
         [sys.executable, "-c", readme_python_example()],
+        check=False,
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -359,9 +360,11 @@ def test_every_run_function_refuses_an_empty_split_and_warns_of_an_unlabelled_te
         run(config, empty, unlabelled)
     with pytest.raises(foltr_jax.data.DatasetError, match="^the test split has no query$"):
         run(config, train, empty)
-    with pytest.warns(RuntimeWarning, match="^the test split: no document has a label above 0"):
-        with pytest.raises(Started):
-            run(config, train, unlabelled)
+    with (
+        pytest.warns(RuntimeWarning, match="^the test split: no document has a label above 0"),
+        pytest.raises(Started),
+    ):
+        run(config, train, unlabelled)
     with pytest.raises(Started), warnings.catch_warnings():
         warnings.simplefilter("error")  # once per dataset
         run(config, train, unlabelled)

@@ -320,15 +320,18 @@ def test_the_batch_names_its_data_size_and_time_before_the_first_run(tmp_path):
 
     timed = f"timed in {results}; start-up adds seconds each)"
     # fpdgd_fig2: 12 FOLtR-ES runs (1,000 s each here) and 3 FPDGD runs (80 s)
-    assert announced("fpdgd_fig2") == [f"about 204 min for 15 of them (each from the mean "
-                                       f"time of its binary's runs {timed}"]  # fmt: skip
+    assert announced("fpdgd_fig2") == [
+        f"about 204 min for 15 of them (each from the mean time of its binary's runs {timed}"
+    ]
     assert announced("unlearning_table3") == [
         "no run timed here yet: the first estimate follows the first finished run"
     ]
     shutil.rmtree(results / "x" / "c")
     assert announced("fpdgd_fig2") == [
-        f"about 4 min for 3 of them (each from the mean time of its binary's runs {timed}; "
-        "12 run(s) of foltr_es not timed here yet"
+        (
+            f"about 4 min for 3 of them (each from the mean time of its binary's runs {timed}; "
+            "12 run(s) of foltr_es not timed here yet"
+        )
     ]
     synthetic = batch_here("--recipe=fpdgd_fig5", "--data_root=synthetic", "--dry_run",
                            f"--results_dir={tmp_path / 'r2'}", tmp_path=tmp_path)  # fmt: skip

@@ -251,7 +251,7 @@ class CounterExample:
     above another and paired differences have spread), and every curve rises by 0.01 a round
     (learning, where a claim says there is none).  Every cell's check must fail on it."""
 
-    PERMUTATIONS = list(itertools.permutations([0.25, 0.5, 0.75]))
+    PERMUTATIONS = tuple(itertools.permutations([0.25, 0.5, 0.75]))
 
     def __init__(self):
         self.calls = 0

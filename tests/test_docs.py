@@ -328,7 +328,9 @@ def _prose_pages():
         if page == DOCS / "claims.md":  # the claims table: generated (experiments.claims)
             continue
         text = page.read_text()  # less the claims blocks generated from that table
-        text = re.sub(r"^<!-- BEGIN claims.*?^<!-- END claims -->", "", text, flags=re.MULTILINE | re.DOTALL)
+        text = re.sub(
+            r"^<!-- BEGIN claims.*?^<!-- END claims -->", "", text, flags=re.MULTILINE | re.DOTALL
+        )
         yield page, text
 
 

@@ -16,7 +16,7 @@ def test_query_ids_that_differ_only_in_non_utf8_bytes_are_two_queries(tmp_path):
     # 0xE9 and 0xE8 are é and è in Latin-1, and not UTF-8: replaced, both became U+FFFD
     path.write_bytes(b"0 qid:caf\xe9 1:1\n1 qid:caf\xe9 1:2\n2 qid:caf\xe8 1:3\n")
     for parse in (letor.parse_file, letor.parse_file_by_lines):
-        _, labels, offsets, lengths, qids = parse(path, None)
+        _, labels, _, lengths, qids = parse(path, None)
         assert lengths.tolist() == [2, 1] and labels.tolist() == [0, 1, 2]
         assert len(set(qids.tolist())) == 2
     # a query whose bytes come back after another's is still refused as not contiguous
@@ -90,7 +90,7 @@ def _write_letor(path, qids=("0", "1")):
         "0 1 \uff13\n",
         "0 1 3.0\n",
         "0\u00a01 1\n",
-    ],  # fmt: skip
+    ],
 )
 def test_intent_files_take_ascii_integers_only(tmp_path, text):
     letor_path = _write_letor(tmp_path / "train.txt")

@@ -129,6 +129,7 @@ def test_ctrl_c_in_a_binary_is_one_line_and_the_same_command_continues(tmp_path)
     assert sorted(p.name for p in out.iterdir()) == [".checkpoint.npz"]  # no .tmp, no lock
     again = subprocess.run(
         [sys.executable, "-m", "experiments.fpdgd", *args, f"--output_dir={out}"],
+        check=False,
         cwd=REPO_ROOT,
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
         capture_output=True,
@@ -177,8 +178,10 @@ def test_an_interrupted_batch_stops_its_runs_and_says_how_many_were_done(tmp_pat
     rest = process.stderr.read().strip().splitlines()
     assert process.wait(timeout=60) == 130, rest
     assert rest == [
-        "batchlike: interrupted with 0 of 2 run(s) done; the finished runs' results are kept "
-        "and an interrupted run keeps its checkpoint; run the same command to continue"
+        (
+            "batchlike: interrupted with 0 of 2 run(s) done; the finished runs' results are kept "
+            "and an interrupted run keeps its checkpoint; run the same command to continue"
+        )
     ]
     for pid in pids:  # each run had SIGINT and was waited for: gone
         with pytest.raises(ProcessLookupError):

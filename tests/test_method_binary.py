@@ -170,9 +170,11 @@ def broken_method(tmp_path_factory):
         ("none", "its run returned NoneType, not a foltr_jax.engine.RunResult"),
         (
             "flat",
-            "its run returned curve 'online_ndcg' as ndarray of shape [3] and dtype "
-            "float64; expected a [runs, rounds] array of numbers",
-        ),  # fmt: skip
+            (
+                "its run returned curve 'online_ndcg' as ndarray of shape [3] and dtype "
+                "float64; expected a [runs, rounds] array of numbers"
+            ),
+        ),
         ("objects", "its run returned curve 'offline_ndcg' as list of objects"),
         ("no_initial", "its run returned initial 'offline_ndcg' as NoneType"),
     ],

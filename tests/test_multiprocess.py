@@ -369,8 +369,10 @@ def test_processes_with_other_flags_are_refused_in_one_line(tmp_path):
     for rc, stderr in finish(processes):
         assert rc == 2, stderr
         assert error_lines(stderr) == [
-            "fpdgd: error: --distributed: process(es) [1] run with other flags than process 0: "
-            "start every process with the same flags and data"
+            (
+                "fpdgd: error: --distributed: process(es) [1] run with other flags than process 0: "
+                "start every process with the same flags and data"
+            )
         ], stderr
     assert not any((tmp_path / "mismatch").glob("p*/out"))
 

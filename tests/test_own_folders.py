@@ -38,7 +38,7 @@ def test_finished_parts_refuse_a_linked_or_non_folder_place(tmp_path):
             "unlearning",
             ("--n_clients=4", "--delta_t=1", "--unlearn_local_updates=1", "--click_models=perfect"),
             ".phases",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_a_binary_never_writes_through_a_linked_work_folder(tmp_path, module, args, folder):

@@ -215,10 +215,10 @@ def test_the_unlearning_budget_runs(tmp_path):
     import binaries
 
     out = tmp_path / "budget.json"
-    tiny = ",".join(
-        ("--synthetic_queries=8", "--synthetic_test_queries=3", "--synthetic_features=5",
-         "--synthetic_docs_per_query=6")
-    )  # fmt: skip
+    tiny = (
+        "--synthetic_queries=8,--synthetic_test_queries=3,--synthetic_features=5,"
+        "--synthetic_docs_per_query=6"
+    )
     done = binaries.run(
         "paper_budget", "--recipes=unlearning_table3", f"--data={tiny}", "--n_runs=1",
         f"--output={out}", cache_dir=tmp_path / "cache", timeout=1200,

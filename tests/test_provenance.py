@@ -250,8 +250,9 @@ def test_same_run_compares_everything_that_can_change_a_number(made, monkeypatch
                           "other dataset cache versions (parser=1 then; parser="),
         "runtime": (recorded_as("runtime", {**original["runtime"], "jaxlib": "0.0.1"}),
                     "other versions (jaxlib=0.0.1 then; jaxlib="),
-        "environment": (set_variable("JAX_ENABLE_X64", "1"), "other numerics environment "
-                        "variables (JAX_ENABLE_X64 unset then; JAX_ENABLE_X64=1 now)"),
+        "environment": (set_variable("JAX_ENABLE_X64", "1"),
+                        ("other numerics environment "
+                         "variables (JAX_ENABLE_X64 unset then; JAX_ENABLE_X64=1 now)")),
         "device": (recorded_as("device", {"platform": "gpu", "kind": "NVIDIA H100"}),
                    "other device (kind=NVIDIA H100, platform=gpu then; kind=cpu, platform=cpu"),
     }  # fmt: skip

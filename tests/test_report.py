@@ -305,8 +305,10 @@ def broken(change) -> str:
         ('{"method": "x"}', "no results_format: written by an older version of foltr_jax"),
         (
             '{"results_format": 1, "offline_ndcg": [[0.5]]}',
-            "results format 1: written by an older version of foltr_jax; this version reads "
-            "results format 2",
+            (
+                "results format 1: written by an older version of foltr_jax; this version reads "
+                "results format 2"
+            ),
         ),
         (broken(lambda p, c: p.pop("cells")), "'cells' is not a non-empty list"),
         (

@@ -489,7 +489,7 @@ def test_a_finished_part_that_is_not_finite_is_run_again(tmp_path):
     parts = FinishedParts(tmp_path / ".phases")
     parts.save("honest", "f", {"curve": np.arange(3.0)})
     path = tmp_path / ".phases" / "honest.npz"
-    header, arrays = _stored(path)
+    header, _arrays = _stored(path)
     _store(path, header, [np.array([0.0, np.nan, 1.0])])
     with pytest.warns(UserWarning, match="not finite"):
         assert parts.load("honest", "f") is None
@@ -639,7 +639,7 @@ def test_results_checkpoints_and_cache_entries_follow_the_umask(mask, tmp_path):
         checkpoint = output.checkpoint()
         _toy(breaks_at=99, total=3, checkpoint=checkpoint)
         written.append(pathlib.Path(checkpoint))
-        path, cache, entry = _cached(tmp_path)
+        path, _cache, entry = _cached(tmp_path)
         written.append(entry)
         for path in written:
             assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~mask, path

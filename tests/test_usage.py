@@ -86,15 +86,19 @@ def test_a_misspelt_choice_gets_the_nearest_name():
 @pytest.mark.parametrize(
     "module, argument, line",
     [
-        ("fpdgd", "--aggregator=krumm", "fpdgd: error: --aggregator: must be one of ('fedavg', "
-         "'krum', 'multi_krum', 'trimmed_mean', 'median'"),
-        ("fpdgd", "--click_model=perfct", "fpdgd: error: --click_model: unknown click model "
-         "'perfct' (did you mean 'perfect'?); choose one of"),
+        ("fpdgd", "--aggregator=krumm",
+         ("fpdgd: error: --aggregator: must be one of ('fedavg', "
+          "'krum', 'multi_krum', 'trimmed_mean', 'median'")),
+        ("fpdgd", "--click_model=perfct",
+         ("fpdgd: error: --click_model: unknown click model "
+          "'perfct' (did you mean 'perfect'?); choose one of")),
         ("fpdgd", "--attack=lei", "fpdgd: error: --attack: must be one of"),
-        ("fpdgd", "--data=mslr_smaple", "fpdgd: error: --data: must be one of ('synthetic', "
-         "'mslr_sample'), got 'mslr_smaple' (did you mean 'mslr_sample'?)"),
-        ("poisoning", "--aggregators=krum,trimed_mean", "poisoning: error: --aggregators: must "
-         "be one of ('fedavg', 'krum', 'multi_krum', 'trimmed_mean', 'median'"),
+        ("fpdgd", "--data=mslr_smaple",
+         ("fpdgd: error: --data: must be one of ('synthetic', "
+          "'mslr_sample'), got 'mslr_smaple' (did you mean 'mslr_sample'?)")),
+        ("poisoning", "--aggregators=krum,trimed_mean",
+         ("poisoning: error: --aggregators: must "
+          "be one of ('fedavg', 'krum', 'multi_krum', 'trimmed_mean', 'median'")),
         ("poisoning", "--attacks=none,lei", "poisoning: error: --attacks: must be one of"),
     ],
 )  # fmt: skip

@@ -59,7 +59,11 @@ def find_or_fetch_excerpt(timeout: float = 600) -> pathlib.Path | None:
           file=sys.stderr)  # fmt: skip
     try:
         done = subprocess.run(
-            [sys.executable, str(FETCH)], capture_output=True, text=True, timeout=timeout
+            [sys.executable, str(FETCH)],
+            check=False,  # a failure is reported below, with stderr's last lines
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         print(f"fetching the MSLR excerpt failed: {error}", file=sys.stderr)

@@ -64,8 +64,10 @@ CONCERNS = (
     ),
     (
         "Scale and speed",
-        "devices, processes, memory and compilation; the results do not depend on them "
-        "(beyond the order of float32 sums)",
+        (
+            "devices, processes, memory and compilation; the results do not depend on them "
+            "(beyond the order of float32 sums)"
+        ),
         (
             "n_devices", "distributed", "distributed_timeout", "chunk_rounds", "client_chunk",
             "window_scoring", "display_groups", "jobs", "compile_cache",

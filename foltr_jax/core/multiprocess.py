@@ -189,7 +189,7 @@ def watch_peers(program: str, patience: float = PEER_PATIENCE_S, every: float = 
         thread.join(timeout=10)
         try:
             client.key_value_set(_alive(me), _EXITING, allow_overwrite=True)
-        except Exception:  # noqa: BLE001 - the service is gone: nobody waits
+        except Exception:  # noqa: BLE001, S110 - the service is gone: nobody waits
             pass
 
     exiting = threading.Event()

@@ -51,7 +51,7 @@ CACHE_FORMAT_VERSION = 2  # 2: entries carry a SHA-256 of their arrays
 # none; 2: text decoded with surrogateescape, so that two query ids that differ only in
 # bytes that are not UTF-8 stay two queries.
 PARSER_VERSION = 2
-PARSER_SOURCES_SHA256 = "7d329f99f2dad0f3b1b664197d50a8368dc15e9d8298a54bb582b2b7777425f0"
+PARSER_SOURCES_SHA256 = "b2a951c064440cd601bb5680e839e32b6c99785dcdb508cb720ff7e513d22e7c"
 
 # Bytes per step when hashing a file for the cache key.
 _HASH_BLOCK_BYTES = 1 << 20
@@ -169,7 +169,7 @@ def load(cache_path: pathlib.Path, name: str, source: dict) -> RankingDataset | 
         if source["normalise"] and features.size and not 0 <= features.min() <= features.max() <= 1:
             raise ValueError("normalised features outside [0, 1]")
         return RankingDataset(**{k: stored[k] for k in _CACHE_KEYS}, name=name)
-    except Exception as exc:  # corrupt / truncated / foreign file: re-parse
+    except Exception as exc:  # noqa: BLE001 - corrupt / truncated / foreign file: re-parse
         warnings.warn(
             f"ignoring unusable cache file {cache_path}: {exc}; parsing the file again",
             RuntimeWarning,

@@ -42,6 +42,7 @@ import time
 import warnings
 import zlib
 from collections.abc import Iterator
+from typing import NoReturn
 
 import numpy as np
 
@@ -163,7 +164,7 @@ def _parse_features_slow(
     counts = np.zeros(len(rests), dtype=np.int64)
     for k, (rest, line_no) in enumerate(zip(rests, line_nos)):
 
-        def fail(msg: str) -> None:
+        def fail(msg: str, line_no: int = line_no) -> NoReturn:
             raise LetorFormatError(f"{path}:{line_no}: {msg}")
 
         stripped = rest.strip(" \t\r\f\v")

@@ -512,9 +512,7 @@ def ordered(
     ``effect`` and ``min_effect`` per step.  Holds when every step does; contradicted when one
     is; inconclusive otherwise."""
     steps = [
-        above(
-            x, y, n, m, paired=paired, effect=effect, min_effect=min_effect, digits=digits
-        )  # fmt: skip
+        above(x, y, n, m, paired=paired, effect=effect, min_effect=min_effect, digits=digits)
         for x, y, n, m in zip(samples, samples[1:], names, names[1:])
     ]
     outcome = combined(steps)

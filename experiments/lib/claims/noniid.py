@@ -334,7 +334,7 @@ CLAIMS = [
             for r in RANKERS
             for c in REMEDY_CLICKS
             for b in B_VALUES
-        ),  # fmt: skip
+        ),
         f"final offline nDCG@10, #R = 1, |C| = 5, B = 5, perfect clicks, T = {ROUNDS} (thesis "
         "10,000); the thesis's B = 2 and 10 and the other click models not run (12 more runs: time on two cores)",
         "paired one-sided t-test, IID above non-IID by 0.025 (half of Δ = 0.05); power at Δ = 0.05",
@@ -353,7 +353,7 @@ CLAIMS = [
             for r in RANKERS
             for c in CLICKS
         )
-        + tuple(_type2_r2_cell(r, c) for r in RANKERS for c in CLICKS),  # fmt: skip
+        + tuple(_type2_r2_cell(r, c) for r in RANKERS for c in CLICKS),
         f"final offline nDCG@10, B = 5, T = {ROUNDS}, |C| = 10 for both #R = 1 (each label on "
         "two clients) and #R = 2, as §4.4.1's fair comparison",
         f"#R = 1: paired one-sided t-test, IID above by 0.025 (half of Δ = 0.05); #R = 2: "

@@ -45,8 +45,10 @@ def _anchor(key: str) -> str:
 def paper_block(rows: list[dict], record: dict, link: str) -> str:
     """A paper page's claims: one row per claim, then the diagnosis of each that fails."""
     lines = [
-        f"Measured on {record['data']} ({runs_text(record)}; the whole table, "
-        f"cell by cell with the paper's numbers beside ours: [the claims table]({link})):",
+        (
+            f"Measured on {record['data']} ({runs_text(record)}; the whole table, "
+            f"cell by cell with the paper's numbers beside ours: [the claims table]({link})):"
+        ),
         "",
         "| claim | where | in the paper's words | cells held | verdict |",
         "|---|---|---|---|---|",
@@ -68,8 +70,10 @@ def summary_block(record: dict, link: str) -> str:
     """reproduce.md's summary: every claim, its paper and verdict."""
     rows = record["claims"]
     lines = [
-        f"On {record['data']} ({runs_text(record)} unless a claim says more; "
-        f"{timing(record)}), {headline(rows)} ([the table, cell by cell]({link})):",
+        (
+            f"On {record['data']} ({runs_text(record)} unless a claim says more; "
+            f"{timing(record)}), {headline(rows)} ([the table, cell by cell]({link})):"
+        ),
         "",
         "| claim | paper, where | cells held | verdict |",
         "|---|---|---|---|",

@@ -409,7 +409,7 @@ CLAIMS = [
             _twenty_cell("informational"),
             _twenty_cell("perfect"),
             Cell("perfect, 40 %", _perfect_needs_more),
-        ),  # fmt: skip
+        ),
         SETTING + "; FedAvg under data poisoning",
         "navigational, informational: honest above 20 % (paired t-test); perfect: its drop "
         "from honest at 20 % below the other two's (paired), and honest above 40 %; power at "
@@ -619,7 +619,7 @@ CLAIMS = [
             for rule in ("krum", "trimmed_mean")
             for c in CLICKS
             for m in COUNTS
-        ),  # fmt: skip
+        ),
         SETTING + "; no attack, FedAvg against Krum and Trimmed Mean assuming m ∈ {1, 2, 3, 4} "
         "attackers",
         f"FedAvg above the rule (paired one-sided t-test above {EFFECT / 2:g}, half of Δ = {EFFECT}; power at Δ)",
@@ -638,8 +638,10 @@ MORE_RUNS = (
     "with 10 runs",
 )
 EUCLIDEAN_DISTANCES = (
-    "Krum's distances: Euclidean (--nokrum_squared_distances, the paper's §5.1 wording) "
-    "instead of squared, m ∈ {1, 2, 3}",
+    (
+        "Krum's distances: Euclidean (--nokrum_squared_distances, the paper's §5.1 wording) "
+        "instead of squared, m ∈ {1, 2, 3}"
+    ),
     {RUN: (EUCLIDEAN,)},
     "with Euclidean distances",
 )

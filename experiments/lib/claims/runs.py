@@ -140,7 +140,7 @@ def diagnose(claims, rows, results_dir, folds, *, n_runs, eval_every, jobs, run=
         return {}, []
     names = [name for c in chosen for name in c.diagnosis.runs] + list(more)
     todo = commands(names, results_dir, folds, n_runs, eval_every, more)
-    print(f"[claims] diagnosing {len(set(c.key for c in chosen) | set(power))} claim(s): "
+    print(f"[claims] diagnosing {len({c.key for c in chosen} | set(power))} claim(s): "
           f"{len(todo)} run(s)", file=sys.stderr)  # fmt: skip
     failed = runs.run_missing(todo, jobs, "claims") if run else []
     results = reader(results_dir, todo, said=table)

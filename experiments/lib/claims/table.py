@@ -151,9 +151,11 @@ def markdown(rows: list[dict], heading: str, data: str, detail: str = "") -> str
         "counted cells hold (the paper's stated exceptions are shown and not counted)."
         + (f" {detail}" if detail else ""),
         "",
-        "A difference must be shown above a least effect stated per claim (one-sided "
-        "t-tests); a no-difference cell holds only with its control, a check in the same "
-        "cell that the factor it varies acted.",
+        (
+            "A difference must be shown above a least effect stated per claim (one-sided "
+            "t-tests); a no-difference cell holds only with its control, a check in the same "
+            "cell that the factor it varies acted."
+        ),
     ]
     why = why_not(rows)
     if why:
@@ -177,11 +179,15 @@ def markdown(rows: list[dict], heading: str, data: str, detail: str = "") -> str
             "",
             f"{r['paper']}, {r['where']}: “{r['words']}”",
             "",
-            f"Ours: {r['setting']}. Test: {r['statistic']}. "
-            f"Verdict: {verdict} ({r['cells_held']} of {r['cells_counted']} cells hold).",
+            (
+                f"Ours: {r['setting']}. Test: {r['statistic']}. "
+                f"Verdict: {verdict} ({r['cells_held']} of {r['cells_counted']} cells hold)."
+            ),
             "",
-            "| cell | ours (mean ± sd over runs) | test | least effect or control | verdict "
-            "| paper's number | ours (× paper) |",
+            (
+                "| cell | ours (mean ± sd over runs) | test | least effect or control | verdict "
+                "| paper's number | ours (× paper) |"
+            ),
             "|---|---|---|---|---|---|---|",
         ]
         for c in r["cells"]:

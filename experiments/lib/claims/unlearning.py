@@ -308,7 +308,7 @@ CLAIMS = [
             _like_retraining_cell(c, d, n)
             for (c, d), steps in TABLE3_NOT_SIGNIFICANT.items()
             for n in steps
-        ),  # fmt: skip
+        ),
         SETTING + "; U(9H-1M) against 9H-0M in every MSLR cell of Table 3 whose superscripts "
         "mark no significant difference",
         f"paired TOST, margin ±{NO_DIFFERENCE_MARGIN} nDCG@10 (Table 3's largest unmarked MSLR "

@@ -189,7 +189,7 @@ class Spec(engine.Federated):
         return {"epsilon": self.config.epsilon}
 
     def finish(self, arrays: Arrays, state, curves):
-        final, extras, interactions = super().finish(arrays, state, curves)
+        _, extras, interactions = super().finish(arrays, state, curves)
         return jax.device_get(jax.vmap(self.unravel)(state[0])), extras, interactions
 
 

@@ -42,6 +42,23 @@ from foltr_jax.methods.unlearning.calibrated_replay import (  # the replay's nam
 )
 from foltr_jax.server import attacks
 
+__all__ = [
+    "KINDS",
+    "NEGATION_Z",
+    "ProtocolResult",
+    "ReplayResult",
+    "UnlearningConfig",
+    "build_training",
+    "calibrate",
+    "efficiency",
+    "history_bytes",
+    "replay",
+    "run_protocol",
+    "train",
+    "training_settings",
+    "unlearning_round",
+]
+
 NEGATION_Z = attacks.NEGATION_Z  # z of the malicious client to forget (§3.4)
 
 

@@ -8,7 +8,7 @@ FedAvg.  One ``lax.scan`` over the history for every cell of the grid at once.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +17,7 @@ import numpy as np
 from foltr_jax import engine
 from foltr_jax.engine import loop
 from foltr_jax.methods.fpdgd import federation
+from foltr_jax.methods.fpdgd.config import RunSettings
 from foltr_jax.methods.fpdgd.rounds import (
     Arrays,
     Spec,
@@ -27,6 +28,9 @@ from foltr_jax.methods.fpdgd.rounds import (
     train_clients,
 )
 from foltr_jax.server import pipeline
+
+if TYPE_CHECKING:  # the package imports this module: its config only for annotations
+    from foltr_jax.methods.unlearning import UnlearningConfig
 
 _REPLAY_STREAM = 0x554E4C52  # separates replay randomness from training randomness
 
