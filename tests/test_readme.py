@@ -49,6 +49,22 @@ def test_ci_builds_the_docs_as_the_readme_says():
     assert "docs/_build/" in ignored and "docs/_generated/" in ignored
 
 
+def test_ci_runs_the_lint_checks_as_the_readme_says():
+    import configparser
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    lint = [line for block in _blocks(readme) for line in block if "ruff check" in line]
+    assert len(lint) == 1, "the README gives the lint and format checks in one line"
+    assert '".[lint]"' in lint[0] and "ruff format --check" in lint[0]
+    ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+    assert lint[0] in ci
+    assert ci.index(lint[0]) < ci.index(_blocks(readme)[0][1]), "before the fast tier"
+    setup = configparser.ConfigParser()
+    setup.read(REPO_ROOT / "setup.cfg")
+    pinned = setup["options.extras_require"]["lint"].split()
+    assert pinned and all("==" in p for p in pinned), "the checkers' versions are pinned"
+
+
 def _first_hour(text: str) -> dict:
     """The times a first-hour table gives, by the binary each row runs."""
     import re
