@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import optax
 
 from foltr_jax import engine
-from foltr_jax.core import click_models, metrics, rankers
+from foltr_jax.core import click_models, metrics, rankers, threefry
 from foltr_jax.core.registry import one_of
 from foltr_jax.data import RankingDataset
 from foltr_jax.engine import lists
@@ -302,9 +302,8 @@ def es_clients(spec: Spec, arrays: Arrays, flat_global, round_keys, start=0, siz
     client_keys = engine.client_keys(round_keys, positions)  # [R, N]
     # Per client: key 0 draws its perturbation, keys 1..B its interactions.
     keys = jax.vmap(jax.vmap(lambda key: jax.random.split(key, b + 1)))(client_keys)
-    noise = cfg.sigma * jax.vmap(jax.vmap(lambda key: jax.random.normal(key, (n_params,))))(
-        keys[:, :, 0]
-    )  # [R, N, P]
+    # jax.random.normal(key, (P,)) of every client's key 0, bit for bit (``threefry``)
+    noise = cfg.sigma * threefry.normal(keys[:, :, 0], n_params)  # [R, N, P]
     lane_keys = keys[:, :, 1:].reshape((n_runs * n_clients * b,) + keys.shape[3:])
     query_keys, click_keys, privacy_keys = jnp.moveaxis(
         jax.vmap(lambda key: jax.random.split(key, 3))(lane_keys), 1, 0
