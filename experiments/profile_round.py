@@ -169,7 +169,7 @@ def stage_functions(spec, arrays):
             train,
             spec.ranker,
             lanes.click_model,
-            learning_rate=cfg.learning_rate,
+            learning_rate=lanes.learning_rate,
             clip_norm=lanes.clip_norm,
             lists_per_block=pdgd.LISTS_PER_BLOCK if cfg.window_scoring == "map" else 0,
         )

@@ -49,7 +49,7 @@ def lane_spec(window: int, display_groups: int, window_scoring: str = "map"):
         top_k=K,
         window_scoring=window_scoring,
     )
-    return fpdgd_lanes.LaneSpec(scoring, 0.1, 1, display_groups=display_groups)
+    return fpdgd_lanes.LaneSpec(scoring, 1, display_groups=display_groups)
 
 
 def lanes(n: int, window: int, seed: int = 0):

@@ -126,6 +126,32 @@ class RunSettings(NamedTuple):
     epsilon: jax.Array  # float
     sensitivity: jax.Array  # float, 0 = no differential privacy
     n_absent: jax.Array  # int, the first n_absent clients take no part
+    learning_rate: jax.Array  # float: the clients' PDGD step η (the config's, every cell)
+    server_learning_rate: jax.Array  # float: the server optimiser's η_s (the config's)
+
+
+# The config's values a run traces (``RunSettings``, one entry per cell), not compiled into its
+# program: runs differing only in these share one program (``static_part``).
+TRACED_FIELDS = (
+    "learning_rate",
+    "server_learning_rate",
+    "click_model",
+    "epsilon",
+    "sensitivity",
+    "n_malicious",
+    "attack",
+    "aggregator",
+)
+
+
+def static_part(config: FederationConfig) -> FederationConfig:
+    """``config`` with its traced values (``TRACED_FIELDS``) set to None: what a compiled
+    program's key (``rounds.Spec``) holds.  Shapes and code paths stay (clients, B, ranker,
+    top-k, rounds, chunks); the values travel as ``RunSettings``, and whether privacy, an
+    attack or an aggregator exists at all is the Spec's own (``uses_privacy``,
+    ``attack_names``, ``aggregator_names``).  None, not a default: code reading a traced
+    value from the static config fails when it is traced instead of baking in one run's."""
+    return dataclasses.replace(config, **dict.fromkeys(TRACED_FIELDS))
 
 
 def centralised(config: FederationConfig, form: str) -> FederationConfig:

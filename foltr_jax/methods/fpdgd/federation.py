@@ -25,7 +25,7 @@ from foltr_jax.engine.config import ConfigError, Setting, resolved
 from foltr_jax.engine.lists import to_device, window_widths
 from foltr_jax.engine.loop import ProgressFn
 from foltr_jax.methods.fpdgd.client_plan import ClientPlan, client_arrays
-from foltr_jax.methods.fpdgd.config import FederationConfig, RunSettings
+from foltr_jax.methods.fpdgd.config import FederationConfig, RunSettings, static_part
 from foltr_jax.methods.fpdgd.rounds import (
     Arrays,
     Spec,
@@ -83,7 +83,7 @@ def build(
     names = click_table_names({s.click_model for s in settings} | plan_names)
     spec = _spec(config, train, settings, history_every, clients)
     table = [click_models.by_name(name, n_grades) for name in names]
-    cells = run_settings(spec, settings, names)
+    cells = run_settings(spec, settings, names, config)
     if config.chunked:  # the stages depend on the spec, not on a setting's values
         slot = jax.tree_util.tree_map(lambda x: x[0], cells)
         engine.check_streams(server_stages(spec, slot))
@@ -138,8 +138,9 @@ def refuse_repeated(settings) -> None:
 
 
 def _spec(config, train: RankingDataset, settings, history_every: int, clients) -> Spec:
-    """The static part of a run (one compilation per Spec): ranker, widths, which server
-    stages the grid needs, and the client plan's static facts."""
+    """The static part of a run (one compilation per Spec): the config's ``static_part``,
+    ranker, widths, which server stages the grid needs, and the client plan's static
+    facts."""
     widths = window_widths(train.max_query_length, config.top_k)
     # Each slot scores its own global model: once over the whole training set, or each of
     # its clients over its own query; which is less work does not depend on the slot count.
@@ -148,7 +149,7 @@ def _spec(config, train: RankingDataset, settings, history_every: int, clients) 
     aggregator_names = tuple(sorted({s.aggregator for s in settings}))
     attack_names = _attack_names(settings)
     return Spec(
-        config,
+        static_part(config),
         rankers.make_ranker(config.ranker, train.n_features),
         widths[-1],
         widths,
@@ -170,9 +171,11 @@ def _spec(config, train: RankingDataset, settings, history_every: int, clients) 
     )
 
 
-def run_settings(spec: Spec, settings, click_names) -> RunSettings:
+def run_settings(spec: Spec, settings, click_names, config: FederationConfig) -> RunSettings:
     """The grid's cells as arrays (one row per cell), indexing the click table
-    ``click_names`` and the Spec's aggregator and attack names."""
+    ``click_names`` and the Spec's aggregator and attack names, with ``config``'s learning
+    rates in every cell: the values the run traces."""
+    n = len(settings)
     return RunSettings(
         click_model=jnp.array([click_names.index(s.click_model) for s in settings], jnp.int32),
         n_malicious=jnp.array([s.n_malicious for s in settings], jnp.int32),
@@ -189,6 +192,8 @@ def run_settings(spec: Spec, settings, click_names) -> RunSettings:
         epsilon=jnp.array([s.epsilon for s in settings], jnp.float32),
         sensitivity=jnp.array([s.sensitivity for s in settings], jnp.float32),
         n_absent=jnp.array([s.n_absent for s in settings], jnp.int32),
+        learning_rate=jnp.full(n, config.learning_rate, jnp.float32),
+        server_learning_rate=jnp.full(n, config.server_learning_rate, jnp.float32),
     )
 
 

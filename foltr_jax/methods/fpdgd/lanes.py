@@ -26,12 +26,12 @@ from foltr_jax.methods.fpdgd import pdgd
 
 @dataclasses.dataclass(frozen=True)
 class LaneSpec:
-    """PDGD's local training of every lane (static, hashable): the scoring, the step size
-    η, the B local interactions, the groups lists are sampled in (``_display_in_groups``)
-    and the devices the lanes are sharded over (``train_lanes``)."""
+    """PDGD's local training of every lane (static, hashable): the scoring, the B local
+    interactions, the groups lists are sampled in (``_display_in_groups``) and the devices
+    the lanes are sharded over (``train_lanes``).  The step size η is a traced value of
+    every lane (``Lanes.learning_rate``), so runs differing in η share one program."""
 
     scoring: Scoring
-    learning_rate: float
     local_updates: int
     display_groups: int = 1
     n_devices: int = 1
@@ -286,7 +286,7 @@ def interaction_step(
     Args:
         lane_params: lane models, leading axis [lanes].
         keys: [lanes] PRNG keys of this interaction.
-        lanes: per-lane slot, click model and clipping norm.
+        lanes: per-lane slot, click model, clipping norm and step size η.
         global_scores: optional [n_slots, n_docs + window] training-set scores under
             the lanes' current models (a round's first step starts from the global model).
     """
@@ -321,7 +321,7 @@ def interaction_step(
         train,
         lane_spec.scoring.ranker,
         click_model,
-        learning_rate=lane_spec.learning_rate,
+        learning_rate=lanes.learning_rate,
         clip_norm=lanes.clip_norm,
         # Blocks of lists on a CPU ('map' scoring); an accelerator takes every lane at once.
         lists_per_block=pdgd.LISTS_PER_BLOCK if lane_spec.scoring.window_scoring == "map" else 0,
@@ -354,6 +354,7 @@ class Lanes(NamedTuple):
     slot: jax.Array  # int [lanes] run slot (setting x repetition)
     click_model: click_models.ClickModel  # leaves [lanes, ...]
     clip_norm: jax.Array | None  # float [lanes]; None without differential privacy
+    learning_rate: jax.Array  # float [lanes]: the PDGD step η
     queries: jax.Array | None = None  # int [lanes, L] the lane's query list (None: all)
     query_count: jax.Array | None = None  # int [lanes] valid entries of ``queries``
 
@@ -372,7 +373,7 @@ def local_training(
     Args:
         lane_params: every lane's starting model, leading axis [lanes].
         lane_keys: one PRNG key per lane.
-        lanes: per-lane slot, click model and clipping norm.
+        lanes: per-lane slot, click model, clipping norm and step size η.
         global_scores: optional [n_slots, n_docs + window] training-set scores under
             the starting (global) models, used for the first interaction.
         lane_steps: optional int [lanes] ≤ B: a lane keeps its model after its own
@@ -388,14 +389,14 @@ def local_training(
         keys = jax.vmap(lambda key: jax.random.fold_in(key, b))(lane_keys)
         new, outcome = interaction_step(lane_spec, data, params, keys, lanes, scores)
         if mu is not None:
-            pull = lane_spec.learning_rate * mu
+            pull = lanes.learning_rate * mu  # [lanes]
             new = jax.tree_util.tree_map(
-                lambda n, p, g: n - pull * (p - g), new, params, lane_params
+                lambda n, p, g: n - _per_lane(pull, n) * (p - g), new, params, lane_params
             )
         if lane_steps is not None:
             active = b < lane_steps
             new = jax.tree_util.tree_map(
-                lambda n, p: jnp.where(active.reshape((-1,) + (1,) * (n.ndim - 1)), n, p),
+                lambda n, p: jnp.where(_per_lane(active, n), n, p),
                 new,
                 params,
             )
@@ -407,6 +408,11 @@ def local_training(
         lambda a, b: jnp.concatenate([a[:, None], b.T], axis=1), first, later
     )
     return params, outcome
+
+
+def _per_lane(values, leaf):
+    """``values`` [lanes] shaped to broadcast against a lane-major ``leaf`` [lanes, ...]."""
+    return values.reshape((-1,) + (1,) * (leaf.ndim - 1))
 
 
 def train_lanes(

@@ -249,12 +249,13 @@ def pdgd_update_lanes(
     ranker,
     click_model,
     *,
-    learning_rate: float,
+    learning_rate,
     clip_norm=None,
     lists_per_block: int = 0,
 ):
     """``pdgd_update`` of every lane (every argument but ``data`` and ``ranker`` with a
-    leading lane axis): the clicks and the step are vmapped over the lanes, the PDGD
+    leading lane axis; ``learning_rate`` one η for all lanes, or float [lanes], traced or
+    not): the clicks and the step are vmapped over the lanes, the PDGD
     coefficients computed for all lists at once (``position_coefficients_of_lists``,
     the lane axis minor; ``lists_per_block`` as there)."""
     k = displayed.ranking.shape[1]
@@ -275,16 +276,17 @@ def pdgd_update_lanes(
     )
     coefficients = jnp.where(shown, coefficients, 0.0).astype(displayed.scores.dtype)
 
-    def step(params, rows, coefficients, norm):
+    def step(params, rows, coefficients, norm, eta):
         _, pullback = jax.vjp(lambda p: ranker.apply(p, data.features[rows]), params)
         (gradient,) = pullback(coefficients)
-        params = jax.tree_util.tree_map(lambda p, g: p + learning_rate * g, params, gradient)
+        params = jax.tree_util.tree_map(lambda p, g: p + eta * g, params, gradient)
         if norm is not None:
             flat, unravel = jax.flatten_util.ravel_pytree(params)
             params = unravel(jnp.where(norm > 0, privacy.clip(flat, norm, 1.0), flat))
         return params
 
-    params = jax.vmap(step)(lane_params, rows, coefficients, clip_norm)
+    etas = jnp.broadcast_to(jnp.asarray(learning_rate), queries.shape)
+    params = jax.vmap(step)(lane_params, rows, coefficients, clip_norm, etas)
     outcome = InteractionOutcome(
         jax.vmap(metrics.ndcg_of_list)(shown_labels, shown, data.ideal_dcg[queries]),
         jax.vmap(metrics.max_reciprocal_rank)(clicks),

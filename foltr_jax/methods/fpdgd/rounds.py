@@ -1,8 +1,10 @@
 """One round of FPDGD for every run slot: lanes, local training, the server pipeline,
 evaluation and the stored update history (FPDGD paper Algorithm 2; unlearning §3.2).
 
-``Spec`` is the static part of an experiment (one compilation per Spec),
-``Arrays`` its device data.  ``federated_round`` trains every client of a round at
+``Spec`` is the static part of an experiment (one compilation per Spec): what decides
+shapes and code paths, never a value a run traces (``config.static_part``); ``Arrays``
+its device data, the traced values among them (``RunSettings``: ε, Δ, click models,
+attackers, learning rates), so runs differing only in values share one program.  ``federated_round`` trains every client of a round at
 once, or ``client_chunk`` at a time through the server pipeline's streaming form,
 so memory follows the chunk.  One concern, FPDGD's round, in one module.
 """
@@ -30,7 +32,9 @@ from foltr_jax.server import pipeline
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
-    """The static part of an experiment (hashable: one compilation per Spec)."""
+    """The static part of an experiment (hashable: one compilation per Spec).  ``config``
+    is the run's ``static_part``: its traced values (ε, Δ, click model, m, attack,
+    aggregator, learning rates) are None here and live in ``Arrays.settings``."""
 
     config: FederationConfig
     ranker: object
@@ -60,7 +64,6 @@ class Spec:
         cfg = resolved(self.config)
         return LaneSpec(
             Scoring(self.ranker, self.window, self.widths, cfg.top_k, cfg.window_scoring),
-            cfg.learning_rate,
             cfg.local_updates,
             cfg.display_groups,
             cfg.n_devices,
@@ -162,7 +165,7 @@ def server_stages(spec: Spec, settings: RunSettings) -> tuple:
         aggregator_index=settings.aggregator,
         squared_distances=cfg.krum_squared_distances,
         max_malicious=spec.max_malicious,
-        optimizer=pipeline.server_optimizer(cfg.server_optimizer, cfg.server_learning_rate),
+        optimizer=pipeline.server_optimizer(cfg.server_optimizer, settings.server_learning_rate),
         aggregation=pipeline.sum_of_updates() if cfg.aggregation == "sum_of_updates" else None,
     )
 
@@ -263,7 +266,8 @@ def first_step_scores(spec: Spec, arrays: Arrays, global_params):
 def lane_facts(spec: Spec, arrays: Arrays, settings: RunSettings, positions) -> Lanes:
     """Per-lane facts of the clients at ``positions`` (all of a round's, or one chunk's)
     in every slot: slot, click model (the poison model for data-poisoning attackers, a
-    Type 3 client's own, or the slot's), clipping norm and a non-IID plan's query lists."""
+    Type 3 client's own, or the slot's), clipping norm, step size η and a non-IID plan's
+    query lists."""
     cfg, clients = spec.config, arrays.clients
     n = positions.shape[0]
     slot = jnp.repeat(jnp.arange(spec.n_slots), n)
@@ -278,6 +282,7 @@ def lane_facts(spec: Spec, arrays: Arrays, settings: RunSettings, positions) -> 
         slot=slot,
         click_model=jax.tree_util.tree_map(lambda x: x[click_index], arrays.click_table),
         clip_norm=settings.sensitivity[slot] * cfg.clip_factor if spec.uses_privacy else None,
+        learning_rate=settings.learning_rate[slot],
     )
     if clients is not None and clients.queries is not None:
         lanes = lanes._replace(

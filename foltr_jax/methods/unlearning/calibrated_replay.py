@@ -17,7 +17,7 @@ import numpy as np
 from foltr_jax import engine
 from foltr_jax.engine import loop
 from foltr_jax.methods.fpdgd import federation
-from foltr_jax.methods.fpdgd.config import RunSettings
+from foltr_jax.methods.fpdgd.config import RunSettings, static_part
 from foltr_jax.methods.fpdgd.rounds import (
     Arrays,
     Spec,
@@ -217,9 +217,13 @@ def replay(
     replay_config = dataclasses.replace(cfg, local_updates=max(config.unlearn_local_updates))
     rounds = [history_length(cfg.rounds, dt) for _, _, dt in cells]
     method = Replay(
-        config=dataclasses.replace(replay_config, rounds=max(rounds), eval_every=1),
+        config=static_part(dataclasses.replace(replay_config, rounds=max(rounds), eval_every=1)),
         spec=dataclasses.replace(
-            spec, config=replay_config, n_settings=len(cells), history_every=0, attack_names=()
+            spec,
+            config=static_part(replay_config),
+            n_settings=len(cells),
+            history_every=0,
+            attack_names=(),
         ),
         cells=tuple(cells),
         cell_rounds=tuple(rounds),
@@ -242,6 +246,7 @@ def replay(
                 method.spec,
                 [federation.Setting(click_model=c, n_absent=config.n_forget) for c, _, _ in cells],
                 click_names,
+                replay_config,
             ),
         ),
         slot_keys=jax.vmap(lambda k: jax.random.fold_in(k, _REPLAY_STREAM))(
