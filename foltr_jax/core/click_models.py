@@ -26,7 +26,7 @@ from foltr_jax.core.registry import Registry, did_you_mean
 # P(click | rel), P(stop | click, rel) per grade, for 5-grade, 3-grade and binary labels.
 # Binary labels (the intent-change collection, thesis §4.2) have their own tables in the
 # public FPDGD code; 'poison' there is the perfect table reversed, as for 3 and 5 grades.
-_CCM_TABLES = {
+_CCM_TABLES: dict[int, dict[str, tuple[tuple[float, ...], tuple[float, ...]]]] = {
     5: {
         "perfect": ((0.0, 0.2, 0.4, 0.8, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
         "navigational": ((0.05, 0.3, 0.5, 0.7, 0.95), (0.2, 0.3, 0.5, 0.7, 0.9)),

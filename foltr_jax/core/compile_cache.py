@@ -46,15 +46,21 @@ import hashlib
 import os
 import pathlib
 import platform
+from typing import Any
 
 import jax
 
 from foltr_jax.core import files
 
+# JAX's options: attributes of jax.config made at run time, which type checkers cannot see.
+_JAX_CONFIG: Any = jax.config
+
 ENV = "FOLTR_JAX_COMPILE_CACHE"
 OFF = "none"
 _JAX_DEFAULT_MIN_COMPILE_TIME = 1.0  # jax_persistent_cache_min_compile_time_secs
-_STATE = {"folder": None}  # the folder configure() last gave JAX (None: none of ours)
+_STATE: dict[str, str | None] = {
+    "folder": None
+}  # the folder configure() last gave JAX (None: none of ours)
 
 
 def _cpu_flags() -> str:
@@ -90,9 +96,9 @@ def default_root() -> pathlib.Path:
 def folder() -> str | None:
     """The folder JAX reads and writes compiled programs in now; None when the cache is
     off."""
-    if not jax.config.jax_enable_compilation_cache:
+    if not _JAX_CONFIG.jax_enable_compilation_cache:
         return None
-    return jax.config.jax_compilation_cache_dir
+    return _JAX_CONFIG.jax_compilation_cache_dir
 
 
 def configure(setting: str | None = None) -> str | None:
@@ -101,7 +107,7 @@ def configure(setting: str | None = None) -> str | None:
     Returns the folder in use (None: off).  Call it before the first compilation whose
     program should be remembered; a later call moves the cache (JAX's is reset)."""
     setting = setting or os.environ.get(ENV) or None
-    current = jax.config.jax_compilation_cache_dir
+    current = _JAX_CONFIG.jax_compilation_cache_dir
     if setting is not None and setting.strip().lower() == OFF:
         jax.config.update("jax_enable_compilation_cache", False)
         _reset()
@@ -109,7 +115,7 @@ def configure(setting: str | None = None) -> str | None:
     if setting is None:
         if current is not None and current != _STATE["folder"]:
             return folder()  # JAX's own setting (JAX_COMPILATION_CACHE_DIR): as it is
-        if not jax.config.jax_enable_compilation_cache:
+        if not _JAX_CONFIG.jax_enable_compilation_cache:
             return None  # turned off in JAX's own config: as it is
         root = default_root()
     else:
@@ -121,7 +127,7 @@ def configure(setting: str | None = None) -> str | None:
     _STATE["folder"] = path
     if (
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ
-        and jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_DEFAULT_MIN_COMPILE_TIME
+        and _JAX_CONFIG.jax_persistent_cache_min_compile_time_secs == _JAX_DEFAULT_MIN_COMPILE_TIME
     ):
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     _whole_entries()
@@ -148,7 +154,7 @@ def _whole_entries() -> None:
     cache = getattr(lru_cache, "LRUCache", None)
     suffix = getattr(lru_cache, "_CACHE_SUFFIX", None)
     put = getattr(cache, "put", None)
-    if put is None or not isinstance(suffix, str) or getattr(put, "_whole", False):
+    if cache is None or put is None or not isinstance(suffix, str) or getattr(put, "_whole", False):
         return
 
     def whole_put(self, key: str, value: bytes) -> None:
@@ -164,6 +170,6 @@ def _whole_entries() -> None:
         if not entry.exists():
             files.write_atomically(entry, lambda stream: stream.write(value))
 
-    whole_put._whole = True
+    whole_put._whole = True  # type: ignore[attr-defined]  # marks the wrapped put
     whole_put.__doc__ = put.__doc__
     cache.put = whole_put

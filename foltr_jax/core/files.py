@@ -43,7 +43,7 @@ def umask() -> int:
     return old
 
 
-def write_atomically(path, write: Callable[[BinaryIO], None]) -> None:
+def write_atomically(path, write: Callable[[BinaryIO], object]) -> None:
     """Calls ``write(stream)`` on a binary temporary file beside ``path``, then renames it
     over ``path`` (creating the folder first).  The file gets the mode a plain ``open``
     would give it (0666 less the umask), not the temporary file's 0600."""

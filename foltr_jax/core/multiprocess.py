@@ -83,7 +83,7 @@ def initialize(
         )
     if coordinator is not None:
         check_address(coordinator)
-    if num_processes is not None and not 0 <= process_id < num_processes:
+    if num_processes is not None and process_id is not None and not 0 <= process_id < num_processes:
         raise DistributedError(
             f"process id {process_id} is outside 0..{num_processes - 1} ({num_processes} processes)"
         )
@@ -215,6 +215,7 @@ def wait_for_the_others(what: str, timeout_s: float = 3600.0) -> None:
     from jax._src import distributed
 
     client = distributed.global_state.client
+    assert client is not None  # is_multiprocess(): JAX's distributed client is up
     client.wait_at_barrier(f"foltr_jax/{what}/{next(_MEETINGS)}", int(timeout_s * 1000))
 
 

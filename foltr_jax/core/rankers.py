@@ -15,12 +15,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 
 from foltr_jax.core.registry import Registry
+
+
+class Ranker(Protocol):
+    """What a ranker is: ``init(key) -> params`` (a pytree) and ``apply(params, features
+    [..., n_features]) -> scores [...]``."""
+
+    def init(self, key: jax.Array) -> Any: ...
+
+    def apply(self, params: Any, features: jax.Array) -> jax.Array: ...
+
+    def __hash__(self) -> int: ...  # a static argument of compiled programs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +40,7 @@ class LinearRanker:
 
     n_features: int
 
-    def init(self, key: jax.Array):
+    def init(self, key: jax.Array | None):
         del key  # zero initialisation (poisoning paper §6; public code: norm 0.01)
         return {"w": jnp.zeros((self.n_features,), jnp.float32)}
 
@@ -87,7 +98,7 @@ class Entry(NamedTuple):
     """A registered ranker: ``make(n_features)`` returns an object with ``init(key) ->
     params`` and ``apply(params, features [..., n_features]) -> scores [...]``."""
 
-    make: Callable[[int], object]
+    make: Callable[[int], Ranker]
     summary: str  # one line for --help
 
 
@@ -104,7 +115,7 @@ names = _REGISTRY.names  # every registered ranker, the built-in ones first
 help_text = _REGISTRY.help_text
 
 
-def make_ranker(name: str, n_features: int):
+def make_ranker(name: str, n_features: int) -> Ranker:
     """The registered ranker called ``name`` ('linear', 'neural', ...) for ``n_features``."""
     return _REGISTRY.get(name).make(n_features)
 

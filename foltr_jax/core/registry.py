@@ -9,9 +9,15 @@ outside the package is accepted everywhere a built-in one is.
 from __future__ import annotations
 
 import difflib
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-Entry = TypeVar("Entry")  # a NamedTuple with a ``summary`` field (one line for --help)
+
+class _Summarised(Protocol):
+    @property
+    def summary(self) -> str: ...  # one line for --help
+
+
+Entry = TypeVar("Entry", bound=_Summarised)  # a NamedTuple with a ``summary`` field
 
 
 class PartError(ValueError):

@@ -146,7 +146,7 @@ def read_letor(
         name=name,
     )
 
-    if cache_path is not None:
+    if cache_path is not None and hasher is not None:
         if hasher.hexdigest() != digest:  # truncated or rewritten meanwhile: part of it read
             raise DatasetError(
                 f"{path}: changed while it was being read (its SHA-256 before and after "
@@ -157,7 +157,9 @@ def read_letor(
     return dataset
 
 
-_WARNED = weakref.WeakSet()  # the datasets warn_without_relevant has warned about
+_WARNED: weakref.WeakSet[RankingDataset] = (
+    weakref.WeakSet()
+)  # the datasets warn_without_relevant has warned about
 
 
 def warn_without_relevant(dataset: RankingDataset, source, stacklevel: int = 2) -> None:

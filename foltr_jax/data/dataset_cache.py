@@ -51,7 +51,7 @@ CACHE_FORMAT_VERSION = 2  # 2: entries carry a SHA-256 of their arrays
 # none; 2: text decoded with surrogateescape, so that two query ids that differ only in
 # bytes that are not UTF-8 stay two queries.
 PARSER_VERSION = 2
-PARSER_SOURCES_SHA256 = "b2a951c064440cd601bb5680e839e32b6c99785dcdb508cb720ff7e513d22e7c"
+PARSER_SOURCES_SHA256 = "6fb50c007684321740a0eb069c0e990939797d7dc813fa722f26f0a10f12e192"
 
 # Bytes per step when hashing a file for the cache key.
 _HASH_BLOCK_BYTES = 1 << 20

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import operator
 import pathlib
 
 import numpy as np
@@ -54,7 +55,8 @@ def queries(data: bytes, source: str = "") -> list[tuple[bytes, list[bytes]]]:
     bytes with its line end (one added to a last line without).  ValueError naming
     ``source`` and the line for a document line without a ``qid:`` and for a query whose
     lines are not contiguous."""
-    out, seen = [], set()
+    out: list[tuple[bytes, list[bytes]]] = []
+    seen: set[bytes] = set()
     for number, line in enumerate(data.splitlines(keepends=True), 1):
         body = line.split(b"#", 1)[0].strip()
         if not body:
@@ -122,11 +124,12 @@ def fold_texts(train: bytes, test: bytes, n_folds: int, seed: int,
     every = train_queries + test_queries
     out = [(train, test)]
     for mask in partitions(len(train_queries), len(test_queries), n_folds, seed)[1:]:
-        out.append(tuple(
+        fold_train, fold_test = (
             b"".join(line for (_, lines), side in zip(every, mask) if side == wanted
                      for line in lines)
             for wanted in (True, False)
-        ))  # fmt: skip
+        )  # fmt: skip
+        out.append((fold_train, fold_test))
     return out
 
 
@@ -164,6 +167,6 @@ def write_folds(train_path, test_path, n_folds: int, seed: int, cache_dir,
             files.refuse_links(path, below=pathlib.Path(cache_dir))
             if files.special_file(path) is None and path.is_file() and path.read_bytes() == text:
                 continue
-            files.write_atomically(path, lambda stream, text=text: stream.write(text))
+            files.write_atomically(path, operator.methodcaller("write", text))
         out.append(paths)
     return out

@@ -381,7 +381,8 @@ def _open_byte_blocks(raw, path: str, hasher) -> Iterator[bytes]:
     _check_text(path, head)
     fh = raw if hasher is None else _HashingReader(raw, hasher)
     if head.startswith(_GZIP_MAGIC):
-        fh = gzip.GzipFile(filename=path, fileobj=fh, mode="rb")
+        # arg-type: GzipFile reads forward only here, and _HashingReader has no seek
+        fh = gzip.GzipFile(filename=path, fileobj=fh, mode="rb")  # type: ignore[arg-type]
     return _iter_byte_blocks(fh)
 
 

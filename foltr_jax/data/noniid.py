@@ -123,7 +123,7 @@ def read_multi_intent(letor_path, intent_paths, **letor_options) -> MultiIntentD
     query_of = {qid: i for i, qid in enumerate(base.query_ids.tolist())}
     labels = np.zeros((len(paths), base.n_docs), np.int32)
     for i, path in enumerate(paths):
-        seen = {}
+        seen: dict[tuple, int] = {}  # (query, document): the line that labelled it
         stream = data.open_text(path)  # DatasetError for a missing, binary, ... file
         with stream, _reading(path):
             for line_no, line in enumerate(stream, 1):
@@ -457,7 +457,7 @@ def label_partition(
     n_grades = n_grades or int(dataset.max_label) + 1
     holders = grade_combinations(n_grades, grades_per_client, n_clients, seed)
     rng = np.random.default_rng([seed, 4])
-    rows = [[] for _ in range(n_clients)]
+    rows: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
     for grade in range(n_grades):
         owners = [c for c in range(n_clients) if grade in holders[c]]
         pairs = rng.permutation(np.flatnonzero(dataset.labels == grade))

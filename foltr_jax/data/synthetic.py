@@ -229,7 +229,7 @@ def _generate(
 ):
     """One synthetic dataset; draws (and returns) the hidden model if not given."""
     fit = hidden is None
-    if fit:
+    if hidden is None:
         hidden = _draw_hidden(rng, n_features, hidden_weights)
     lengths = _draw_lengths(rng, n_queries, mean_docs, max_docs)
     features, offsets, q_of_doc = _draw_features(rng, lengths, hidden)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+from collections.abc import Callable
 from typing import ClassVar
 
 import jax
@@ -81,9 +82,10 @@ def check_schedule(
     clients at once) or a divisor of ``n_clients``.  Raises ConfigError naming the field."""
     if not isinstance(eval_every, numbers.Integral) or isinstance(eval_every, bool):
         raise ConfigError("eval_every", f"must be an integer, got {eval_every!r}")
-    if eval_every < 1:
+    every = int(eval_every)  # any Integral (numpy's too) as a Python int
+    if every < 1:
         raise ConfigError("eval_every", f"must be at least 1, got {eval_every}")
-    if eval_every > rounds:
+    if every > rounds:
         raise ConfigError(
             "eval_every",
             f"must be at most rounds = {rounds} (rounds K, 2K, ... and the last are "
@@ -116,7 +118,7 @@ def _attack_help() -> str:
 # The help of every setting several methods share: one text, so the same flag says the
 # same in every binary.  A callable is read when the flags are defined (a registry's names,
 # those of user code loaded with --plugin included).
-SETTING_HELP = {
+SETTING_HELP: dict[str, str | Callable[[], str]] = {
     "n_clients": "Clients per round |C| (FOLtR-ES: N).",
     "local_updates": "Local interactions per client per round B.",
     "rounds": "Global updates T.",

@@ -3,6 +3,8 @@ subclass gives the clients' side, the initial models and the evaluation)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import numpy as np
 
@@ -30,9 +32,10 @@ class Federated:
     (clients × ``local_updates`` × rounds × runs).
     """
 
+    config: Any  # the subclass's field
     sends_updates = False
-    offline = ("offline_ndcg", "offline_mrr")
-    online = ("online_ndcg",)
+    offline: tuple[str, ...] = ("offline_ndcg", "offline_mrr")
+    online: tuple[str, ...] = ("online_ndcg",)
 
     def __post_init__(self):
         check_scale(self.config, self.stages())

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from foltr_jax.core import metrics
+from foltr_jax.core.rankers import Ranker
 from foltr_jax.data import RankingDataset
 
 
@@ -91,7 +92,7 @@ class Scoring:
     general gather), each at the narrowest width that holds its query; ``'vmap'`` (for
     accelerators) scores every lane batched at full width."""
 
-    ranker: object
+    ranker: Ranker
     window: int
     widths: tuple
     top_k: int

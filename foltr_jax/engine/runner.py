@@ -39,8 +39,11 @@ class Method(Protocol):
       interactions the run simulated.
     """
 
-    config: Any
-    offline: tuple
+    @property
+    def config(self) -> Any: ...
+
+    @property
+    def offline(self) -> tuple: ...
 
     def repetitions(self) -> np.ndarray: ...
 

@@ -150,7 +150,9 @@ def on_devices(train: Callable, inputs, n_devices: int) -> Callable[[Any, int], 
             sent = train(inputs, first, per_device)
             return sent._replace(online=jax.tree_util.tree_map(lambda x: x[None], sent.online))
 
-        specs = Sent(split, split, jax.sharding.PartitionSpec("clients"), split)
+        by_client = jax.sharding.PartitionSpec("clients")
+        # shard_map's out_specs: a Sent of PartitionSpecs, not of arrays
+        specs = Sent(split, split, by_client, split)  # type: ignore[arg-type]
         sent = jax.shard_map(
             shard, mesh=mesh, in_specs=(whole, whole), out_specs=specs, check_vma=False
         )(inputs, jnp.asarray(start, jnp.int32))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,8 +40,8 @@ class Stream(NamedTuple):
     ``part(models [k, d], weights [k])`` of every chunk are added up (a pytree of sums),
     then ``finish(sums) -> [d]`` gives the rule's value on all the clients."""
 
-    part: Callable[[jax.Array, jax.Array], object]
-    finish: Callable[[object], jax.Array]
+    part: Callable[[jax.Array, jax.Array], Any]  # the sums: any pytree
+    finish: Callable[[Any], jax.Array]
 
 
 class Aggregator(NamedTuple):

@@ -71,11 +71,13 @@ from foltr_jax.server import pipeline
 
 def drop_single_label_queries(dataset: RankingDataset) -> tuple[RankingDataset, int]:
     """Drops queries whose documents all share one label (FedIPS §4); returns (kept, n dropped)."""
-    keep = [
-        np.ptp(dataset.labels[o : o + n]) > 0
-        for o, n in zip(dataset.query_offsets, dataset.query_lengths)
-    ]
-    keep = np.asarray(keep, bool)
+    keep = np.asarray(
+        [
+            np.ptp(dataset.labels[o : o + n]) > 0
+            for o, n in zip(dataset.query_offsets, dataset.query_lengths)
+        ],
+        bool,
+    )
     return dataset.subset(keep), int(np.sum(~keep))
 
 
@@ -145,10 +147,10 @@ class Spec(engine.Federated):
     def finish(self, consts, state: State, curves):
         """Adds the users' γ_s and, with estimated propensities, the users' mean θ̂
         relative to rank 1 (no floor) [n_runs, K]; interactions are the lists shown."""
-        theta = None
+        theta: np.ndarray | None = None
         if state.em is not None:
-            theta = (state.em.examined / state.em.impressions).mean(axis=1)
-            theta = np.asarray(theta / theta[:, :1])
+            mean = (state.em.examined / state.em.impressions).mean(axis=1)
+            theta = np.asarray(mean / mean[:, :1])
         extras = {"estimated_propensities": theta, "user_gammas": np.asarray(consts[1])}
         return jax.device_get(state.params), extras, int(curves["sessions"].sum())
 
@@ -383,8 +385,13 @@ def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, 
     keys = engine.client_keys(round_keys, jnp.arange(cfg.n_users))  # user u: fold_in(·, u)
     logs = jax.vmap(jax.vmap(functools.partial(user_click_log, spec, arrays.train)))(keys, gammas)
     propensities, em = round_propensities(spec, arrays, state.em, logs, gammas)
+
+    def users(inputs, start, size: int) -> engine.Sent:
+        # call-arg: mypy takes *inputs, of unknown length, to fill every place
+        return train_users(spec, *inputs, start, size)  # type: ignore[call-arg]
+
     params, server, round_metrics, _ = engine.federated_round(
-        lambda inputs, start, size: train_users(spec, *inputs, start, size),
+        users,
         (arrays, state.params, logs, propensities),
         state.params,
         state.server,

@@ -73,6 +73,7 @@ def round_propensities(spec, arrays, em: EmState | None, logs, gammas):
     if cfg.propensity == "known":
         return jax.vmap(jax.vmap(lambda g: examination(g, cfg.top_k)))(gammas), em
     if cfg.propensity == "estimated":
+        assert em is not None  # initial_state keeps the EM's state for estimated propensities
         em = jax.vmap(functools.partial(em_round, spec, arrays.train))(em, logs)
         return jax.vmap(functools.partial(estimated_propensities, spec))(em), em
     return jnp.ones(gammas.shape + (cfg.top_k,), jnp.float32), em

@@ -87,7 +87,8 @@ def lambdarank_loss(params, batches: tuple):
     """LambdaRank (Burges 2010): Σ_{y_i > y_j} |ΔNDCG_ij| · log(1 + e^{−(s_i − s_j)}) per query,
     |ΔNDCG_ij| from the current ranking of the whole list (not truncated), averaged over the
     queries that have a pair."""
-    total, n_queries = 0.0, 0.0
+    total: jax.Array | float = 0.0
+    n_queries: jax.Array | float = 0.0
     for batch in batches:
         width = batch.valid.shape[1]
         scores = batch.features @ params["w"]
@@ -155,7 +156,7 @@ class FullBatch:
         return consts, jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], params)
 
     def evaluate(self, consts: _Consts, state):
-        if not self.with_test:
+        if not self.with_test or consts.test is None:
             return ()
         one = jax.tree_util.tree_map(lambda x: x[0], state)
         return tuple(m[None] for m in evaluate(one, consts.test))

@@ -155,7 +155,7 @@ class Spec(engine.Federated):
     estimates (updates), the server takes Adam's step, the models are flat [R, P]."""
 
     config: FoltrEsConfig
-    ranker: object
+    ranker: rankers.Ranker
     window: int  # candidate slice width: the longest training query, at least top_k
     widths: tuple  # scoring widths, narrowest first (lists.window_widths)
 

@@ -338,6 +338,7 @@ _CLICK_DRAW = 0x5EED  # fold_in tag of the per-interaction click-model draw
 
 def _online_ndcg_over_views(lane_spec: LaneSpec, data: LaneData, queries, ranking):
     """Online nDCG@k of the shown lists averaged over label views (thesis §4.3.1)."""
+    assert data.online_labels is not None and data.online_ideal is not None  # label views
     train, k = data.train, lane_spec.scoring.top_k
     lengths = train.query_lengths[queries]
     shown = jnp.arange(k)[None, :] < jnp.minimum(lengths, k)[:, None]  # [lanes, k]

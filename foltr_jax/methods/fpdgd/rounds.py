@@ -22,6 +22,7 @@ import numpy as np
 
 from foltr_jax import engine
 from foltr_jax.core import click_models
+from foltr_jax.core.rankers import Ranker
 from foltr_jax.engine.config import resolved
 from foltr_jax.engine.lists import DeviceData, Scoring, ranking_quality
 from foltr_jax.methods.fpdgd.client_plan import ClientArrays
@@ -37,7 +38,7 @@ class Spec:
     aggregator, learning rates) are None here and live in ``Arrays.settings``."""
 
     config: FederationConfig
-    ranker: object
+    ranker: Ranker
     window: int  # candidate slice width: the longest training query, at least top_k
     widths: tuple  # scoring/sampling widths, narrowest first (window_widths)
     shared_first_scores: bool  # score the training set once per round for first steps
@@ -284,7 +285,7 @@ def lane_facts(spec: Spec, arrays: Arrays, settings: RunSettings, positions) -> 
         clip_norm=settings.sensitivity[slot] * cfg.clip_factor if spec.uses_privacy else None,
         learning_rate=settings.learning_rate[slot],
     )
-    if clients is not None and clients.queries is not None:
+    if clients is not None and clients.queries is not None and clients.query_count is not None:
         lanes = lanes._replace(
             queries=clients.queries[:, positions].reshape(spec.n_slots * n, -1),
             query_count=clients.query_count[:, positions].reshape(-1),
@@ -377,7 +378,8 @@ def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int) -> 
             **{k: v.reshape((n_slots * size,) + v.shape[2:]) for k, v in own.items()},
         }
     lanes = lane_facts(spec, arrays, rnd.settings, positions)
-    lane_steps = weights = None
+    lane_steps = None
+    weights: jax.Array | float | None = None
     if clients is not None and clients.steps is not None:  # Type 4: own step counts
         steps = jax.lax.dynamic_slice_in_dim(clients.steps, start, size)
         lane_steps, weights = jnp.tile(steps, n_slots), steps.astype(jnp.float32)
@@ -450,8 +452,12 @@ def federated_round(
     def kept_personal(kept):
         return None if personal is None else {k: kept[0][k] for k in spec.personal_keys}
 
+    def clients(inputs, start, size: int) -> engine.Sent:
+        # call-arg: mypy takes *inputs, of unknown length, to fill every place
+        return train_clients(spec, *inputs, start, size)  # type: ignore[call-arg]
+
     new_global, server_state, round_metrics, kept = engine.federated_round(
-        lambda inputs, start, size: train_clients(spec, *inputs, start, size),
+        clients,
         (arrays, rnd),
         global_params,
         server_state,

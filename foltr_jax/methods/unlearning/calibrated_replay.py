@@ -153,8 +153,13 @@ class Replay:
         )
         index = jnp.minimum(s * consts.stride, consts.history.shape[1] - 1)
         stored = consts.history[consts.history_slot, index]  # [n_slots, n_clients, d]
+
+        def clients(inputs, start, size: int) -> engine.Sent:
+            # call-arg: mypy takes *inputs, of unknown length, to fill every place
+            return train_clients(spec, *inputs, start, size)  # type: ignore[call-arg]
+
         replayed, _, metrics, _ = engine.federated_round(
-            lambda inputs, start, size: train_clients(spec, *inputs, start, size),
+            clients,
             (arrays, rnd),
             flat_global,
             jax.vmap(pipeline.chain(*replay_stages((None, None))).init)(
