@@ -56,6 +56,7 @@ def test_ci_runs_the_lint_checks_as_the_readme_says():
     lint = [line for block in _blocks(readme) for line in block if "ruff check" in line]
     assert len(lint) == 1, "the README gives the lint and format checks in one line"
     assert '".[lint]"' in lint[0] and "ruff format --check" in lint[0]
+    assert lint[0].endswith(" && .venv/bin/mypy"), "and the type check (pyproject: its files)"
     ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
     assert lint[0] in ci
     assert ci.index(lint[0]) < ci.index(_blocks(readme)[0][1]), "before the fast tier"
