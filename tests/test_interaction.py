@@ -236,3 +236,16 @@ def test_scoring_each_group_at_its_width_gives_the_lists_of_one_scores_array(
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
     assert np.isfinite(np.asarray(got.scores)).all()
+
+
+def test_at_narrowest_width_picks_the_narrowest_width_holding_the_length():
+    widths = lists.window_widths(300, K)  # (16, 24, 40, ..., 300)
+    lengths = [1, 16, 17, 24, 25, 299, 300, 301]  # past the longest: the longest
+    want = [16, 16, 24, 24, 40, 300, 300, 300]
+
+    def width_of(length):
+        return lists.at_narrowest_width(widths, length, lambda width: jnp.int32(width))
+
+    got = jax.jit(jax.vmap(width_of))(jnp.asarray(lengths))
+    np.testing.assert_array_equal(np.asarray(got), want)
+    assert [int(width_of(n)) for n in lengths] == want

@@ -78,9 +78,12 @@ def at_narrowest_width(widths: tuple, length, fn, *args):
     """``fn(width, *args)`` at the narrowest of ``widths`` that holds ``length`` (a traced
     query length): one ``lax.switch`` branch per width, so the work of scoring a window
     follows the query's own length, not the longest query's.  Every method that scores
-    candidate windows (FPDGD, FOLtR-ES, FedIPS) picks its width here."""
+    candidate windows (FPDGD, FOLtR-ES, FedIPS) picks its width here.  The branch is found
+    by comparing with every width at once ('compare_all': one fused operation; the default
+    binary search is a loop of its own inside every lane's step, ~1.5 µs a lane on a CPU)."""
     branches = [functools.partial(fn, width) for width in widths]
-    return jax.lax.switch(jnp.searchsorted(jnp.asarray(widths), length), branches, *args)
+    index = jnp.searchsorted(jnp.asarray(widths), length, method="compare_all")
+    return jax.lax.switch(index, branches, *args)
 
 
 @dataclasses.dataclass(frozen=True)
