@@ -45,8 +45,8 @@ def draws_jax_stream(keys) -> bool:
     """Whether ``normal`` can draw JAX's stream for ``keys`` itself: raw uint32 [..., 2]
     keys of the default generator with partitionable Threefry."""
     return (
-        bool(jax.config.jax_threefry_partitionable)
-        and jax.config.jax_default_prng_impl == "threefry2x32"
+        bool(jax.config.jax_threefry_partitionable)  # type: ignore[attr-defined]  # run-time option
+        and jax.config.jax_default_prng_impl == "threefry2x32"  # type: ignore[attr-defined]
         and keys.dtype == jnp.uint32
         and keys.ndim >= 1
         and keys.shape[-1] == 2

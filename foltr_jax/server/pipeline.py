@@ -237,8 +237,11 @@ SERVER_OPTIMIZER_SUMMARIES = {  # --server_optimizer's help
 }
 
 
-def server_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation | None:
-    """The server optimiser ``name`` (``SERVER_OPTIMIZERS``), or None for 'none'."""
+def server_optimizer(
+    name: str, learning_rate: float | jax.Array
+) -> optax.GradientTransformation | None:
+    """The server optimiser ``name`` (``SERVER_OPTIMIZERS``), or None for 'none'; the
+    learning rate may be traced (a grid's per-slot value)."""
     if name == "none":
         return None
     return SERVER_OPTIMIZERS[name](learning_rate)

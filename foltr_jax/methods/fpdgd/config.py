@@ -151,7 +151,8 @@ def static_part(config: FederationConfig) -> FederationConfig:
     attack or an aggregator exists at all is the Spec's own (``uses_privacy``,
     ``attack_names``, ``aggregator_names``).  None, not a default: code reading a traced
     value from the static config fails when it is traced instead of baking in one run's."""
-    return dataclasses.replace(config, **dict.fromkeys(TRACED_FIELDS))
+    # arg-type: None in fields typed int, float, str: on purpose, as said above
+    return dataclasses.replace(config, **dict.fromkeys(TRACED_FIELDS))  # type: ignore[arg-type]
 
 
 def centralised(config: FederationConfig, form: str) -> FederationConfig:
