@@ -254,7 +254,7 @@ def check_scale(config, stages: tuple) -> None:
             field if config.n_round_clients >= per_client else "local_updates",
             f"{config.n_round_clients:,} clients x {per_client:,} interactions a round "
             f"is more than the {INT32_MAX:,} a round can count",
-        )  # fmt: skip
+        )
     check_memory(  # every lane of a round holds its interactions' keys
         count * config.n_runs * per_client * 8,
         {field: config.n_round_clients, "n_runs": config.n_runs, "local_updates": per_client},
