@@ -1,5 +1,5 @@
-"""Runs that differ only in traced values (ε, Δ, click model, learning rates) share one
-compiled program, use their own values, and never resume each other's checkpoints."""
+"""Runs that differ only in traced values (ε, Δ, click model, learning rates; FOLtR-ES: p, σ)
+share one compiled program, use their own values, and never resume each other's checkpoints."""
 
 import dataclasses
 
@@ -116,3 +116,36 @@ def test_a_checkpoint_is_not_resumed_by_a_run_with_another_learning_rate(splits,
     with pytest.warns(RuntimeWarning, match="ignoring"):
         resumed = foltr_jax.run_fpdgd(other, train, test, checkpoint=checkpoint)
     assert_same_run(resumed, foltr_jax.run_fpdgd(other, train, test))
+
+
+ES_FIRST = foltr_jax.FoltrEsConfig(
+    n_clients=4,
+    local_updates=2,
+    rounds=3,
+    chunk_rounds=3,
+    n_runs=2,
+    click_model="informational",
+    privacy_p=0.9,
+    sigma=0.01,
+    learning_rate=0.001,
+)
+ES_SECOND = dataclasses.replace(
+    ES_FIRST, click_model="perfect", privacy_p=0.5, sigma=0.05, learning_rate=0.01
+)
+
+
+def test_a_foltr_es_run_differing_in_p_sigma_clicks_and_learning_rate_compiles_nothing_new(
+    splits,
+):
+    train, test = splits
+    jax.clear_caches()
+    with Programs() as first:
+        first_run = foltr_jax.run_foltr_es(ES_FIRST, train, test)
+    assert first.of_the_run("compiled") == sorted(PROGRAMS)
+    with Programs() as second:
+        second_run = foltr_jax.run_foltr_es(ES_SECOND, train, test)
+    assert second.of_the_run() == []
+    assert second_run.extras["epsilon"] == ES_SECOND.epsilon != ES_FIRST.epsilon
+    assert not np.array_equal(curves(first_run)["online_ndcg"], curves(second_run)["online_ndcg"])
+    jax.clear_caches()
+    assert_same_run(second_run, foltr_jax.run_foltr_es(ES_SECOND, train, test))

@@ -24,8 +24,10 @@ class Federated:
     - ``evaluate_params(consts, params)``: the offline metrics named ``offline``;
 
     and may change ``sends_updates`` (clients send models by default), ``online`` (the
-    names of ``Sent.online``'s sums, means over its ``count``), ``optimizer()`` (the server
-    optimiser, none by default) and ``extras(consts, state)``.  The rest of
+    names of ``Sent.online``'s sums, means over its ``count``), ``optimizer(settings)`` (the
+    server optimiser, none by default), ``slot_settings(consts)`` (the traced values the
+    server's side reads, leading axis n_slots: a value that is not part of the compiled
+    program) and ``extras(consts, state)``.  The rest of
     ``engine.Method`` is here: keys, the server pipeline of the config's attack,
     aggregator and malicious clients, devices and chunks (checked when the method is
     made: ``check_scale``), the evaluation cadence and the interactions simulated
@@ -40,18 +42,24 @@ class Federated:
     def __post_init__(self):
         check_scale(self.config, self.stages())
 
-    def optimizer(self):
-        return None
+    def optimizer(self, settings=None):
+        """The server optimiser: none.  ``settings``: one slot's ``slot_settings``, None
+        where only the pipeline's form matters (its state before round 1, the checks)."""
+
+    def slot_settings(self, consts):
+        """What one slot's server pipeline reads as traced values (leaves [n_slots, ...]),
+        or None: nothing."""
 
     def stages(self, settings=None) -> tuple:
-        """The server's pipeline: the config's attack → its aggregator → ``optimizer()``."""
+        """The server's pipeline: the config's attack → its aggregator →
+        ``optimizer(settings)``."""
         cfg = self.config
         return pipeline.server_stages(
             attack_names=(cfg.model_attack,) if cfg.model_attack else (),
             aggregator_names=(cfg.aggregator,),
             squared_distances=cfg.krum_squared_distances,
             max_malicious=cfg.n_malicious,
-            optimizer=self.optimizer(),
+            optimizer=self.optimizer(settings),
         )
 
     def repetitions(self) -> np.ndarray:
@@ -76,6 +84,7 @@ class Federated:
             keys,
             n_clients=cfg.n_round_clients,
             stages=self.stages,
+            settings=self.slot_settings(consts),
             evaluate=lambda p, _: self.evaluate_params(consts, p),
             evaluate_now=evaluate_now,
             sends_updates=self.sends_updates,

@@ -124,7 +124,7 @@ class Spec(engine.Federated):
         ranker = rankers.make_ranker(self.config.ranker, self.n_features)
         return Scoring(ranker, self.window, self.widths, self.config.top_k)
 
-    def optimizer(self) -> optax.GradientTransformation:
+    def optimizer(self, settings=None) -> optax.GradientTransformation:
         """FedOpt's server SGD: θ + η_g·Δ of the aggregated update (Algorithm 1 line 11)."""
         return optax.sgd(self.config.global_lr)
 

@@ -136,6 +136,41 @@ class FoltrEsConfig(RunConfig):
         return self
 
 
+# The config's values a run traces (``Values``), not compiled into its program: runs differing
+# only in these share one program (``static_part``).
+TRACED_FIELDS = ("learning_rate", "sigma", "privacy_p", "click_model")
+
+
+def static_part(config: FoltrEsConfig) -> FoltrEsConfig:
+    """``config`` with its traced values (``TRACED_FIELDS``) set to None: what a compiled
+    program's key (``Spec``) holds; the values travel as ``Arrays.values``."""
+    return dataclasses.replace(config, **dict.fromkeys(TRACED_FIELDS))
+
+
+class Values(NamedTuple):
+    """The run's traced values (float32 [] each), each computed in double precision from
+    the config where the program used to compute it from a constant, so results are
+    those of a program compiled with the values."""
+
+    learning_rate: jax.Array  # Adam's step size
+    sigma: jax.Array  # σ of the perturbations
+    sigma_squared: jax.Array  # σ²
+    privacy_p: jax.Array  # p of reporting the true MaxRR
+    one_minus_p: jax.Array  # 1 − p
+
+
+def traced_values(config: FoltrEsConfig) -> Values:
+    """``config``'s traced values as arrays (``Values``)."""
+    numbers = (
+        config.learning_rate,
+        config.sigma,
+        config.sigma**2,
+        config.privacy_p,
+        1.0 - config.privacy_p,
+    )
+    return Values(*(jnp.float32(x) for x in numbers))
+
+
 # FOLtR-ES's reading of a ranker name: the thesis's neural ranker for ES is the zero-start
 # ReLU network (§3.1.2; public code), registered as 'relu'; every other registered ranker
 # (the one registry, ``rankers``) is itself.
@@ -152,12 +187,16 @@ def make_ranker(name: str, n_features: int):
 class Spec(engine.Federated):
     """The static part of an experiment (hashable: one compilation per Spec), and the
     method as the engine runs it (``engine.Federated``): the clients send gradient
-    estimates (updates), the server takes Adam's step, the models are flat [R, P]."""
+    estimates (updates), the server takes Adam's step, the models are flat [R, P].
+    ``config`` is the run's ``static_part`` (σ, p, the learning rate and the click model
+    are ``Arrays.values`` and ``Arrays.click_model``); ``epsilon``, the run's ε bound
+    for its result, is not part of the key."""
 
     config: FoltrEsConfig
     ranker: rankers.Ranker
     window: int  # candidate slice width: the longest training query, at least top_k
     widths: tuple  # scoring widths, narrowest first (lists.window_widths)
+    epsilon: float = dataclasses.field(default=math.inf, compare=False)
 
     sends_updates = True
     online = ("online_ndcg", "online_max_rr")
@@ -172,8 +211,14 @@ class Spec(engine.Federated):
         """A flat parameter vector [P] as the ranker's pytree."""
         return engine.unraveller(self.ranker)(flat)
 
-    def optimizer(self) -> optax.GradientTransformation:
-        return optimizer(self.config)
+    def optimizer(self, settings=None) -> optax.GradientTransformation:
+        """Adam with default β1, β2, ε (thesis §3.1.2; public code) and the run's step size
+        (``slot_settings``; Adam's state before round 1 does not depend on it)."""
+        return optax.adam(1.0 if settings is None else settings)
+
+    def slot_settings(self, arrays: Arrays):
+        """Every run's Adam step size [R]."""
+        return jnp.broadcast_to(arrays.values.learning_rate, (self.config.n_runs,))
 
     def init_params(self, arrays: Arrays, init_keys):
         """The runs' flat models [R, P] (the rankers' zero start)."""
@@ -186,7 +231,7 @@ class Spec(engine.Federated):
         return train_clients(self, *inputs, start, size)
 
     def extras(self, arrays: Arrays, state) -> dict:
-        return {"epsilon": self.config.epsilon}
+        return {"epsilon": self.epsilon}
 
     def finish(self, arrays: Arrays, state, curves):
         _, extras, interactions = super().finish(arrays, state, curves)
@@ -200,6 +245,7 @@ class Arrays(NamedTuple):
     test: lists.DeviceData
     click_model: click_models.ClickModel
     poison_model: click_models.ClickModel  # the malicious clients' clicks (data poisoning)
+    values: Values  # the run's traced values
 
 
 def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
@@ -210,12 +256,14 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
     n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
     widths = lists.window_widths(train.max_query_length, config.top_k)
-    spec = Spec(config, make_ranker(config.ranker, train.n_features), widths[-1], widths)
+    ranker = make_ranker(config.ranker, train.n_features)
+    spec = Spec(static_part(config), ranker, widths[-1], widths, epsilon=config.epsilon)
     arrays = Arrays(
         lists.to_device(train, spec.window, config.top_k),
         lists.to_device(test, spec.window, config.top_k, ranked=True),
         click_models.by_name(config.click_model, n_grades),
         click_models.by_name("poison", n_grades),
+        traced_values(config),
     )
     return spec, arrays
 
@@ -303,7 +351,8 @@ def es_clients(spec: Spec, arrays: Arrays, flat_global, round_keys, start=0, siz
     # Per client: key 0 draws its perturbation, keys 1..B its interactions.
     keys = jax.vmap(jax.vmap(lambda key: jax.random.split(key, b + 1)))(client_keys)
     # jax.random.normal(key, (P,)) of every client's key 0, bit for bit (``threefry``)
-    noise = cfg.sigma * threefry.normal(keys[:, :, 0], n_params)  # [R, N, P]
+    traced = arrays.values
+    noise = traced.sigma * threefry.normal(keys[:, :, 0], n_params)  # [R, N, P]
     lane_keys = keys[:, :, 1:].reshape((n_runs * n_clients * b,) + keys.shape[3:])
     query_keys, click_keys, privacy_keys = jnp.moveaxis(
         jax.vmap(lambda key: jax.random.split(key, 3))(lane_keys), 1, 0
@@ -334,15 +383,15 @@ def es_clients(spec: Spec, arrays: Arrays, flat_global, round_keys, start=0, siz
     lane_positions = jnp.tile(jnp.repeat(positions, b), n_runs)
     clicks = lane_clicks(spec, arrays, lane_positions, click_keys, labels, shown)
     true_reward = reward_index(clicks)
-    private_reward = jax.vmap(privatise_reward, in_axes=(0, 0, None, None))(
-        privacy_keys, true_reward, cfg.privacy_p, cfg.n_reward_values
+    private_reward = jax.vmap(privatise_reward, in_axes=(0, 0, None, None, None))(
+        privacy_keys, true_reward, traced.privacy_p, cfg.n_reward_values, traced.one_minus_p
     )
     ndcg = metrics.ndcg_of_list(labels, shown, train.ideal_dcg[queries])
 
     per_run = lambda x: x.reshape((n_runs, n_clients, b) + x.shape[1:])
     values = reward_values(cfg.n_reward_values)[per_run(private_reward)]
-    client_gradients = jax.vmap(client_gradient, in_axes=(0, 0, None, None))(
-        noise, values, signs, cfg.sigma
+    client_gradients = jax.vmap(client_gradient, in_axes=(0, 0, None, None, None))(
+        noise, values, signs, traced.sigma, traced.sigma_squared
     )
     return RoundDetails(
         noise,
@@ -353,11 +402,6 @@ def es_clients(spec: Spec, arrays: Arrays, flat_global, round_keys, start=0, siz
         per_run(ndcg),
         client_gradients,
     )
-
-
-def optimizer(config: FoltrEsConfig) -> optax.GradientTransformation:
-    """Adam with default β1, β2, ε (thesis §3.1.2; public code)."""
-    return optax.adam(config.learning_rate)
 
 
 def evaluate_runs(spec: Spec, arrays: Arrays, flat_params):

@@ -40,15 +40,21 @@ def reward_index(clicks: jax.Array) -> jax.Array:
     return jnp.where(jnp.any(clicks, axis=-1), jnp.argmax(clicks, axis=-1) + 1, 0).astype(jnp.int32)
 
 
-def privatise_reward(key: jax.Array, reward_index: jax.Array, p, n_values: int = 11):
+def privatise_reward(
+    key: jax.Array, reward_index: jax.Array, p, n_values: int = 11, one_minus_p=None
+):
     """The privatisation procedure (thesis §3.1.1): per entry of ``reward_index``, the
     true index with probability p, otherwise one of the other n − 1 indices uniformly.
 
     One uniform u per entry decides both: u < p keeps the truth; otherwise
     (u − p)/(1 − p) is uniform on [0, 1) and picks the shift 1..n−1 to another index.
+    ``one_minus_p``: 1 − p computed where p is known exactly (a traced p is float32),
+    by default from ``p``.
     """
     u = jax.random.uniform(key, jnp.shape(reward_index))
-    rest = (u - p) / jnp.maximum(1.0 - p, 1e-12)
+    if one_minus_p is None:
+        one_minus_p = 1.0 - p
+    rest = (u - p) / jnp.maximum(one_minus_p, 1e-12)
     shift = 1 + jnp.clip(jnp.floor(rest * (n_values - 1)), 0, n_values - 2).astype(jnp.int32)
     return jnp.where(u < p, reward_index, (reward_index + shift) % n_values).astype(jnp.int32)
 
@@ -76,8 +82,12 @@ def es_gradient(noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigma) -
     return scores @ noise / (noise.shape[0] * sigma**2)
 
 
-def client_gradient(noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigma) -> jax.Array:
+def client_gradient(
+    noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigma, sigma_squared=None
+) -> jax.Array:
     """float [N, P]: client c's term of ĝ, mean_i(s_i f_ci) ε_c / σ² (``es_gradient`` is
-    their mean).  The server's pipeline (attack, aggregator) runs over these messages."""
+    their mean).  The server's pipeline (attack, aggregator) runs over these messages.
+    ``sigma_squared``: σ² computed where σ is known exactly (a traced σ is float32), by
+    default from ``sigma``."""
     scores = jnp.mean(rewards * signs, axis=-1)
-    return scores[:, None] * noise / sigma**2
+    return scores[:, None] * noise / (sigma**2 if sigma_squared is None else sigma_squared)
