@@ -144,7 +144,8 @@ TRACED_FIELDS = ("learning_rate", "sigma", "privacy_p", "click_model")
 def static_part(config: FoltrEsConfig) -> FoltrEsConfig:
     """``config`` with its traced values (``TRACED_FIELDS``) set to None: what a compiled
     program's key (``Spec``) holds; the values travel as ``Arrays.values``."""
-    return dataclasses.replace(config, **dict.fromkeys(TRACED_FIELDS))
+    # arg-type: None in fields typed float and str, on purpose (as in FPDGD's static_part)
+    return dataclasses.replace(config, **dict.fromkeys(TRACED_FIELDS))  # type: ignore[arg-type]
 
 
 class Values(NamedTuple):
