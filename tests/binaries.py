@@ -26,7 +26,8 @@ import warnings
 
 from absl import flags
 from absl import logging as absl_logging
-from sample_data import REPO_ROOT
+
+from tests.sample_data import REPO_ROOT
 
 SCHEMA = json.loads((REPO_ROOT / "experiments" / "lib" / "results.schema.json").read_text())
 

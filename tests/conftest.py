@@ -82,7 +82,7 @@ def _registrations_end_with_their_module():
 
 
 @pytest.fixture(scope="module")
-def tiny():
+def synthetic_split():
     """A small synthetic train/test split (seed 3) that the federation-level tests share."""
     from foltr_jax import data
 
@@ -106,7 +106,7 @@ def pytest_sessionstart(session):
     if hasattr(session.config, "workerinput"):
         return  # a worker: the process that started it has fetched what could be fetched
     _bound_programs()
-    import sample_data
+    from tests import sample_data
 
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     sample_data.ensure(say=reporter.write_line if reporter else print)

@@ -1,6 +1,6 @@
 """The README's "Add a method": federated DBGD written outside the package
 (examples/federated_dbgd.py) runs on the public engine with client chunks, an attack and
-a robust aggregator (over devices: tests/test_devices.py)."""
+a robust aggregator (over devices: tests/engine/test_devices.py)."""
 
 import dataclasses
 import sys
@@ -8,7 +8,8 @@ import sys
 import jax
 import numpy as np
 import pytest
-from sample_data import REPO_ROOT
+
+from tests.sample_data import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "examples"))
 import federated_dbgd as dbgd

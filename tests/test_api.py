@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from sample_data import REPO_ROOT
 
 import foltr_jax
 from foltr_jax.engine import runner
 from foltr_jax.server import aggregators
+from tests.sample_data import REPO_ROOT
 
 
 def readme_python_example() -> str:

@@ -10,7 +10,8 @@ The build (``python -m sphinx -W``, about 20 s) and the pages opened in headless
 import re
 
 import pytest
-from sample_data import REPO_ROOT
+
+from tests.sample_data import REPO_ROOT
 
 DOCS = REPO_ROOT / "docs"
 _FENCE = re.compile(r"^% runnable[ \t]*\n```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -41,7 +42,7 @@ def test_the_pages_mark_their_examples_runnable():
 def after_the_first_command(tmp_path_factory):
     """A folder where the README's first command has run (smaller: 20 clients, 10 rounds,
     40 training queries), for the examples that read its ``results/fpdgd/results.json``."""
-    import binaries
+    from tests import binaries
 
     folder = tmp_path_factory.mktemp("repository")
     done = binaries.call(
@@ -180,7 +181,7 @@ BROWSER_PAGES = (
 
 
 def _browser():
-    import browser
+    from tests import browser
 
     if browser.chromium() is None:
         pytest.skip("needs Debian's chromium for the browser check: apt-get install -y chromium")
@@ -232,8 +233,9 @@ def test_flag_pages_list_what_the_binary_defines():
     (its --helpfull, less absl's own), with their defaults and help."""
     import sys
 
-    import binaries
     from absl import flags
+
+    from tests import binaries
 
     sys.path.insert(0, str(DOCS / "_ext"))
     import json

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from sample_data import REPO_ROOT
 
 from experiments.lib import cli
+from tests.sample_data import REPO_ROOT
 
 REPORT_ONLY = {"matplotlib", "scipy"}
 SIMULATION_BINARIES = (
@@ -38,7 +38,7 @@ def test_the_library_imports_no_reporting_package():
 
 def test_the_simulation_binaries_load_without_matplotlib():
     code = (
-        "import sys\nsys.path.insert(0, 'tests')\nimport binaries\n"  # each with its own flags
+        "import sys\nfrom tests import binaries\n"  # each with its own flags
         + "".join(f"binaries.load({name!r})\n" for name in SIMULATION_BINARIES)
         + "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))"
     )

@@ -6,7 +6,8 @@ import importlib.util
 import re
 
 import pytest
-from sample_data import REPO_ROOT
+
+from tests.sample_data import REPO_ROOT
 
 _SPEC = importlib.util.spec_from_file_location(
     "page_numbers", REPO_ROOT / "docs" / "_ext" / "page_numbers.py"

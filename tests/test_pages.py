@@ -5,7 +5,8 @@ pages a person reads runs over 150 words (the generated claims page and the chan
 import re
 
 import pytest
-from sample_data import REPO_ROOT
+
+from tests.sample_data import REPO_ROOT
 
 DOCS = REPO_ROOT / "docs"
 LONGEST = 150  # words in a paragraph or a list item

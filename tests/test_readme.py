@@ -1,7 +1,8 @@
 """The README's set-up and test commands and CI's must not drift apart."""
 
 import pytest
-from sample_data import REPO_ROOT
+
+from tests.sample_data import REPO_ROOT
 
 
 def _blocks(readme: str) -> list:
@@ -18,7 +19,7 @@ def test_ci_runs_the_readme_commands():
     assert "pytest" in block[1]
 
 
-GOLDEN = ".venv/bin/python -m pytest -m slow tests/test_golden.py"
+GOLDEN = ".venv/bin/python -m pytest -m slow tests/experiments/test_golden.py"
 
 
 def test_ci_runs_the_golden_runs_as_the_readme_says():
@@ -29,7 +30,7 @@ def test_ci_runs_the_golden_runs_as_the_readme_says():
     ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
     assert GOLDEN in ci and ci[-1] == GOLDEN, "the golden runs last"
     assert ci.index(GOLDEN) > ci.index(_blocks(readme)[0][1]), "after the fast tier"
-    assert (REPO_ROOT / "tests" / "test_golden.py").exists()
+    assert (REPO_ROOT / "tests" / "experiments" / "test_golden.py").exists()
 
 
 def test_ci_builds_the_docs_as_the_readme_says():

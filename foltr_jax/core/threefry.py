@@ -8,7 +8,7 @@ FOLtR-ES's perturbations (5 runs x 2,000 clients x 1,380 weights a round) took a
 Written out as plain integer operations, the twenty rounds and the transform to a normal
 fuse into one elementwise pass.  The integer hash is exact and the float transform is
 JAX's own sequence of operations (``jax.random.uniform``'s mantissa trick on [nextafter(−1,
-0), 1), then √2·erfinv), so the draws are JAX's; ``tests/test_threefry.py`` checks them
+0), 1), then √2·erfinv), so the draws are JAX's; ``tests/core/test_threefry.py`` checks them
 against ``jax.random.normal``.
 
 Only JAX's default generator with ``jax_threefry_partitionable`` (the default since JAX

@@ -46,7 +46,7 @@ CACHE_FORMAT_VERSION = 2  # 2: entries carry a SHA-256 of their arrays
 # The version of what the parser makes of a file (foltr_jax/data/letor.py, letor_blocks.py and
 # ranking_dataset.normalise_into), stored in every entry: an entry another version wrote is
 # parsed again and rewritten, never read.  PARSER_SOURCES_SHA256 is the SHA-256 of those
-# sources at this version: tests/test_cache_versions.py fails when they change and it does
+# sources at this version: tests/data/test_cache_versions.py fails when they change and it does
 # not, so that a change of the parser comes with a new version.  1: the entries that record
 # none; 2: text decoded with surrogateescape, so that two query ids that differ only in
 # bytes that are not UTF-8 stay two queries.

@@ -117,7 +117,7 @@ class Results:
 
     Checks read runs through these methods only (``final``, ``online``, ``per_round``,
     ``curve``, ``initial``, ``after_interactions``, ``online_curve``, ``rounds``), so that a test can
-    feed them constructed values (``tests/test_claims_checks.py``).
+    feed them constructed values (``tests/experiments/test_claims.py``).
     """
 
     def __init__(self, root, accept=None, folds=None):

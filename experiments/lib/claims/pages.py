@@ -4,9 +4,9 @@
 ``docs/claims.md`` and ``docs/claims.json`` and rewrites the generated blocks of the paper pages
 (each paper's claims: where, the words, cells held, verdict, and the diagnosis of each that
 does not hold), of docs/howto/reproduce.md (the summary) and of README.md (the count), each
-between ``BEGIN`` and ``END`` markers.  tests/test_claims.py regenerates the blocks from the
-recorded table and compares them with the pages, and the recorded table's claims and cells with
-the catalogue's, so the pages cannot drift from experiments/lib/claims/.
+between ``BEGIN`` and ``END`` markers.  tests/experiments/test_claims.py regenerates the blocks
+from the recorded table and compares them with the pages, and the recorded table's claims and
+cells with the catalogue's, so the pages cannot drift from experiments/lib/claims/.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ def _display_in_groups(lane_spec: LaneSpec, keys, scores, lengths, lanes_per_blo
     of the scoring) are sampled in blocks of that many (``in_lane_blocks``).  Each
     lane's draws come from its own key and every block samples at its group's width,
     so the blocks give every lane the list and log-sum-exp it gets unblocked, bit for
-    bit (tests/test_interaction.py).
+    bit (tests/methods/fpdgd/test_lanes.py).
     """
     display = _lane_sampler(lane_spec, lanes_per_block)
     if _n_groups(lane_spec, lengths.shape[0]) == 1:
@@ -198,7 +198,7 @@ def _score_and_display_in_groups(
     """``_display_in_groups`` of ``Scoring.score_lanes``'s scores, each group's lanes
     scored at their own widths ('map') or at the group's ('vmap') and padded to the
     group's width only: every lane gets the scores and the list it gets through a
-    [lanes, window] array of scores (tests/test_interaction.py), without writing that
+    [lanes, window] array of scores (tests/methods/fpdgd/test_lanes.py), without writing that
     array (at 10,950 lanes and a 1,064 window, 47 MB a step) or scoring past the group's
     width."""
     display = _lane_sampler(lane_spec)

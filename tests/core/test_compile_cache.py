@@ -1,0 +1,234 @@
+"""foltr_jax.core.compile_cache: where compiled programs are remembered, and that a program
+read back gives the run it gave when compiled.
+
+The test process itself never uses JAX's persistent cache (conftest turns it off): the
+choices are checked in JAX's config here, what they do in processes of their own (slow)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+
+import jax
+import pytest
+
+from foltr_jax.core import compile_cache
+from tests import binaries
+from tests.experiments.test_golden import strip_run_fields
+
+_CONFIG = (
+    "jax_compilation_cache_dir",
+    "jax_enable_compilation_cache",
+    "jax_persistent_cache_min_compile_time_secs",
+)
+_ENV = (
+    compile_cache.ENV,
+    "FOLTR_JAX_CACHE",
+    "JAX_COMPILATION_CACHE_DIR",
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+)
+
+
+@pytest.fixture
+def jax_config(monkeypatch):
+    """JAX's cache settings and configure()'s record restored after the test (the cache
+    stays off in this process whatever the test sets: conftest)."""
+    saved = {name: getattr(jax.config, name) for name in _CONFIG}
+    state = dict(compile_cache._STATE)
+    for name in _ENV:
+        monkeypatch.delenv(name, raising=False)
+    yield
+    for name, value in saved.items():
+        jax.config.update(name, value)
+    compile_cache._STATE.update(state)
+    compile_cache._reset()
+
+
+def test_default_folder_is_per_user_and_keyed(jax_config, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    jax.config.update("jax_compilation_cache_dir", None)
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    compile_cache.configure()
+    expected = tmp_path / ".cache" / "foltr_jax" / "jax" / compile_cache.key()
+    assert jax.config.jax_compilation_cache_dir == str(expected)
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0  # small ones too
+    monkeypatch.setenv("FOLTR_JAX_CACHE", str(tmp_path / "elsewhere"))
+    compile_cache.configure()  # the default moves with the datasets' cache folder
+    expected = tmp_path / "elsewhere" / "jax" / compile_cache.key()
+    assert jax.config.jax_compilation_cache_dir == str(expected)
+
+
+def test_the_setting_then_the_variable_then_jax_own(jax_config, tmp_path, monkeypatch):
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax_own"))
+    compile_cache._STATE["folder"] = None
+    assert compile_cache.configure() == str(tmp_path / "jax_own")  # kept as it is
+    monkeypatch.setenv(compile_cache.ENV, str(tmp_path / "variable"))
+    assert compile_cache.configure() == str(tmp_path / "variable" / compile_cache.key())
+    assert compile_cache.configure(str(tmp_path / "flag")) == str(
+        tmp_path / "flag" / compile_cache.key()
+    )
+    assert compile_cache.configure("none") is None
+    assert jax.config.jax_enable_compilation_cache is False
+    monkeypatch.setenv(compile_cache.ENV, "None")
+    jax.config.update("jax_enable_compilation_cache", True)
+    assert compile_cache.configure() is None  # the variable's 'none', any case
+
+
+def test_a_minimum_compile_time_the_user_set_is_kept(jax_config, tmp_path, monkeypatch):
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 2.5)
+    compile_cache.configure(str(tmp_path))
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 2.5
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
+    compile_cache.configure(str(tmp_path))
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 1.0
+
+
+def test_jax_switched_off_stays_off(jax_config, tmp_path):
+    jax.config.update("jax_enable_compilation_cache", False)
+    assert compile_cache.configure() is None
+    assert compile_cache.configure(str(tmp_path)) is None
+    assert jax.config.jax_enable_compilation_cache is False
+
+
+def test_the_key_names_the_versions_and_the_instruction_set(monkeypatch):
+    from jax._src.lib import version_str as jaxlib_version
+
+    key = compile_cache.key()
+    assert key.startswith(f"jax-{jax.__version__}-jaxlib-{jaxlib_version}-")
+    monkeypatch.setattr(compile_cache, "_cpu_flags", lambda: "sse2 avx")
+    other = compile_cache.key()
+    monkeypatch.setattr(compile_cache, "_cpu_flags", lambda: "sse2 avx avx512f")
+    assert compile_cache.key() != other
+
+
+def _jax_cache(path):
+    from jax._src import lru_cache
+
+    compile_cache._whole_entries()
+    return lru_cache.LRUCache(str(path), max_size=-1)
+
+
+def test_an_entry_is_seen_whole_or_not_at_all(tmp_path):
+    cache = _jax_cache(tmp_path)
+    value = os.urandom(1 << 20) * 64  # 64 MB: a write in place is seen half done
+    entry = tmp_path / "k-cache"
+    seen, done = [], threading.Event()
+
+    def read():
+        while not done.is_set():
+            if entry.exists():
+                seen.append(len(entry.read_bytes()))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        cache.put("k", value)
+    finally:
+        done.set()
+        reader.join()
+    assert cache.get("k") == value
+    assert set(seen) <= {len(value)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k-cache"]  # no temporary left
+    cache.put("k", b"other")  # an entry is never replaced
+    assert cache.get("k") == value
+
+
+TINY = [
+    "--synthetic_queries=20",
+    "--synthetic_features=8",
+    "--synthetic_docs_per_query=12",
+    "--n_clients=4",
+    "--rounds=4",
+    "--chunk_rounds=2",
+    "--n_runs=2",
+]
+
+
+def _results(folder: pathlib.Path) -> dict:
+    return strip_run_fields(json.loads((folder / "results.json").read_text()))
+
+
+def _entries(folder: pathlib.Path) -> list:
+    return sorted(p.name for p in folder.rglob("*-cache"))
+
+
+@pytest.mark.slow  # processes of their own
+def test_a_second_run_reads_its_programs_back_and_computes_the_same(tmp_path):
+    cache = tmp_path / "programs"
+    first = binaries.run(
+        "fpdgd", *TINY, f"--compile_cache={cache}", f"--output_dir={tmp_path / 'a'}"
+    )
+    assert first.returncode == 0, first.stderr[-2000:]
+    written = _entries(cache)
+    assert any(name.startswith("jit_run_chunk-") for name in written)
+    assert (cache / compile_cache.key()).is_dir()
+    env = {"JAX_LOG_COMPILES": "1"}
+    again = binaries.run(
+        "fpdgd", *TINY, f"--compile_cache={cache}", f"--output_dir={tmp_path / 'b'}", env=env
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "Persistent compilation cache hit for 'jit_run_chunk'" in again.stderr
+    assert _entries(cache) == written  # nothing compiled anew
+    assert _results(tmp_path / "b") == _results(tmp_path / "a")
+
+
+@pytest.mark.slow  # processes of their own
+def test_two_processes_sharing_a_fresh_folder(tmp_path):
+    cache = tmp_path / "programs"
+    argv = [sys.executable, "-m", "experiments.fpdgd", *TINY, f"--compile_cache={cache}"]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    started = [
+        subprocess.Popen(
+            [*argv, f"--output_dir={tmp_path / name}"],
+            cwd=binaries.REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    for process in started:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr[-2000:]
+        assert "persistent compilation cache" not in stderr.lower()  # no unreadable entry
+    assert _results(tmp_path / "a") == _results(tmp_path / "b")
+    assert not list(cache.rglob("*.tmp"))
+    third = binaries.run(
+        "fpdgd", *TINY, f"--compile_cache={cache}", f"--output_dir={tmp_path / 'c'}"
+    )
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert _results(tmp_path / "c") == _results(tmp_path / "a")
+
+
+@pytest.mark.slow  # a process of its own
+def test_none_remembers_nothing(tmp_path):
+    env = {"FOLTR_JAX_CACHE": str(tmp_path / "cache")}
+    done = binaries.run(
+        "fpdgd", *TINY, "--compile_cache=none", f"--output_dir={tmp_path / 'a'}", env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not _entries(tmp_path)
+
+
+@pytest.mark.slow  # a process of its own
+def test_the_python_api_remembers_by_default(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in _ENV}
+    env.update(HOME=str(tmp_path), JAX_PLATFORMS="cpu")
+    program = (
+        "import jax, foltr_jax\n"
+        "print(jax.jit(lambda x: x + 1)(1.0))\n"  # compiles in milliseconds: remembered too
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=binaries.REPO_ROOT, env=env,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = tmp_path / ".cache" / "foltr_jax" / "jax" / compile_cache.key()
+    assert any(name.startswith("jit__lambda") for name in _entries(folder))

@@ -1,0 +1,481 @@
+"""FedIPS (FedIPS paper): eq. 9 unbiasedness, eq. 11 clicks, the federated update against a slow
+NumPy reference, the regression-EM, and the binary."""
+
+import dataclasses
+import functools
+import itertools
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from foltr_jax import data
+from foltr_jax.engine.config import ConfigError
+from foltr_jax.methods import fedips
+from foltr_jax.methods.fedips import ips
+from tests.binaries import call, run_twice, without_timings
+
+# --- (a) eq. 9: the IPS estimator is unbiased when clicks = examination × relevance ------------
+
+
+def tiny_query(seed=0, n_candidates=7, n_features=3, k=4):
+    rng = np.random.default_rng(seed)
+    features = jnp.asarray(rng.random((n_candidates, n_features)), jnp.float32)
+    valid = jnp.asarray(np.arange(n_candidates) < n_candidates - 1)  # one padding row
+    shown_index = jnp.asarray([2, 0, 5, 3][:k])
+    params = {"w": jnp.asarray(rng.normal(size=n_features), jnp.float32)}
+    return params, features, valid, shown_index
+
+
+def exact_expectation(fn, probabilities):
+    """E[fn(c)] over independent Bernoulli clicks c_k ~ B(probabilities_k), by enumeration."""
+    k = probabilities.shape[0]
+    outcomes = jnp.asarray(list(itertools.product([0.0, 1.0], repeat=k)), jnp.float32)
+    weights = jnp.prod(jnp.where(outcomes > 0, probabilities, 1.0 - probabilities), axis=1)
+    values = jax.vmap(fn)(outcomes)
+    return jax.tree_util.tree_map(lambda v: jnp.tensordot(weights, v, axes=1), values)
+
+
+RELEVANT = jnp.asarray([True, False, True, False])
+SHOWN = jnp.ones(4, bool)
+GAMMA_S = 1.3
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.1])
+def test_ips_loss_expectation_equals_full_information_loss_only_without_noise(noise):
+    params, features, valid, shown_index = tiny_query()
+    propensities = ips.examination(GAMMA_S, 4)
+    p_click = ips.click_probabilities(RELEVANT, SHOWN, GAMMA_S, noise)
+    relevance = RELEVANT.astype(jnp.float32)
+
+    def ips_loss(c):
+        loss = lambda p: ips.ips_hinge_loss(p, features, valid, shown_index, c, propensities)
+        return loss(params), jax.grad(loss)(params)["w"]
+
+    expected_loss, expected_grad = jax.jit(exact_expectation, static_argnums=0)(ips_loss, p_click)
+    full = lambda p: ips.full_information_loss(p, features, valid, shown_index, relevance)
+    full_loss, full_grad = full(params), jax.grad(full)(params)["w"]
+    # Independent of enumeration: E[c_k] / p_k = r_k + noise (1 - r_k) (linearity).
+    h = ips.hinge_rank_bound(features @ params["w"], valid, shown_index)
+    bias = noise * jnp.sum(jnp.where(RELEVANT, 0.0, h))
+    np.testing.assert_allclose(expected_loss, full_loss + bias, rtol=1e-5)
+    np.testing.assert_allclose(expected_loss, jnp.sum((p_click / propensities) * h), rtol=1e-5)
+    if noise == 0:
+        np.testing.assert_allclose(expected_grad, full_grad, rtol=1e-5, atol=1e-5)
+    else:  # eq. 11's noise clicks break eq. 9's premise: a strictly positive bias
+        assert bias > 0.5 and expected_loss > full_loss + 0.5
+        assert np.max(np.abs(expected_grad - full_grad)) > 1e-2
+
+
+def test_ips_loss_monte_carlo_matches_full_information_loss():
+    params, features, valid, shown_index = tiny_query(seed=3)
+    propensities = ips.examination(GAMMA_S, 4)
+    n = 200_000
+    relevant = jnp.broadcast_to(RELEVANT, (n, 4))
+    shown = jnp.broadcast_to(SHOWN, (n, 4))
+    loss = jax.vmap(
+        lambda c: ips.ips_hinge_loss(params, features, valid, shown_index, c, propensities)
+    )
+    full = ips.full_information_loss(
+        params, features, valid, shown_index, RELEVANT.astype(jnp.float32)
+    )
+    for noise, biased in ((0.0, False), (0.1, True)):
+        clicks = ips.simulate_clicks(jax.random.PRNGKey(7), relevant, shown, GAMMA_S, noise)
+        values = np.asarray(loss(clicks.astype(jnp.float32)), np.float64)
+        mean, se = values.mean(), values.std() / np.sqrt(n)
+        assert se < 0.01 * full
+        if biased:
+            assert mean - full > 10 * se
+        else:
+            assert abs(mean - full) < 4 * se, (mean, full, se)
+
+
+# --- (b) eq. 11 click frequencies and the user's click log --------------------------------------
+
+
+def test_click_frequencies_follow_eq_11():
+    n, gamma_s, noise = 100_000, 1.5, 0.1
+    relevant = jnp.asarray([True, False, True, False, False])
+    shown = jnp.asarray([True, True, True, True, False])  # a query with only 4 documents
+    clicks = ips.simulate_clicks(
+        jax.random.PRNGKey(1),
+        jnp.broadcast_to(relevant, (n, 5)),
+        jnp.broadcast_to(shown, (n, 5)),
+        gamma_s,
+        noise,
+    )
+    freq = np.asarray(clicks.mean(0), np.float64)
+    rank = np.arange(1, 6)
+    expected = (1 / rank) ** gamma_s * np.where(relevant, 1.0, noise) * np.asarray(shown)
+    tolerance = 4 * np.sqrt(expected * (1 - expected) / n) + 1e-9
+    assert np.all(np.abs(freq - expected) <= tolerance), (freq, expected)
+    assert freq[4] == 0
+
+
+def test_user_gammas_are_truncated_normal_with_sd():
+    g = np.asarray(ips.sample_user_gammas(jax.random.PRNGKey(0), 50_000, 1.0, 0.1))
+    assert abs(g.mean() - 1.0) < 0.003 and abs(g.std() - 0.1) < 0.003  # 0.1 is the sd
+    low = np.asarray(ips.sample_user_gammas(jax.random.PRNGKey(0), 50_000, 0.05, 0.1))
+    assert low.min() >= 0 and low.mean() > 0.1  # truncation at 0 moves the mean up
+
+
+# --- (c) the federated round against a slow NumPy implementation --------------------------------
+
+
+@functools.cache
+def tiny_data():
+    return data.synthetic_train_test(
+        5, n_train_queries=12, n_test_queries=6, n_features=4, mean_docs_per_query=9
+    )
+
+
+def tiny_config(propensity, **changes):
+    config = fedips.FedIpsConfig(
+        n_users=3,
+        queries_per_user=2,
+        top_k=3,
+        clicks_per_user=4,
+        max_sessions=6,
+        gamma=1.2,
+        noise_click_prob=0.3,
+        relevant_from=2,
+        local_lr=0.05,
+        global_lr=0.7,
+        propensity=propensity,
+        n_runs=2,
+        logging_steps=20,
+        rounds=1,
+    )
+    return dataclasses.replace(config, **changes)
+
+
+def tiny_experiment(propensity):
+    return fedips.build(tiny_config(propensity), *tiny_data())
+
+
+def numpy_local_sgd(dataset, shown_index, w, records, lr):
+    """Algorithm 1 lines 5-8 with eq. 7's weight, written out with explicit hinge subgradients."""
+    w = np.array(w, np.float64)
+    for query, position, weight in records:
+        start, length = dataset.query_offsets[query], dataset.query_lengths[query]
+        x = dataset.features[start : start + length].astype(np.float64)
+        d = shown_index[query, position]
+        scores = x @ w
+        gradient = np.zeros_like(w)
+        for other in range(length):
+            if 1.0 - (scores[d] - scores[other]) > 0:
+                gradient += x[other] - x[d]
+        w -= lr * weight * gradient
+    return w
+
+
+def numpy_neural_local_sgd(dataset, shown_index, params, records, lr):
+    """The same SGD for f(x) = σ(x W1 + b1) · w2, with the hinge's subgradient backpropagated by
+    hand: ∂h/∂f(d') = 1 for every d' with a positive margin, ∂h/∂f(d) = −(their count)."""
+    w1, b1, w2 = (np.array(params[name], np.float64) for name in ("w1", "b1", "w2"))
+    for query, position, weight in records:
+        start, length = dataset.query_offsets[query], dataset.query_lengths[query]
+        x = dataset.features[start : start + length].astype(np.float64)
+        d = shown_index[query, position]
+        hidden = 1.0 / (1.0 + np.exp(-(x @ w1 + b1)))  # [n, H]
+        scores = hidden @ w2
+        coefficient = np.zeros(length)
+        for other in range(length):
+            if 1.0 - (scores[d] - scores[other]) > 0:
+                coefficient[other] += 1.0
+                coefficient[d] -= 1.0
+        pre = coefficient[:, None] * w2[None, :] * hidden * (1.0 - hidden)  # ∂h/∂(x W1 + b1)
+        grad_w1, grad_b1, grad_w2 = x.T @ pre, pre.sum(axis=0), coefficient @ hidden
+        w1 -= lr * weight * grad_w1
+        b1 -= lr * weight * grad_b1
+        w2 -= lr * weight * grad_w2
+    return {"w1": w1, "b1": b1, "w2": w2}
+
+
+def random_start(ranker, n_runs=2, n_features=4, hidden=64):
+    """Start models away from the rankers' initialisation (the update depends on them)."""
+    rng = np.random.default_rng(0)
+    if ranker == "linear":
+        shapes = {"w": (n_features,)}
+    else:
+        shapes = {"w1": (n_features, hidden), "b1": (hidden,), "w2": (hidden,)}
+    return {k: jnp.asarray(rng.normal(size=(n_runs,) + v), jnp.float32) for k, v in shapes.items()}
+
+
+@pytest.mark.parametrize(
+    "propensity, ranker", [("known", "linear"), ("none", "linear"), ("known", "neural")]
+)
+def test_federated_round_matches_numpy(propensity, ranker):
+    spec, arrays, prepared = fedips.build(tiny_config(propensity, ranker=ranker), *tiny_data())
+    cfg = spec.config
+    keys, gammas = fedips.run_keys_and_gammas(cfg)
+    start = random_start(ranker)
+    state = fedips.initial_state(spec)._replace(params=start)
+    round_fn = jax.jit(functools.partial(fedips.fedips_round, spec), static_argnums=())
+    new_state, round_metrics, logs = round_fn(arrays, state, keys, gammas, jnp.int32(3))
+
+    shown_index, shown = fedips.displayed_lists(prepared.train, prepared.logging_params, 3)
+    logs = jax.device_get(logs)
+    gammas = np.asarray(gammas, np.float64)
+    expected = []
+    for r in range(2):
+        deltas = []
+        for u in range(3):
+            records = []
+            for q, k, valid in zip(
+                logs.record_query[r, u], logs.record_position[r, u], logs.record_valid[r, u]
+            ):
+                if valid:
+                    assert shown[q, k]
+                    p = (1.0 / (k + 1)) ** gammas[r, u] if propensity == "known" else 1.0
+                    records.append((q, k, 1.0 / p))
+            assert len(records) <= cfg.clicks_per_user
+            assert len(records) == min(cfg.clicks_per_user, logs.clicks[r, u].sum())
+            mine = {k: np.asarray(v[r], np.float64) for k, v in start.items()}
+            if ranker == "linear":
+                w = numpy_local_sgd(prepared.train, shown_index, mine["w"], records, cfg.local_lr)
+                trained = {"w": w}
+            else:
+                trained = numpy_neural_local_sgd(
+                    prepared.train, shown_index, mine, records, cfg.local_lr
+                )
+            deltas.append({k: trained[k] - mine[k] for k in mine})
+        expected.append(
+            {
+                k: np.asarray(start[k][r]) + cfg.global_lr * np.mean([d[k] for d in deltas], 0)
+                for k in start
+            }
+        )
+    for name in start:
+        wanted = np.asarray([e[name] for e in expected])
+        np.testing.assert_allclose(new_state.params[name], wanted, rtol=1e-4, atol=1e-5)
+        moved = np.abs(wanted - np.asarray(start[name]))
+        assert np.any(moved > 1e-3 if ranker == "linear" else moved > 1e-5), name  # it moved
+    assert np.array_equal(round_metrics.clicks, logs.record_valid.sum(axis=(1, 2)))
+
+
+def test_fedips_with_the_neural_ranker_learns():
+    """FedIPS through the neural ranker (the one registry): its runs start from the ranker's own
+    random initialisation, each run's differently, and improve NDCG@5 over it (fixed seed)."""
+    train, test = data.synthetic_train_test(
+        3, n_train_queries=60, n_test_queries=30, n_features=6, mean_docs_per_query=12
+    )
+    config = fedips.FedIpsConfig(
+        n_users=16,
+        queries_per_user=4,
+        clicks_per_user=4,
+        max_sessions=12,
+        local_lr=0.1,
+        rounds=40,
+        n_runs=2,
+        chunk_rounds=40,
+        logging_fraction=0.1,
+        logging_steps=20,
+        ranker="neural",
+    )
+    spec, arrays, _ = fedips.build(config, train, test)
+    result = fedips.run(spec, arrays)
+    first = result.final_params["w1"]
+    assert first.shape == (2, 6, 64) and not np.allclose(first[0], first[1])
+    start = fedips.initial_state(spec).params
+    assert not np.allclose(start["w1"][0], start["w1"][1])  # each run its own initialisation
+    initial, final = np.asarray(result.initial_offline_ndcg5), result.offline_ndcg5[:, -1]
+    assert np.all(final > initial + 0.05), (initial, final)
+
+
+def test_click_log_stops_at_the_mth_click():
+    spec, arrays, _ = tiny_experiment("known")
+    log = jax.jit(functools.partial(fedips.user_click_log, spec, arrays.train))(
+        jax.random.PRNGKey(11), jnp.float32(0.5)
+    )
+    n_clicks, n_records = int(log.clicks.sum()), int(log.record_valid.sum())
+    # the clicks of the shown sessions: exactly m, unless max_sessions ran out first
+    assert n_records == min(n_clicks, 4)
+    assert n_clicks == 4 or int(log.sessions) == spec.config.max_sessions
+    assert int(log.impressions.sum()) == int(
+        arrays.train.shown[log.queries].sum(1)
+        @ np.bincount(np.arange(int(log.sessions)) % 2, minlength=2)
+    )
+
+
+# --- (d) regression-EM recovers position propensities -------------------------------------------
+
+
+def simulated_em_log(n_clients=4, n=6000, k=5, eta=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    features = rng.random((n_clients, n, 3)).astype(np.float32)
+    relevance = 1 / (1 + np.exp(-(features @ np.array([3.0, -2.0, 1.5]) - 0.5)))
+    positions = rng.integers(0, k, size=(n_clients, n))
+    theta = (1.0 / (np.arange(k) + 1)) ** eta
+    clicks = (rng.random((n_clients, n)) < theta[positions] * relevance).astype(np.float32)
+    return jnp.asarray(features), jnp.asarray(positions), jnp.asarray(clicks), theta
+
+
+def test_regression_em_recovers_propensities():
+    features, positions, clicks, theta = simulated_em_log()
+    estimated, _ = jax.jit(ips.regression_em, static_argnums=(3, 4))(
+        features, positions, clicks, 5, 400, 5.0
+    )
+    relative = np.asarray(estimated / estimated[0])
+    np.testing.assert_allclose(relative, theta, atol=0.05)
+    # Federated = centralised: the server's sums over equal-size clients equal one big client.
+    pooled, _ = jax.jit(ips.regression_em, static_argnums=(3, 4))(
+        features.reshape(1, -1, 3), positions.reshape(1, -1), clicks.reshape(1, -1), 5, 400, 5.0
+    )
+    np.testing.assert_allclose(estimated, pooled, rtol=1e-4, atol=1e-5)
+
+
+# --- config and binary ---------------------------------------------------------------------------
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ConfigError) as error:
+        fedips.FedIpsConfig(propensity="maybe").validate()
+    assert error.value.field == "propensity"
+    with pytest.raises(ConfigError) as error:
+        fedips.FedIpsConfig(local_lr=0).validate()
+    assert error.value.field == "local_lr"
+
+
+def test_validation_queries_are_held_out_of_f0s_and_leave_one():
+    from foltr_jax.methods.fedips.lambdarank import validation_queries
+
+    f0 = np.array([2, 7])
+    held = validation_queries(20, 0.25, 3, f0)
+    assert len(held) == 5 and not set(held) & {2, 7} and list(held) == sorted(set(held))
+    assert np.array_equal(held, validation_queries(20, 0.25, 3, f0))  # from the seed
+    assert not np.array_equal(held, validation_queries(20, 0.25, 4, f0))
+    assert len(validation_queries(5, 0.9, 0, [0])) == 3  # one query is left to train on
+    with pytest.raises(ValueError, match="held out"):
+        validation_queries(2, 0.5, 0, [0])
+    for bad in (1.0, -0.1, float("nan")):
+        with pytest.raises(ConfigError) as error:
+            fedips.FedIpsConfig(validation_fraction=bad).validate()
+        assert error.value.field == "validation_fraction"
+
+
+def test_validation_fraction_moves_the_metrics_off_the_test_split_and_keeps_f0():
+    """With a validation share the offline metrics are on held-out training queries the users
+    never issue, and f₀ is the one trained without it."""
+    train, test = tiny_data()
+    *_, plain = fedips.build(tiny_config("known"), train, test)
+    _, arrays, prepared = fedips.build(tiny_config("known", validation_fraction=0.25), train, test)
+    held, kept = prepared.validation_queries, plain.train  # kept: single-label ones dropped
+    assert plain.validation_queries is None and len(held) == round(0.25 * kept.n_queries) > 0
+    assert np.array_equal(prepared.logging_params["w"], plain.logging_params["w"])
+    assert not set(held) & set(prepared.logging_queries)
+    assert prepared.train.n_queries == kept.n_queries - len(held)
+    assert arrays.train.query_offsets.shape == (kept.n_queries - len(held),)  # the users'
+    assert np.array_equal(prepared.test.labels, kept.subset(held).labels)
+    assert np.array_equal(
+        np.asarray(arrays.test.labels), np.asarray(kept.subset(held).labels)
+    )  # what the offline metrics read
+
+
+SMALL = [
+    "--synthetic_queries=30",
+    "--synthetic_features=8",
+    "--synthetic_docs_per_query=15",
+    "--n_users=20",
+    "--rounds=6",
+    "--chunk_rounds=3",  # one compilation
+    "--logging_steps=10",
+]
+
+
+def run_binary(*args, cache_dir):
+    return call("fedips", *args, cache_dir=cache_dir)
+
+
+@pytest.mark.slow  # the same results from two processes of their own
+def test_binary_writes_results_and_is_deterministic(tmp_path):
+    a, b, result = run_twice(
+        "fedips", *SMALL, "--n_runs=2", "--propensity=estimated", tmp_path=tmp_path
+    )
+    assert without_timings(a) == without_timings(b)
+    assert a["method"] == "fedips/estimated" and a["config"]["n_users"] == 20
+    (cell,) = a["cells"]
+    assert a["metric"] == "ndcg5"  # the headline curves: NDCG@5
+    assert sorted(cell["curves"]) == ["offline_ndcg10", "offline_ndcg5"]
+    for key in ("offline_ndcg5", "offline_ndcg10"):
+        assert np.asarray(cell["curves"][key]).shape == (2, 6), key
+    assert np.asarray(cell["per_run"]["clicks_per_user"]).shape == (2, 6)
+    per_run = cell["per_run"]
+    assert len(per_run["final_offline_ndcg5"]) == 2 and len(per_run["initial_offline_ndcg10"]) == 2
+    assert np.asarray(cell["estimated_propensities"]).shape == (2, 5)
+    assert 0 < a["logging_policy"]["offline_ndcg5"] <= 1 and len(a["logging_policy"]["queries"])
+    assert a["interactions"] > 0 and a["interactions_per_second"] > 0
+    assert "round 6/6" in result.stderr  # progress
+
+
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
+def test_binary_lambdarank_baseline(tmp_path):
+    result = run_binary(
+        *SMALL,
+        "--baseline=lambdarank",
+        "--lambdarank_steps=5",
+        "--logging_steps=0",  # f₀ = zero weights: nothing to compile for it
+        f"--output_dir={tmp_path}",
+        cache_dir=tmp_path / "cache",
+    )
+    assert result.returncode == 0, result.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["method"] == "lambdarank"
+    assert np.asarray(results["cells"][0]["curves"]["offline_ndcg5"]).shape == (1, 5)
+    # compiling is timed apart from the steps (engine.run's seconds)
+    assert results["compile_seconds"] > 0 and results["seconds"] > 0
+
+
+def test_binary_takes_the_ranker(tmp_path):
+    result = run_binary(
+        *SMALL, "--ranker=neural", f"--output_dir={tmp_path}", cache_dir=tmp_path / "cache"
+    )
+    assert result.returncode == 0, result.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["config"]["ranker"] == "neural"
+    assert np.asarray(results["cells"][0]["curves"]["offline_ndcg5"]).shape == (1, 6)
+
+
+@pytest.mark.parametrize(
+    "flag, named",
+    [
+        ("--propensity=maybe", "--propensity"),
+        ("--local_learning_rate=0", "--local_learning_rate"),
+        ("--n_users=0", "--n_users"),
+        ("--ranker=forest", "--ranker"),
+    ],
+)
+def test_binary_refuses_bad_flags_with_one_line(tmp_path, flag, named):
+    result = run_binary(*SMALL, flag, f"--output_dir={tmp_path}", cache_dir=tmp_path / "cache")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"fedips: error: {named}:"), lines
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_lambdarank_on_the_shared_run_is_plain_full_batch_gradient_descent():
+    """``train_lambdarank`` (``engine.run`` of ``lambdarank.FullBatch``) equals steps of
+    w ← w − η ∇loss(w) written out by hand, and its curve is the test NDCG after each."""
+    from foltr_jax.methods.fedips import lambdarank
+
+    train, test = data.synthetic_train_test(
+        3, n_train_queries=12, n_test_queries=6, n_features=5, mean_docs_per_query=7
+    )
+    held = lambdarank.test_data(test)
+    params, (ndcg5, ndcg10) = lambdarank.train_lambdarank(train, 0.5, 4, held)
+    batches = lambdarank.rank_batches(train)
+    w = {"w": jnp.zeros(train.n_features, jnp.float32)}
+    gradient = jax.jit(jax.grad(lambdarank.lambdarank_loss))  # compiled once, not op by op
+    evaluate = jax.jit(lambdarank.evaluate)
+    for step in range(4):
+        g = gradient(w, batches)
+        w = {"w": w["w"] - 0.5 * g["w"]}
+        expected = evaluate(w, held)
+        np.testing.assert_allclose([ndcg5[step], ndcg10[step]], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(params["w"], w["w"], rtol=1e-5, atol=1e-6)
+    assert np.any(params["w"] != 0)
+    alone, curve = lambdarank.train_lambdarank(train, 0.5, 4)  # f₀'s form: no test split
+    assert curve is None
+    np.testing.assert_array_equal(alone["w"], params["w"])
