@@ -1,4 +1,4 @@
-"""Runs that differ only in traced values (ε, Δ, click model, learning rates; FOLtR-ES: p, σ)
+"""Runs that differ only in traced values (ε, Δ, click model, m, learning rates; FOLtR-ES: p, σ)
 share one compiled program, use their own values, and never resume each other's checkpoints."""
 
 import dataclasses
@@ -18,7 +18,7 @@ EVENTS = {  # JAX's monitoring events, by what they count
 }
 
 FIRST = foltr_jax.FederationConfig(
-    n_clients=4,
+    n_clients=5,
     local_updates=2,
     rounds=3,
     chunk_rounds=3,
@@ -29,6 +29,8 @@ FIRST = foltr_jax.FederationConfig(
     learning_rate=0.1,
     server_optimizer="momentum",
     server_learning_rate=0.5,
+    attack="data_poisoning",
+    n_malicious=1,
 )
 SECOND = dataclasses.replace(
     FIRST,
@@ -37,6 +39,7 @@ SECOND = dataclasses.replace(
     sensitivity=3.0,
     learning_rate=0.05,
     server_learning_rate=1.5,
+    n_malicious=2,
 )
 
 
@@ -88,7 +91,9 @@ def assert_same_run(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_a_run_differing_in_privacy_clicks_and_learning_rates_compiles_nothing_new(splits):
+def test_a_run_differing_in_privacy_clicks_attackers_and_learning_rates_compiles_nothing_new(
+    splits,
+):
     assert not jax.config.jax_enable_compilation_cache  # every program counted is compiled
     train, test = splits
     jax.clear_caches()

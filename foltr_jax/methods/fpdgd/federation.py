@@ -32,6 +32,7 @@ from foltr_jax.methods.fpdgd.rounds import (
     noise_once,
     server_stages,
 )
+from foltr_jax.server import aggregators
 
 
 def build(
@@ -164,11 +165,21 @@ def _spec(config, train: RankingDataset, settings, history_every: int, clients) 
             attack_names,
             equal_weights=clients is None or clients.steps is None,
         ),
-        max_malicious=max(s.n_malicious for s in settings),
+        max_malicious=_malicious_bound(settings, aggregator_names),
         history_every=history_every,
         personal_keys=personal,
         personal_eval=clients.personal_eval if clients is not None else "server",
     )
+
+
+def _malicious_bound(settings, aggregator_names) -> int:
+    """The static bound on m the grid's distance-based aggregators (Krum) select with: the
+    grid's largest m; 0 when no aggregator of the grid takes one (``aggregators.call``
+    gives it to distance-based rules only), so a run's m alone, a traced value, makes no
+    other program."""
+    if not any(aggregators.get(name).distances for name in aggregator_names):
+        return 0
+    return max(s.n_malicious for s in settings)
 
 
 def run_settings(spec: Spec, settings, click_names, config: FederationConfig) -> RunSettings:

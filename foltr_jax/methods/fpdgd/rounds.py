@@ -47,7 +47,7 @@ class Spec:
     attack_names: tuple = ()  # the model-poisoning attacks (attacks.names()) the grid uses
     uses_privacy: bool = False  # some setting has differential privacy
     noise_once: bool = False  # the average's privacy noise is drawn once (see noise_once)
-    max_malicious: int = 0  # the largest m of the grid (a static bound for Krum's selection)
+    max_malicious: int = 0  # the grid's largest m where Krum's selection needs it, else 0
     history_every: int = 0  # store every client's update at rounds 1, 1 + Δt, ... (0: never)
     personal_keys: tuple = ()  # FedPer: parameters each client keeps (thesis §4.3.3)
     personal_eval: str = "server"  # FedPer's offline model (client_plan.PERSONAL_EVALUATIONS)
