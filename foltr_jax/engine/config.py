@@ -347,6 +347,14 @@ def resolve_display_groups(value: int, window_scoring: str) -> int:
     return value or DISPLAY_GROUPS.get(window_scoring, 0)
 
 
+def static_part(config, traced_fields: tuple[str, ...]):
+    """``config`` with the values a run traces (``traced_fields``) set to None: what a
+    compiled program's key holds, so runs differing only in those values share one program
+    (the values travel as arrays).  None, not a default: code reading a traced value from
+    the static config fails when it is traced instead of baking in one run's value."""
+    return dataclasses.replace(config, **dict.fromkeys(traced_fields))
+
+
 def resolved(config):
     """``config`` (a config dataclass) with what it leaves to the backend made what runs
     here: ``window_scoring`` 'auto' (``resolve_window_scoring``) and ``display_groups`` 0

@@ -49,7 +49,14 @@ from foltr_jax.core import click_models, metrics, rankers, threefry
 from foltr_jax.core.registry import one_of
 from foltr_jax.data import RankingDataset
 from foltr_jax.engine import lists
-from foltr_jax.engine.config import ConfigError, RunConfig, Setting, resolved, setting
+from foltr_jax.engine.config import (
+    ConfigError,
+    RunConfig,
+    Setting,
+    resolved,
+    setting,
+    static_part,
+)
 from foltr_jax.methods.foltr_es.es_rewards import (
     client_gradient,
     epsilon_bound,
@@ -137,15 +144,8 @@ class FoltrEsConfig(RunConfig):
 
 
 # The config's values a run traces (``Values``), not compiled into its program: runs differing
-# only in these share one program (``static_part``).
+# only in these share one program (``engine.config.static_part``).
 TRACED_FIELDS = ("learning_rate", "sigma", "privacy_p", "click_model")
-
-
-def static_part(config: FoltrEsConfig) -> FoltrEsConfig:
-    """``config`` with its traced values (``TRACED_FIELDS``) set to None: what a compiled
-    program's key (``Spec``) holds; the values travel as ``Arrays.values``."""
-    # arg-type: None in fields typed float and str, on purpose (as in FPDGD's static_part)
-    return dataclasses.replace(config, **dict.fromkeys(TRACED_FIELDS))  # type: ignore[arg-type]
 
 
 class Values(NamedTuple):
@@ -258,7 +258,9 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
     widths = lists.window_widths(train.max_query_length, config.top_k)
     ranker = make_ranker(config.ranker, train.n_features)
-    spec = Spec(static_part(config), ranker, widths[-1], widths, epsilon=config.epsilon)
+    spec = Spec(
+        static_part(config, TRACED_FIELDS), ranker, widths[-1], widths, epsilon=config.epsilon
+    )
     arrays = Arrays(
         lists.to_device(train, spec.window, config.top_k),
         lists.to_device(test, spec.window, config.top_k, ranked=True),

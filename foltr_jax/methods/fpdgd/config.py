@@ -131,7 +131,8 @@ class RunSettings(NamedTuple):
 
 
 # The config's values a run traces (``RunSettings``, one entry per cell), not compiled into its
-# program: runs differing only in these share one program (``static_part``).
+# program: runs differing only in these share one program (``engine.config.static_part``;
+# whether privacy, an attack or an aggregator exists at all is ``rounds.Spec``'s own).
 TRACED_FIELDS = (
     "learning_rate",
     "server_learning_rate",
@@ -142,17 +143,6 @@ TRACED_FIELDS = (
     "attack",
     "aggregator",
 )
-
-
-def static_part(config: FederationConfig) -> FederationConfig:
-    """``config`` with its traced values (``TRACED_FIELDS``) set to None: what a compiled
-    program's key (``rounds.Spec``) holds.  Shapes and code paths stay (clients, B, ranker,
-    top-k, rounds, chunks); the values travel as ``RunSettings``, and whether privacy, an
-    attack or an aggregator exists at all is the Spec's own (``uses_privacy``,
-    ``attack_names``, ``aggregator_names``).  None, not a default: code reading a traced
-    value from the static config fails when it is traced instead of baking in one run's."""
-    # arg-type: None in fields typed int, float, str: on purpose, as said above
-    return dataclasses.replace(config, **dict.fromkeys(TRACED_FIELDS))  # type: ignore[arg-type]
 
 
 def centralised(config: FederationConfig, form: str) -> FederationConfig:

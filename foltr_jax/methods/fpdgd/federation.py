@@ -21,11 +21,11 @@ import numpy as np
 from foltr_jax import engine
 from foltr_jax.core import click_models, rankers
 from foltr_jax.data import DatasetError, RankingDataset
-from foltr_jax.engine.config import ConfigError, Setting, resolved
+from foltr_jax.engine.config import ConfigError, Setting, resolved, static_part
 from foltr_jax.engine.lists import to_device, window_widths
 from foltr_jax.engine.loop import ProgressFn
 from foltr_jax.methods.fpdgd.client_plan import ClientPlan, client_arrays
-from foltr_jax.methods.fpdgd.config import FederationConfig, RunSettings, static_part
+from foltr_jax.methods.fpdgd.config import TRACED_FIELDS, FederationConfig, RunSettings
 from foltr_jax.methods.fpdgd.rounds import (
     Arrays,
     Spec,
@@ -150,7 +150,7 @@ def _spec(config, train: RankingDataset, settings, history_every: int, clients) 
     aggregator_names = tuple(sorted({s.aggregator for s in settings}))
     attack_names = _attack_names(settings)
     return Spec(
-        static_part(config),
+        static_part(config, TRACED_FIELDS),
         rankers.make_ranker(config.ranker, train.n_features),
         widths[-1],
         widths,

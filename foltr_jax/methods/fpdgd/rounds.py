@@ -2,7 +2,8 @@
 evaluation and the stored update history (FPDGD paper Algorithm 2; unlearning §3.2).
 
 ``Spec`` is the static part of an experiment (one compilation per Spec): what decides
-shapes and code paths, never a value a run traces (``config.static_part``); ``Arrays``
+shapes and code paths, never a value a run traces (``engine.config.static_part`` of
+``config.TRACED_FIELDS``); ``Arrays``
 its device data, the traced values among them (``RunSettings``: ε, Δ, click models,
 attackers, learning rates), so runs differing only in values share one program.  ``federated_round`` trains every client of a round at
 once, or ``client_chunk`` at a time through the server pipeline's streaming form,

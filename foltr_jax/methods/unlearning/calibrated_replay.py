@@ -16,8 +16,9 @@ import numpy as np
 
 from foltr_jax import engine
 from foltr_jax.engine import loop
+from foltr_jax.engine.config import static_part
 from foltr_jax.methods.fpdgd import federation
-from foltr_jax.methods.fpdgd.config import RunSettings, static_part
+from foltr_jax.methods.fpdgd.config import TRACED_FIELDS, RunSettings
 from foltr_jax.methods.fpdgd.rounds import (
     Arrays,
     Spec,
@@ -222,10 +223,12 @@ def replay(
     replay_config = dataclasses.replace(cfg, local_updates=max(config.unlearn_local_updates))
     rounds = [history_length(cfg.rounds, dt) for _, _, dt in cells]
     method = Replay(
-        config=static_part(dataclasses.replace(replay_config, rounds=max(rounds), eval_every=1)),
+        config=static_part(
+            dataclasses.replace(replay_config, rounds=max(rounds), eval_every=1), TRACED_FIELDS
+        ),
         spec=dataclasses.replace(
             spec,
-            config=static_part(replay_config),
+            config=static_part(replay_config, TRACED_FIELDS),
             n_settings=len(cells),
             history_every=0,
             attack_names=(),
