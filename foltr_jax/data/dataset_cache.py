@@ -51,7 +51,7 @@ CACHE_FORMAT_VERSION = 2  # 2: entries carry a SHA-256 of their arrays
 # none; 2: text decoded with surrogateescape, so that two query ids that differ only in
 # bytes that are not UTF-8 stay two queries.
 PARSER_VERSION = 2
-PARSER_SOURCES_SHA256 = "6fb50c007684321740a0eb069c0e990939797d7dc813fa722f26f0a10f12e192"
+PARSER_SOURCES_SHA256 = "d04caa347e14243e6b50f55e3bc6ba46981c663dc114109b2e79a9abdbb7bce2"
 
 # Bytes per step when hashing a file for the cache key.
 _HASH_BLOCK_BYTES = 1 << 20

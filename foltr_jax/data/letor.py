@@ -195,12 +195,16 @@ def _parse_features_slow(
     return (np.asarray(ids, dtype=np.float64), np.asarray(vals, dtype=np.float64), counts)
 
 
+def _feature_limit(n_features: int | None) -> tuple[int, str]:
+    """The largest feature id allowed, and what an error says of an id above it."""
+    if n_features is None:
+        return MAX_FEATURE_ID, f"exceeds the supported maximum {MAX_FEATURE_ID}"
+    return n_features, f"> n_features={n_features}"
+
+
 def _chunk_to_dense(chunk: _Chunk, path: str, n_features: int | None) -> np.ndarray:
     """Dense float32 [len(chunk), max id in chunk] matrix of the chunk's features."""
-    if n_features is None:
-        max_id, max_id_msg = MAX_FEATURE_ID, f"exceeds the supported maximum {MAX_FEATURE_ID}"
-    else:
-        max_id, max_id_msg = n_features, f"> n_features={n_features}"
+    max_id, max_id_msg = _feature_limit(n_features)
     parsed = _parse_features_fast(chunk.rests)
     if parsed is not None:
         ids, vals, counts = parsed
@@ -386,11 +390,6 @@ def _open_byte_blocks(raw, path: str, hasher) -> Iterator[bytes]:
     return _iter_byte_blocks(fh)
 
 
-def _open_blocks(raw, path: str, hasher) -> Iterator[str]:
-    """:func:`_open_byte_blocks`, decoded (UTF-8, undecodable bytes kept apart: ``_decode``)."""
-    return map(_decode, _open_byte_blocks(raw, path, hasher))
-
-
 def _stack(dense_chunks: list[np.ndarray], n_docs: int, n_features: int | None) -> np.ndarray:
     """One float32 [n_docs, width] matrix of the chunks' rows (narrower chunks padded
     with zeros); the list is emptied as the chunks are copied."""
@@ -436,18 +435,18 @@ class LoadProgress:
         return (self.total_bytes - self.bytes_read) / rate if rate > 0 else math.inf
 
 
-def _feature_limit(n_features: int | None) -> tuple[int, str]:
-    if n_features is None:
-        return MAX_FEATURE_ID, f"exceeds the supported maximum {MAX_FEATURE_ID}"
-    return n_features, f"> n_features={n_features}"
-
-
 def _default_threads() -> int:
     return max(1, min(_MAX_THREADS, os.cpu_count() or 1))
 
 
 def parse_file(
-    path: pathlib.Path, n_features: int | None, hasher=None, progress=None, threads=None
+    path: pathlib.Path,
+    n_features: int | None,
+    hasher=None,
+    progress=None,
+    threads=None,
+    *,
+    vectorised: bool = True,
 ):
     """Parse a LETOR file into raw (unnormalised) arrays.
 
@@ -458,9 +457,9 @@ def parse_file(
     reader; the result does not depend on it.
 
     Each block of lines is read by :func:`foltr_jax.data.letor_blocks.parse_block` (numpy
-    over the whole block) when it can vouch for it, else line by line (as
-    :func:`parse_file_by_lines` reads the whole file), which also names the first bad
-    line: the arrays and the errors are those of the line-by-line reader.
+    over the whole block) when it can vouch for it, else line by line, which also names
+    the first bad line: the arrays and the errors are those of the line-by-line reader.
+    ``vectorised=False`` reads every block line by line (:func:`parse_file_by_lines`).
     """
     spath = str(path)
     max_id = _feature_limit(n_features)[0]
@@ -468,6 +467,8 @@ def parse_file(
     label_chunks: list[np.ndarray] = []
     headers = _Headers(spath)
     n_docs = 0
+    if not vectorised:
+        threads = 1
     threads = _default_threads() if threads is None else max(1, int(threads))
     start = time.perf_counter()
 
@@ -497,8 +498,8 @@ def parse_file(
             label_chunks.append(docs.labels)
             n_docs += docs.labels.size
 
-    def parse(block: bytes):
-        return letor_blocks.parse_block(block, max_id, MAX_LABEL)
+    def parse(block: bytes) -> letor_blocks.BlockDocs | None:
+        return letor_blocks.parse_block(block, max_id, MAX_LABEL) if vectorised else None
 
     with open(path, "rb") as raw:
         total = os.fstat(raw.fileno()).st_size
@@ -564,42 +565,7 @@ def parse_file_by_lines(path: pathlib.Path, n_features: int | None, hasher=None)
     """:func:`parse_file` reading every line with the line-by-line reader: the parser
     as it was before the vectorised reader (kept as the reference that the tests and
     ``experiments/benchmark_loading.py`` compare with; about 15-20 MB/s)."""
-    spath = str(path)
-    dense_chunks: list[np.ndarray] = []
-    labels_all: list[int] = []
-    headers = _Headers(spath)
-    n_docs = 0
-
-    with open(path, "rb") as raw:
-        for text in _open_blocks(raw, spath, hasher):
-            lines = text.split("\n")
-            if text.endswith("\n"):
-                lines.pop()
-            chunk = _Chunk()
-            header_error = headers.read(lines, chunk, n_docs)
-            if chunk.labels:
-                # Parse the features before raising a header error, so that an
-                # earlier bad line in this chunk is the one reported.
-                dense_chunks.append(_chunk_to_dense(chunk, spath, n_features))
-                labels_all.extend(chunk.labels)
-                n_docs += len(chunk.labels)
-            if header_error is not None:
-                raise header_error
-
-    if n_docs == 0:
-        raise DatasetError(f"{spath}: no documents (empty file, or only comments/blank lines)")
-
-    features = _stack(dense_chunks, n_docs, n_features)
-    labels = np.asarray(labels_all, dtype=np.int32)
-    starts = np.asarray(headers.query_starts, dtype=np.int64)
-    lengths = np.diff(np.append(starts, n_docs))
-    return (
-        features,
-        labels,
-        starts.astype(np.int32),
-        lengths.astype(np.int32),
-        np.asarray(headers.qids, dtype=np.str_),
-    )
+    return parse_file(path, n_features, hasher, vectorised=False)
 
 
 # --------------------------------------------------------------------------
