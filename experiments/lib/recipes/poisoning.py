@@ -40,6 +40,9 @@ RUN = "poisoning"
 SEED1 = "poisoning_seed1"  # diagnosis: 5 more runs (another seed): 10 runs pooled
 EUCLIDEAN = "poisoning_euclidean"  # diagnosis: Krum with the paper's Euclidean distances
 T1000 = "poisoning_t1000"  # diagnosis: T = 1,000 rounds, m = 3
+# the neural ranker under data poisoning against FedAvg (§7.1: "similar to those for the linear
+# ranker"): the one finding the paper states of it, in a grid of its own
+NEURAL = "poisoning_neural"
 _GRID = opts(grid="paper", rounds=ROUNDS, chunk_rounds=100, n_clients=10, local_updates=5)
 _ALL = opts(click_models=",".join(CLICKS))
 CLAIM_RUNS = Recipe(
@@ -47,6 +50,9 @@ CLAIM_RUNS = Recipe(
     "Poisoning paper: the runs its claims read",
     (
         Run(RUN, "poisoning", _GRID + _ALL + opts(malicious_counts=",".join(map(str, COUNTS)))),
+        Run(NEURAL, "poisoning",
+            _GRID + _ALL + opts(malicious_counts=",".join(map(str, COUNTS)), ranker="neural",
+                                attacks="none,data_poisoning", aggregators="fedavg")),
         Run(SEED1, "poisoning",
             _GRID + _ALL + opts(malicious_counts=",".join(map(str, COUNTS)), seed=1)),
         Run(EUCLIDEAN, "poisoning",
