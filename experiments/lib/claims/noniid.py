@@ -53,6 +53,8 @@ from experiments.lib.recipes.noniid import (
     REMEDY_CLICKS,
     ROUNDS,
     TYPE1_LONGER,
+    TYPE1_REMEDIES_LONGER,
+    TYPE2_B_MORE,
     TYPE2_LONGER,
     TYPE3_MORE,
     TYPE4_CLICKS,
@@ -357,6 +359,12 @@ CLAIMS = [
         "expects, is no gain), with the control that the remedy changed the lists shown "
         "(paired online curves differ); gap not overcome: paired one-sided t-test, IID above "
         "the remedy by 0.025 (half of Δ = 0.05)",
+        diagnosis=_diagnosis(
+            "noniid_type1_remedies",
+            f"the linear, perfect cells with T = {LONG_ROUNDS} instead of {ROUNDS} (IID's lead "
+            "over the remedies was under the least effect: does it grow with training?)",
+            {name: longer(name) for name in TYPE1_REMEDIES_LONGER},
+        ),
     ),
     Claim(
         "noniid_type2_r1",
@@ -392,6 +400,15 @@ CLAIMS = [
         f"one-sided t-test above half the step (Δ = {B_STEP:g} with perfect clicks, "
         f"{B_STEP / 2:g} with the noisier, 'minimal', ones); neural: Welch TOST of B = 2 and "
         f"B = 10 against B = 5, margin ±{MARGIN}, control: B changed the lists shown",
+        diagnosis=_diagnosis(
+            "noniid_type2_r1_b",
+            f"{MORE_RUNS} runs of the linear ranker's perfect-click cell at every B, not the "
+            "table's",
+            {
+                **{name: more(name) for name in TYPE2_B_MORE},
+                t2("linear", "perfect"): more(t2("linear", "perfect")),
+            },
+        ),
     ),
     Claim(
         "noniid_type2",

@@ -34,8 +34,10 @@ from experiments.lib.recipes.thesis import (
     P_VALUES,
     RANKERS,
     ROUNDS,
+    THESIS_BUDGET,
     B,
     es_run,
+    full_budget,
     long_run,
     pdgd_run,
     seed1,
@@ -233,6 +235,23 @@ CLAIMS = [
         "larger numbers), each a Welch one-sided t-test above 0.01 MaxRR (half of Δ = 0.02); "
         "neural with navigational clicks, the thesis's exception, checked in its direction: "
         "1,000 and 2,000 above 50",
+        diagnosis=Diagnosis(
+            f"the thesis's budget, {THESIS_BUDGET:,} interactions ({THESIS_BUDGET // BUDGET} × "
+            "ours), for the linear ranker with informational clicks (50 clients above the "
+            "larger numbers by less than the least effect although the runs had the power)",
+            tuple(
+                full_budget(es_run("linear", "informational", 0.9, n)) for n in (50, 1000, CLIENTS)
+            ),
+            recheck(
+                lambda: BY_KEY["thesis_clients_50"].cells,
+                {
+                    es_run("linear", "informational", 0.9, n): full_budget(
+                        es_run("linear", "informational", 0.9, n)
+                    )
+                    for n in (50, 1000, CLIENTS)
+                },
+            ),
+        ),
     ),
     Claim(
         "thesis_pdgd_above_foltr_es",

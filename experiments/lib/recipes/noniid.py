@@ -217,6 +217,9 @@ TYPE2_LONGER = (("linear", "informational"), *(("neural", c) for c in CLICKS))
 # noniid_type1_offline: the linear, navigational cell (no offline drop at T = ROUNDS) at 4 ×
 # the rounds, without the remedies it does not read
 TYPE1_LONGER = (t1("linear", "navigational"),)
+# noniid_type1_remedies: the linear, perfect cell (IID above every remedy by 0.011-0.014 at
+# T = ROUNDS, under the least effect 0.025) at 4 × the rounds, with its remedies
+TYPE1_REMEDIES_LONGER = (t1("linear", "perfect"),)
 # noniid_type3: CCM with 20 runs (its 90 % interval straddled the margin with 5)
 TYPE3_MORE = ("nn_t3_ccm",)
 # noniid_fedprox: the FedProx (and FedPer) cells with 20 runs (FPDGD's #R = 1 non-IID offline
@@ -229,6 +232,9 @@ FEDPROX_MORE = (t2("linear", "perfect"),)
 # non-IID offline nDCG@10 varies by ±0.06); its baseline is FEDPROX_MORE's linear run's
 # non-IID cell (the same flags, 20 runs)
 TYPE4_MORE = (t4("mix2", "perfect"),)
+# noniid_type2_r1_b: the linear, perfect cell's B = 2 and 10 with 20 runs, non-IID only (B = 5's
+# 20 runs are FEDPROX_MORE's linear run)
+TYPE2_B_MORE = tuple(t2("linear", "perfect", b) for b in B_VALUES if b != 5)
 
 
 def _fedprox_only(name: str) -> Run:
@@ -242,8 +248,12 @@ CLAIM_RUNS = Recipe(
     (
         *_TABLE,
         *(_table_run(name).variant(longer(name), rounds=LONG_ROUNDS) for name in TYPE1_LONGER),
+        *(_table_run(name).variant(longer(name), rounds=LONG_ROUNDS)
+          for name in TYPE1_REMEDIES_LONGER),
         *(_table_run(name).variant(more(name), n_runs=MORE_RUNS) for name in TYPE4_MORE),
         *(_fedprox_only(name) for name in FEDPROX_MORE),
+        *(_table_run(name).variant(more(name), "--noiid", n_runs=MORE_RUNS)
+          for name in TYPE2_B_MORE),
         *(_table_run(t2r2(r, c)).variant(longer(t2r2(r, c)), rounds=LONG_ROUNDS)
           for r, c in TYPE2_LONGER),
         *(_table_run(name).variant(more(name), n_runs=MORE_RUNS) for name in TYPE3_MORE),

@@ -97,6 +97,13 @@ def long_run(ranker: str, p: float) -> str:
     return es_run(ranker, "informational", p) + f"_t{LONG}"
 
 
+THESIS_BUDGET = 2_000_000  # RQ1.1.2's ranker updates (ours: BUDGET)
+
+
+def full_budget(run: str) -> str:
+    return f"{run}_budget{THESIS_BUDGET // 1000}k"
+
+
 def seed1(run: str) -> str:
     return f"{run}_seed1"
 
@@ -133,5 +140,9 @@ CLAIM_RUNS = Recipe(
         *(_es("linear", c, 1.0).variant(seed1(es_run("linear", c, 1.0)), "--seed=1")
           for c in CLICKS),
         Run(seed1(pdgd_run("linear")), "fpdgd", (*_pdgd("linear"), "--seed=1")),
+        # thesis_clients_50: the linear, informational cell at the thesis's budget
+        *(_es("linear", "informational", 0.9, n).variant(
+            full_budget(es_run("linear", "informational", 0.9, n)),
+            f"--rounds={THESIS_BUDGET // (n * B)}") for n in (50, 1000, CLIENTS)),
     ),
 )  # fmt: skip
