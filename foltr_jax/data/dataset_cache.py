@@ -51,7 +51,7 @@ CACHE_FORMAT_VERSION = 2  # 2: entries carry a SHA-256 of their arrays
 # none; 2: text decoded with surrogateescape, so that two query ids that differ only in
 # bytes that are not UTF-8 stay two queries.
 PARSER_VERSION = 2
-PARSER_SOURCES_SHA256 = "d04caa347e14243e6b50f55e3bc6ba46981c663dc114109b2e79a9abdbb7bce2"
+PARSER_SOURCES_SHA256 = "98389f75e2ac9a947f36df606d1de1577826f21c7e765295d57071fc6ff57a9b"
 
 # Bytes per step when hashing a file for the cache key.
 _HASH_BLOCK_BYTES = 1 << 20

@@ -27,9 +27,17 @@ front of it one place on, and the 16 digits turned into an integer ``M`` by the 
 SWAR steps (pairs, quads, octets).  A value ``M / 10**f`` with ``M <= 2**53`` and
 ``f <= 15`` is then one correctly rounded float64 division, the same double that
 ``float()`` (and ``np.fromstring``) read from the text (Clinger's fast path); it is
-stored as float32 as the line-by-line parser stores it.  Values outside that range
-(exponents, more than 16 characters) are read by ``float()`` one by one (a file made
-of such values reads at about the line-by-line parser's speed).
+stored as float32 as the line-by-line parser stores it.  Most values have at most 8
+characters: every value is first read from the one window that ends it, and only the
+longer ones again as 16-character fields; a block without '-' or '+' looks for no sign.
+Values outside that range (exponents, more than 16 characters) are read by ``float()``
+one by one (a file made of such values reads at about the line-by-line parser's speed).
+
+Ids: in most LETOR files every line holds ids 1, 2, 3, ... in order.  Each id text is
+then compared, as one word, with the decimal its place on the line says, which is
+cheaper than reading it; a block whose ids are not so is read as above.  When every
+line of a block also holds the same number of ids, the values are the feature matrix
+as they stand, without a scatter.
 
 Every per-token step writes into arrays kept from one block to the next (one set per
 thread, :func:`release_scratch` frees them): megabyte-sized temporaries allocated
@@ -52,12 +60,21 @@ _SEVEN_F = _U64(0x7F7F_7F7F_7F7F_7F7F)
 _QID_PREFIX = _U64(int.from_bytes(b"qid:", "little"))
 _LOW32 = _U64(0xFFFF_FFFF)
 
+# Lines whose ids are 1, 2, 3, ... (most LETOR files): the text of each id, up to
+# _DENSE_IDS - 1, right-aligned in a word as the window ending at its ':' holds it (id 0
+# is the 'qid' of the qid token), its bytes and its length.
+_DENSE_IDS = 1024
+_DENSE_WORDS = [b"qid"] + [str(i).encode() for i in range(1, _DENSE_IDS)]
+_DENSE_TEXT = np.array([int.from_bytes(t.rjust(8, b"\0"), "little") for t in _DENSE_WORDS], _U64)
+_DENSE_LENGTH = np.array([len(t) for t in _DENSE_WORDS], np.intp)
+
 # Margin of separator bytes around a block, so that every window load stays inside.
 _PAD = 16
 
 _ALL_INT = (1 << 64) - 1
 # _TOP[j]: the top j bytes of a word (the last j characters of an 8-byte window).
 _TOP = np.array([_ALL_INT ^ ((1 << (8 * (8 - j))) - 1) for j in range(9)], _U64)
+_DENSE_MASK = _TOP.take(_DENSE_LENGTH)
 # _LOW[j]: the low j bytes of a word (the first j characters of a window).
 _LOW = np.array([(1 << (8 * j)) - 1 for j in range(9)], _U64)
 
@@ -88,6 +105,14 @@ _DIVISOR = np.array([10.0 ** int(f) for f in _FRAC], np.float64)
 _KEEP_LO = np.array([_TOP[max(j - 8, 0)] for j in range(17)], _U64)
 _KEEP_HI = np.array([_TOP[min(j, 8)] for j in range(17)], _U64)
 _MAX_EXACT = _U64(2**53)
+# For a dot at byte k of one 8-character word (k = 8: no dot), as _masks_by_dot for a
+# 16-character field: the bytes before and after it, the '0' that fills byte 0, 10^f.
+_BEFORE8 = np.array([(1 << (8 * k)) - 1 if k < 8 else 0 for k in range(9)], _U64)
+_AFTER8 = np.array(
+    [_ALL_INT ^ ((1 << (8 * (k + 1))) - 1) if k < 8 else _ALL_INT for k in range(9)], _U64
+)
+_FILL8 = np.array([0x30 if k < 8 else 0 for k in range(9)], _U64)
+_DIVISOR8 = np.array([10.0 ** (7 - k if k < 8 else 0) for k in range(9)], np.float64)
 
 _FLOAT_RE = re.compile(rb"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103  # beyond: infinity in float32 (letor.py)
@@ -197,33 +222,28 @@ def _short_uint(w: np.ndarray, end: np.ndarray, length: np.ndarray, ws: _Scratch
     return _swar8(x, t), ok
 
 
-def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch):
-    """(float64 values, ok) of the value texts a[vstart:vend]; ok is False where the
-    text is not ``[-+]digits[.digits]`` of at most 16 characters with M <= 2**53."""
-    size = vstart.size
+def _values16(w, vend: np.ndarray, n: np.ndarray, ws: _Scratch):
+    """(float64 magnitudes, ok) of the unsigned value texts of ``n`` characters that end
+    before ``vend``, read as 16-character fields; ok is False where the text is not
+    ``digits[.digits]`` of at most 16 characters with M <= 2**53.  ``n`` is changed."""
+    size = vend.size
     t, u = ws.get("t", size), ws.get("u", size)
-    b1 = ws.get("b1", size, bool)
-    idx = ws.get("idx", size, np.intp)
-    first = a.take(vstart, mode="clip", out=ws.get("first", size, np.uint8))
-    neg = np.equal(first, 45, out=ws.get("neg", size, bool))
-    np.equal(first, 43, out=b1)
-    b1 |= neg
-    n = np.subtract(vend, vstart, out=ws.get("n", size, np.intp))
-    n -= b1
+    b1 = ws.get("l_b1", size, bool)
+    idx = ws.get("l_idx", size, np.intp)
     np.clip(n, 0, 16, out=idx)
-    keep_lo = _KEEP_LO.take(idx, mode="clip", out=ws.get("keep_lo", size))
-    keep_hi = _KEEP_HI.take(idx, mode="clip", out=ws.get("keep_hi", size))
+    keep_lo = _KEEP_LO.take(idx, mode="clip", out=ws.get("l_keep_lo", size))
+    keep_hi = _KEEP_HI.take(idx, mode="clip", out=ws.get("l_keep_hi", size))
     np.subtract(vend, 16, out=idx)
-    lo = w.take(idx, mode="clip", out=ws.get("lo", size))
+    lo = w.take(idx, mode="clip", out=ws.get("l_lo", size))
     idx += 8
-    hi = w.take(idx, mode="clip", out=ws.get("hi", size))
+    hi = w.take(idx, mode="clip", out=ws.get("l_hi", size))
     lo &= keep_lo
     hi &= keep_hi
     # a byte outside the text is 0 now, never '.'
-    dot_lo = _eq_flags(lo, 0x2E, ws.get("dot_lo", size), t)
-    dot_hi = _eq_flags(hi, 0x2E, ws.get("dot_hi", size), t)
-    n_dots = np.bitwise_count(dot_lo, out=ws.get("n_dots", size, np.uint8))
-    n_dots += np.bitwise_count(dot_hi, out=ws.get("n_dots_hi", size, np.uint8))
+    dot_lo = _eq_flags(lo, 0x2E, ws.get("l_dot_lo", size), t)
+    dot_hi = _eq_flags(hi, 0x2E, ws.get("l_dot_hi", size), t)
+    n_dots = np.bitwise_count(dot_lo, out=ws.get("l_n_dots", size, np.uint8))
+    n_dots += np.bitwise_count(dot_hi, out=ws.get("l_n_dots_hi", size, np.uint8))
     # '.' -> '0' (0x2E ^ 0x1E = 0x30), and '0' in front of the text.
     for x, dot, keep in ((lo, dot_lo, keep_lo), (hi, dot_hi, keep_hi)):
         np.right_shift(dot, _U64(7), out=t)
@@ -232,7 +252,7 @@ def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch):
         np.invert(keep, out=t)
         t &= _ZEROS
         x |= t
-    ok = _all_digits(lo, t, u, ws.get("ok", size, bool))
+    ok = _all_digits(lo, t, u, ws.get("l_ok", size, bool))
     ok &= _all_digits(hi, t, u, b1)
     ok &= np.less_equal(n, 16, out=b1)
     ok &= np.less_equal(n_dots, 1, out=b1)
@@ -241,10 +261,10 @@ def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch):
     # Character index g of the dot (16: none): the flag of byte k is bit 8k + 7, so
     # flag - 1 has 8k + 7 bits set (64 when there is no flag).
     np.subtract(dot_lo, _U64(1), out=t)
-    k_lo = np.bitwise_count(t, out=ws.get("k_lo", size, np.uint8))
+    k_lo = np.bitwise_count(t, out=ws.get("l_k_lo", size, np.uint8))
     k_lo >>= np.uint8(3)
     np.subtract(dot_hi, _U64(1), out=t)
-    k_hi = np.bitwise_count(t, out=ws.get("k_hi", size, np.uint8))
+    k_hi = np.bitwise_count(t, out=ws.get("l_k_hi", size, np.uint8))
     k_hi >>= np.uint8(3)
     np.right_shift(k_lo, np.uint8(3), out=n_dots)
     k_hi *= n_dots
@@ -267,11 +287,89 @@ def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch):
     mantissa *= _U64(100_000_000)
     mantissa += _swar8(hi, t)
     ok &= np.less_equal(mantissa, _MAX_EXACT, out=b1)
+    values = ws.get("l_values", size, np.float64)
+    values[...] = mantissa
+    values /= _DIVISOR.take(g, mode="clip", out=ws.get("l_divisor", size, np.float64))
+    return values, ok
+
+
+def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch, signs: bool):
+    """(float64 values, ok) of the value texts a[vstart:vend]; ok is False where the
+    text is not ``[-+]digits[.digits]`` of at most 16 characters with M <= 2**53.
+    ``signs``: whether a text may begin with '-' or '+' (else none is looked for).
+
+    Every text's last 8 characters are read as one word (all of it for the texts of at
+    most 8 characters, most of them); the longer ones again as 16 (``_values16``)."""
+    size = vstart.size
+    t, u = ws.get("t", size), ws.get("u", size)
+    b1 = ws.get("b1", size, bool)
+    idx = ws.get("idx", size, np.intp)
+    n = np.subtract(vend, vstart, out=ws.get("n", size, np.intp))
+    neg = None
+    if signs:
+        first = a.take(vstart, mode="clip", out=ws.get("first", size, np.uint8))
+        neg = np.equal(first, 45, out=ws.get("neg", size, bool))
+        np.equal(first, 43, out=b1)
+        b1 |= neg
+        n -= b1
+    np.clip(n, 0, 8, out=idx)
+    keep = _TOP.take(idx, mode="clip", out=ws.get("keep", size))
+    np.subtract(vend, 8, out=idx)
+    x = w.take(idx, mode="clip", out=ws.get("x", size))
+    x &= keep  # a byte outside the text is 0 now, never '.'
+    dot = _eq_flags(x, 0x2E, ws.get("dot", size), t)
+    n_dots = np.bitwise_count(dot, out=ws.get("n_dots", size, np.uint8))
+    # '.' -> '0' (0x2E ^ 0x1E = 0x30), and '0' in front of the text.
+    np.right_shift(dot, _U64(7), out=t)
+    t *= _U64(0x1E)
+    x ^= t
+    np.invert(keep, out=t)
+    t &= _ZEROS
+    x |= t
+    ok = _all_digits(x, t, u, ws.get("ok", size, bool))
+    ok &= np.less_equal(n_dots, 1, out=b1)
+    ok &= np.greater(n, n_dots, out=b1)  # a digit besides the dot
+    # Byte k of the dot (8: none): its flag is bit 8k + 7, so flag - 1 has 8k + 7 bits
+    # set (64 when there is no flag).  The characters before it move one place on.
+    np.subtract(dot, _U64(1), out=t)
+    k = np.bitwise_count(t, out=ws.get("k", size, np.uint8))
+    k >>= np.uint8(3)
+    before = _BEFORE8.take(k, mode="clip", out=dot)
+    before &= x
+    x &= _AFTER8.take(k, mode="clip", out=t)
+    x |= _FILL8.take(k, mode="clip", out=t)
+    x |= np.left_shift(before, _U64(8), out=t)
+    mantissa = _swar8(x, t)  # at most 99,999,999: exact
     values = ws.get("values", size, np.float64)
     values[...] = mantissa
-    values /= _DIVISOR.take(g, mode="clip", out=ws.get("divisor", size, np.float64))
-    np.negative(values, out=values, where=neg)
+    values /= _DIVISOR8.take(k, mode="clip", out=ws.get("divisor", size, np.float64))
+    longer = np.flatnonzero(np.greater(n, 8, out=b1))
+    if longer.size:
+        values[longer], ok[longer] = _values16(w, vend[longer], n[longer], ws)
+    if neg is not None:
+        np.negative(values, out=values, where=neg)
     return values, ok
+
+
+def _dense_ids(w, colons, lengths, qid_h, holders_per_doc, ws: _Scratch):
+    """The holders' ids (0 for the qid tokens) when every line's ids are 1, 2, 3, ... in
+    order, each written as its plain decimal, else None: then each id text is the one its
+    place on the line says (compared as one word), which is cheaper than reading it."""
+    if holders_per_doc.max() > _DENSE_IDS:
+        return None
+    size = colons.size
+    ids = ws.get("dense_ids", size, np.intp)
+    np.subtract(np.arange(size), np.repeat(qid_h, holders_per_doc), out=ids)
+    t = ws.get("t", size)
+    b = ws.get("dense_ok", size, bool)
+    if not np.equal(lengths, _DENSE_LENGTH.take(ids, mode="clip"), out=b).all():
+        return None
+    idx = np.subtract(colons, 8, out=ws.get("idx", size, np.intp))
+    x = w.take(idx, mode="clip", out=ws.get("dense_x", size))
+    x &= _DENSE_MASK.take(ids, mode="clip", out=t)
+    if not np.equal(x, _DENSE_TEXT.take(ids, mode="clip", out=t), out=b).all():
+        return None
+    return ids
 
 
 def _blank_comments(a: np.ndarray, base: int, n: int, line_ends: np.ndarray) -> None:
@@ -387,20 +485,28 @@ def parse_block(block: bytes, max_id: int, max_label: int) -> BlockDocs | None:
     # Ids and values of every holder.  A qid token stands in as feature 0 (a column
     # dropped at the end) of value 0, so that nothing needs to be taken out.
     np.subtract(colons, hs, out=tmp)
-    ids, ok = _short_uint(w, colons, tmp, ws, "ids")
+    holders_per_doc = np.diff(qid_h, append=n_holders)
+    ids = _dense_ids(w, colons, tmp, qid_h, holders_per_doc, ws)
+    ok = None
+    if ids is None:
+        ids, ok = _short_uint(w, colons, tmp, ws, "ids")
     colons += 1  # where the values begin
-    values, ok_values = _values(a, w, colons, he, ws)
-    ids[qid_h] = 0
+    values, ok_values = _values(a, w, colons, he, ws, b"-" in block or b"+" in block)
     values[qid_h] = 0.0
-    ok[qid_h] = ok_values[qid_h] = True
-    if not ok.all():
-        return None
-    # Ids rise along a line: the only falls are onto the qid tokens' 0.
-    if (
-        np.count_nonzero(np.equal(ids, 0, out=b)) != n_docs
-        or np.count_nonzero(np.less_equal(ids[1:], ids[:-1], out=b[1:])) != n_docs - 1
-        or ids.max() > max_id
-    ):
+    ok_values[qid_h] = True
+    if ok is not None:
+        ids[qid_h] = 0
+        ok[qid_h] = True
+        if not ok.all():
+            return None
+        # Ids rise along a line: the only falls are onto the qid tokens' 0.
+        if (
+            np.count_nonzero(np.equal(ids, 0, out=b)) != n_docs
+            or np.count_nonzero(np.less_equal(ids[1:], ids[:-1], out=b[1:])) != n_docs - 1
+        ):
+            return None
+    width = int(ids.max())
+    if width > max_id:
         return None
     if not ok_values.all():
         for k in np.flatnonzero(~ok_values).tolist():
@@ -412,9 +518,12 @@ def parse_block(block: bytes, max_id: int, max_label: int) -> BlockDocs | None:
                 return None
             values[k] = value
 
+    if ok is None and holders_per_doc.min() == width + 1:
+        # Every line holds every id 1..width in order: the values are the matrix.
+        features = values.astype(np.float32).reshape(n_docs, width + 1)
+        return BlockDocs(labels, features[:, 1:], doc_lines, starts, int(n_lines))
     # Scatter: holder k goes to row rows[k] (the count of qid tokens up to it, less 1),
     # column ids[k] of a matrix one column wider (column 0 takes the qid tokens).
-    width = int(ids.max())
     flat = tmp
     flat[:] = 0
     flat[qid_h[1:]] = width + 1

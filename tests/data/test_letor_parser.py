@@ -149,15 +149,75 @@ def test_generated_blocks_are_read_by_the_vectorised_reader():
         assert letor_blocks.parse_block(block, letor.MAX_FEATURE_ID, letor.MAX_LABEL) is not None
 
 
-def test_values_equal_float_of_their_text():
+def _dots_everywhere():
+    """Digit strings of 1-17 characters with a dot at every place (and none): the texts on
+    both sides of the 8-character word the reader reads first, and of the 16 it reads next."""
+    for n in range(1, 18):
+        digits = "".join(str((7 * k + n) % 10) for k in range(n))
+        yield digits
+        for g in range(n + 1):
+            yield digits[:g] + "." + digits[g:]
+
+
+@pytest.mark.parametrize("signs", [True, False])
+def test_values_equal_float_of_their_text(signs):
     rng = np.random.default_rng(7)
     texts = [_VALUE_FORMS[int(rng.integers(len(_VALUE_FORMS)))](rng) for _ in range(3000)]
     texts += ["0", "-0", "+7", "1.", ".5", "-.5", "0.000000000000001", "999999999999999.9"]
+    texts += list(_dots_everywhere())
+    if signs:  # and the same with a sign
+        texts += ["-" + t for t in _dots_everywhere()] + ["+" + t for t in _dots_everywhere()]
+    else:  # a block without '-' or '+': no sign is looked for
+        texts = [t for t in texts if "-" not in t and "+" not in t]
     line = "1 qid:1 " + " ".join(f"{i + 1}:{t}" for i, t in enumerate(texts)) + "\n"
     docs = letor_blocks.parse_block(line.encode(), 10**8, 31)
     assert docs is not None
     expected = np.array([float(t) for t in texts], np.float64).astype(np.float32)
     np.testing.assert_array_equal(docs.features[0].view(np.uint32), expected.view(np.uint32))
+
+
+def _consecutive(n_ids, start=1, id_text=str, qid=1):
+    values = ["0", "3", "0.25", "12.076928", "0.0068493151"]
+    return f"{qid % 5} qid:{qid} " + " ".join(
+        f"{id_text(i)}:{values[i % len(values)]}" for i in range(start, start + n_ids)
+    )
+
+
+_CONSECUTIVE = {  # lines whose ids are (or are nearly) 1, 2, 3, ...
+    "same_length": [_consecutive(8, qid=q // 3) for q in range(30)],
+    "ragged": [_consecutive(q % 9, qid=q // 3) for q in range(30)],
+    "leading_zero": [_consecutive(8, qid=q // 3) for q in range(30)]
+    + ["1 qid:99 1:0.5 02:0.25 3:1"],
+    "plus_sign_id": [_consecutive(8, qid=q // 3) for q in range(30)] + ["1 qid:99 1:0.5 +2:1"],
+    "gap": [_consecutive(8, qid=q // 3) for q in range(30)] + ["1 qid:99 1:0.5 3:1"],
+    "ends_as_its_place": [_consecutive(8, qid=q // 3) for q in range(30)] + ["1 qid:99 1:0.5 12:1"],
+    "from_two": [_consecutive(8, start=2, qid=q // 3) for q in range(30)],
+    "over_1023_ids": [_consecutive(1100, qid=q) for q in range(3)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(_CONSECUTIVE))
+@pytest.mark.parametrize("n_features", [None, 5, 8, 1100])
+def test_lines_of_consecutive_ids_read_identically(tmp_path, case, n_features):
+    """The reader's shortcut for lines whose ids are 1, 2, 3, ... (each id text compared
+    with the one its place says; with every line as long, no scatter at all) reads what
+    the line-by-line reader reads, and hands back the lines it does not fit."""
+    path = tmp_path / "consecutive.txt"
+    path.write_text("\n".join(_CONSECUTIVE[case]) + "\n")
+    _assert_same_outcome(path, n_features)
+
+
+@pytest.mark.parametrize("case", ["same_length", "ragged", "from_two"])
+def test_the_consecutive_ids_shortcut_is_taken(monkeypatch, case):
+    # Otherwise the test above would only compare the general reading with itself.
+    found = []
+    dense_ids = letor_blocks._dense_ids
+    monkeypatch.setattr(
+        letor_blocks, "_dense_ids", lambda *args: found.append(dense_ids(*args)) or found[-1]
+    )
+    block = ("\n".join(_CONSECUTIVE[case]) + "\n").encode()
+    assert letor_blocks.parse_block(block, letor.MAX_FEATURE_ID, letor.MAX_LABEL) is not None
+    assert len(found) == 1 and (found[0] is not None) == (case != "from_two")
 
 
 # ---------------------------------------------------------------------------
