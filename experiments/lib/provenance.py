@@ -42,6 +42,7 @@ from absl import flags
 
 import foltr_jax
 from foltr_jax.core import files
+from foltr_jax.data import dataset_cache as data_cache
 
 FLAGS = flags.FLAGS
 EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parents[1]  # experiments/
@@ -69,11 +70,14 @@ def sha256_file(path) -> str:
     info = os.stat(path)
     key = (path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
     if key not in _HASHES:
-        digest = hashlib.sha256()
-        with open(path, "rb") as stream:
-            for block in iter(lambda: stream.read(1 << 22), b""):
-                digest.update(block)
-        _HASHES[key] = digest.hexdigest()
+        known = data_cache.known_sha256(path)  # data.read_letor hashed it as it read it
+        if known is None:
+            digest = hashlib.sha256()
+            with open(path, "rb") as stream:
+                for block in iter(lambda: stream.read(1 << 22), b""):
+                    digest.update(block)
+            known = digest.hexdigest()
+        _HASHES[key] = known
     return _HASHES[key]
 
 

@@ -123,11 +123,13 @@ def read_letor(
     digest = None
     try:
         if use_cache:
+            key = dataset_cache.stat_key(path)
             digest = dataset_cache.sha256_file(path)
             cache_path = dataset_cache.path_for(cache_dir, digest, normalise, n_features)
             source = dataset_cache.source(digest, normalise, n_features)
             cached = dataset_cache.load(cache_path, name, source)
             if cached is not None:
+                dataset_cache.note_sha256(key, digest)
                 return cached
             hasher = hashlib.sha256()
         features, labels, offsets, lengths, qids = letor.parse_file(
@@ -153,6 +155,7 @@ def read_letor(
                 "differ); read it again once nothing writes it"
             )
         else:
+            dataset_cache.note_sha256(key, digest)
             dataset_cache.write(cache_path, dataset_cache.arrays_of(dataset, source))
     return dataset
 

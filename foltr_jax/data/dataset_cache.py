@@ -31,11 +31,13 @@ __all__ = [
     "arrays_of",
     "default_cache_dir",
     "file_name",
+    "known_sha256",
     "load",
     "own_folder",
     "path_for",
     "sha256_file",
     "source",
+    "stat_key",
     "write",
 ]
 
@@ -74,6 +76,33 @@ def sha256_file(path: pathlib.Path) -> str:
                 break
             h.update(block)
     return h.hexdigest()
+
+
+def stat_key(path) -> tuple:
+    """What identifies the file at ``path`` as it is now: (absolute path, device, inode,
+    size, time of change in ns); OSError if it cannot be read."""
+    path = os.path.abspath(path)
+    info = os.stat(path)
+    return (path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+_READ: dict = {}  # stat_key -> the SHA-256 of the bytes read_letor read from that file
+
+
+def note_sha256(key: tuple, digest: str) -> None:
+    """Records that the file ``key`` (:func:`stat_key`, taken before it was read) held
+    bytes of SHA-256 ``digest`` when ``data.read_letor`` read it."""
+    _READ[key] = digest
+
+
+def known_sha256(path) -> str | None:
+    """The SHA-256 ``data.read_letor`` found for the file at ``path`` while it keeps the
+    identity, size and time of change it had then (so a caller that records the data files
+    a run read need not read them again), else None."""
+    try:
+        return _READ.get(stat_key(path))
+    except OSError:
+        return None
 
 
 def file_name(digest: str, normalise: bool, n_features: int | None) -> str:

@@ -74,3 +74,21 @@ def test_results_record_the_dataset_cache_s_versions():
         "format": dataset_cache.CACHE_FORMAT_VERSION, "parser": dataset_cache.PARSER_VERSION,
     }  # fmt: skip
     json.dumps(provenance.dataset_cache())
+
+
+def test_read_letor_remembers_the_sha256_of_the_bytes_it_read(tmp_path):
+    """What a binary records of its data files (their SHA-256) comes from the read itself,
+    so the files are not read again, and only while a file is as it was read."""
+    path = tmp_path / "one.txt"
+    path.write_text("1 qid:1 1:0.5\n0 qid:1 1:0.25\n")
+    assert dataset_cache.known_sha256(path) is None
+    read_letor(path, cache_dir=tmp_path / "cache")  # parsed
+    assert dataset_cache.known_sha256(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+    other = tmp_path / "other.txt"
+    other.write_bytes(path.read_bytes())
+    read_letor(other, cache_dir=tmp_path / "cache")  # from the cache
+    assert dataset_cache.known_sha256(other) == dataset_cache.known_sha256(path)
+    path.write_text("1 qid:1 1:0.5\n0 qid:1 1:0.75\n0 qid:2 1:0.1\n")  # changed since
+    assert dataset_cache.known_sha256(path) is None
+    read_letor(path, use_cache=False)  # nothing hashed
+    assert dataset_cache.known_sha256(path) is None
