@@ -53,7 +53,7 @@ CACHE_FORMAT_VERSION = 2  # 2: entries carry a SHA-256 of their arrays
 # none; 2: text decoded with surrogateescape, so that two query ids that differ only in
 # bytes that are not UTF-8 stay two queries.
 PARSER_VERSION = 2
-PARSER_SOURCES_SHA256 = "98389f75e2ac9a947f36df606d1de1577826f21c7e765295d57071fc6ff57a9b"
+PARSER_SOURCES_SHA256 = "f72910a72879c5a46d8640929e212a898b288067245c439c4f80c4ef28927daa"
 
 # Bytes per step when hashing a file for the cache key.
 _HASH_BLOCK_BYTES = 1 << 20

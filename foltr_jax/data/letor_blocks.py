@@ -144,6 +144,14 @@ def _windows(a: np.ndarray) -> np.ndarray:
     return np.ndarray(shape=(a.size - 7,), dtype="<u8", buffer=a, offset=0, strides=(1,))
 
 
+def _load(w: np.ndarray, idx: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out[i] = w[idx[i]]``: the windows at ``idx`` (which are in range).  Indexing
+    reads the overlapping windows where they are; ``take`` would first copy all of them
+    into a contiguous array, eight times the block."""
+    out[...] = w[idx]
+    return out
+
+
 class _Scratch(threading.local):
     """Arrays reused from block to block (one set per thread).
 
@@ -208,10 +216,10 @@ def _short_uint(w: np.ndarray, end: np.ndarray, length: np.ndarray, ws: _Scratch
     size = end.size
     t, u = ws.get("t", size), ws.get("u", size)
     idx = ws.get("idx", size, np.intp)
-    np.clip(length, 0, 8, out=idx)
+    np.minimum(length, 8, out=idx)  # below 0: clipped by take
     keep = _TOP.take(idx, mode="clip", out=ws.get("keep", size))
     np.subtract(end, 8, out=idx)
-    x = w.take(idx, mode="clip", out=ws.get(tag, size))
+    x = _load(w, idx, ws.get(tag, size))
     x &= keep
     np.invert(keep, out=t)
     t &= _ZEROS
@@ -230,13 +238,13 @@ def _values16(w, vend: np.ndarray, n: np.ndarray, ws: _Scratch):
     t, u = ws.get("t", size), ws.get("u", size)
     b1 = ws.get("l_b1", size, bool)
     idx = ws.get("l_idx", size, np.intp)
-    np.clip(n, 0, 16, out=idx)
+    np.minimum(n, 16, out=idx)
     keep_lo = _KEEP_LO.take(idx, mode="clip", out=ws.get("l_keep_lo", size))
     keep_hi = _KEEP_HI.take(idx, mode="clip", out=ws.get("l_keep_hi", size))
     np.subtract(vend, 16, out=idx)
-    lo = w.take(idx, mode="clip", out=ws.get("l_lo", size))
+    lo = _load(w, idx, ws.get("l_lo", size))
     idx += 8
-    hi = w.take(idx, mode="clip", out=ws.get("l_hi", size))
+    hi = _load(w, idx, ws.get("l_hi", size))
     lo &= keep_lo
     hi &= keep_hi
     # a byte outside the text is 0 now, never '.'
@@ -312,10 +320,10 @@ def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch, signs: boo
         np.equal(first, 43, out=b1)
         b1 |= neg
         n -= b1
-    np.clip(n, 0, 8, out=idx)
+    np.minimum(n, 8, out=idx)
     keep = _TOP.take(idx, mode="clip", out=ws.get("keep", size))
     np.subtract(vend, 8, out=idx)
-    x = w.take(idx, mode="clip", out=ws.get("x", size))
+    x = _load(w, idx, ws.get("x", size))
     x &= keep  # a byte outside the text is 0 now, never '.'
     dot = _eq_flags(x, 0x2E, ws.get("dot", size), t)
     n_dots = np.bitwise_count(dot, out=ws.get("n_dots", size, np.uint8))
@@ -365,7 +373,7 @@ def _dense_ids(w, colons, lengths, qid_h, holders_per_doc, ws: _Scratch):
     if not np.equal(lengths, _DENSE_LENGTH.take(ids, mode="clip"), out=b).all():
         return None
     idx = np.subtract(colons, 8, out=ws.get("idx", size, np.intp))
-    x = w.take(idx, mode="clip", out=ws.get("dense_x", size))
+    x = _load(w, idx, ws.get("dense_x", size))
     x &= _DENSE_MASK.take(ids, mode="clip", out=t)
     if not np.equal(x, _DENSE_TEXT.take(ids, mode="clip", out=t), out=b).all():
         return None
