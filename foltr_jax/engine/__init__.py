@@ -23,7 +23,7 @@ Their names are the engine's: ``engine.run``, ``engine.Federated``, ``engine.ser
 
 from foltr_jax.engine import config, lists  # the shared settings and list helpers: engine.lists
 from foltr_jax.engine.config import ConfigError
-from foltr_jax.engine.federated import Federated
+from foltr_jax.engine.federated import Federated, RoundEnd, RoundStart
 from foltr_jax.engine.method_registry import METHODS, MethodEntry, register_method
 from foltr_jax.engine.results import RunResult
 from foltr_jax.engine.runner import Method, run, run_chunk, run_chunk_jit, select_evaluated
@@ -60,6 +60,8 @@ __all__ = [
     "Federated",
     "Method",
     "MethodEntry",
+    "RoundEnd",
+    "RoundStart",
     "RunResult",
     "Sent",
     "check_devices",

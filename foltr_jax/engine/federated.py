@@ -1,9 +1,11 @@
-"""``Federated``: the base of a method whose round is the engine's ``federated_round`` (its
-subclass gives the clients' side, the initial models and the evaluation)."""
+"""``Federated``: the one contract of a method with the engine.  Its subclass gives the
+clients' side, the initial models and the evaluation, and where it needs them the round's
+hooks (``begin_round``, ``end_round``); the round itself is the engine's
+``federated_round``, which no method calls."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -13,10 +15,30 @@ from foltr_jax.engine.shared_round import federated_round, flatten, round_keys
 from foltr_jax.server import pipeline
 
 
+class RoundStart(NamedTuple):
+    """What a round of every slot starts from (``Federated.begin_round``)."""
+
+    inputs: Any  # what ``clients(inputs, start, size)`` reads (replicated over devices)
+    params: Any  # the slots' models the clients start from (leaves [n_slots, ...])
+    server_state: Any  # the slots' server chain states
+    settings: Any = None  # the slots' traced server settings (leading axis n_slots), or None
+    n_malicious: Any = 0  # int [n_slots] (or one number): the first n_malicious attack
+    own: Any = None  # what the method carries from its ``begin_round`` to its ``end_round``
+
+
+class RoundEnd(NamedTuple):
+    """What the engine's round gives back (``federated_round``): the new models, the new
+    server states, the round's metrics and the clients' ``Sent.kept`` (unchunked rounds)."""
+
+    params: Any
+    server_state: Any
+    metrics: Any
+    kept: Any
+
+
 class Federated:
-    """A method whose round is the engine's ``federated_round`` and whose state is (the
-    slots' models, the server chain's state): a subclass (a frozen dataclass with a
-    ``config`` built on ``config.RunConfig``) gives
+    """A method as the engine runs it: a subclass (a frozen dataclass with a ``config``
+    built on ``config.RunConfig``) gives
 
     - ``init_params(consts, init_keys)``: the slots' initial models (leaves [n_slots, ...]);
     - ``clients(inputs, start, size) -> Sent`` with ``inputs`` = (consts, the slots'
@@ -27,11 +49,16 @@ class Federated:
     names of ``Sent.online``'s sums, means over its ``count``), ``optimizer(settings)`` (the
     server optimiser, none by default), ``slot_settings(consts)`` (the traced values the
     server's side reads, leading axis n_slots: a value that is not part of the compiled
-    program) and ``extras(consts, state)``.  The rest of
-    ``engine.Method`` is here: keys, the server pipeline of the config's attack,
-    aggregator and malicious clients, devices and chunks (checked when the method is
-    made: ``check_scale``), the evaluation cadence and the interactions simulated
-    (clients × ``local_updates`` × rounds × runs).
+    program) and ``extras(consts, state)``.  A method whose state holds more than (the
+    slots' models, the server chain's state), or whose clients read more than the models
+    and keys, gives the round's hooks instead of writing a round: ``begin_round`` (what
+    the round starts from: ``RoundStart``), ``end_round`` (its state after the engine's
+    round: ``RoundEnd``), ``evaluate_round`` (the offline metrics of the new models, with
+    the clients' ``Sent.kept``), ``round_keys`` (its own key stream) and
+    ``client_devices``.  The rest is the engine's (``round``): keys, the server pipeline
+    of the config's attack, aggregator and malicious clients (``stages``), devices and
+    chunks (checked when the method is made: ``check``), the evaluation cadence and the
+    interactions simulated (clients × ``local_updates`` × rounds × runs).
     """
 
     config: Any  # the subclass's field
@@ -40,6 +67,11 @@ class Federated:
     online: tuple[str, ...] = ("online_ndcg",)
 
     def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Raises ConfigError when the config's devices and chunks do not fit its server
+        pipeline (``check_scale``)."""
         check_scale(self.config, self.stages())
 
     def optimizer(self, settings=None):
@@ -62,6 +94,11 @@ class Federated:
             optimizer=self.optimizer(settings),
         )
 
+    @property
+    def client_devices(self) -> int:
+        """The devices the engine splits a round's clients over (``on_devices``)."""
+        return self.config.n_devices
+
     def repetitions(self) -> np.ndarray:
         return np.arange(self.config.n_runs)
 
@@ -72,29 +109,52 @@ class Federated:
     def evaluate(self, consts, state):
         return self.evaluate_params(consts, state[0])
 
-    def round(self, consts, state, slot_keys, t, evaluate_now):
-        cfg = self.config
+    def round_keys(self, consts, slot_keys, t):
+        """[n_slots] the keys of round t: fold_in(slot key, t) (``shared_round.round_keys``)."""
+        return round_keys(slot_keys, t)
+
+    def begin_round(self, consts, state, keys, t) -> RoundStart:
+        """What round t starts from: the state's (models, server state), the clients
+        reading (consts, models, keys), the ``slot_settings`` and the config's attackers."""
         params, server_state = state
-        keys = round_keys(slot_keys, t)
-        params, server_state, metrics, _ = federated_round(
+        settings = self.slot_settings(consts)
+        return RoundStart(
+            (consts, params, keys), params, server_state, settings, self.config.n_malicious
+        )
+
+    def evaluate_round(self, consts, params, kept):
+        """The offline metrics of the round's new models (``evaluate_params``)."""
+        return self.evaluate_params(consts, params)
+
+    def end_round(self, consts, state, start: RoundStart, t, end: RoundEnd):
+        """(the state after round t, its metrics): (new models, new server state)."""
+        return (end.params, end.server_state), end.metrics
+
+    def round(self, consts, state, slot_keys, t, evaluate_now):
+        """Round t of every slot: ``begin_round``, the engine's ``federated_round`` of the
+        method's ``clients`` and ``stages``, ``end_round``."""
+        cfg = self.config
+        keys = self.round_keys(consts, slot_keys, t)
+        start = self.begin_round(consts, state, keys, t)
+        end = federated_round(
             self.clients,
-            (consts, params, keys),
-            params,
-            server_state,
+            start.inputs,
+            start.params,
+            start.server_state,
             keys,
             n_clients=cfg.n_round_clients,
             stages=self.stages,
-            settings=self.slot_settings(consts),
-            evaluate=lambda p, _: self.evaluate_params(consts, p),
+            settings=start.settings,
+            evaluate=lambda p, kept: self.evaluate_round(consts, p, kept),
             evaluate_now=evaluate_now,
             sends_updates=self.sends_updates,
-            n_malicious=cfg.n_malicious,
+            n_malicious=start.n_malicious,
             client_chunk=cfg.client_chunk,
-            n_devices=cfg.n_devices,
+            n_devices=self.client_devices,
             offline=self.offline,
             online=self.online,
         )
-        return (params, server_state), metrics
+        return self.end_round(consts, state, start, t, RoundEnd(*end))
 
     def extras(self, consts, state) -> dict:
         return {}

@@ -128,21 +128,33 @@ class Spec(engine.Federated):
         """FedOpt's server SGD: θ + η_g·Δ of the aggregated update (Algorithm 1 line 11)."""
         return optax.sgd(self.config.global_lr)
 
-    # The rest of the method as ``engine.run`` takes it (``engine.Method``).
+    # The rest of the method as ``engine.run`` takes it (``engine.Federated``'s hooks).
     def init(self, arrays: Arrays, init_keys):
         """Constants (the data, every user's γ_s drawn from the run's initialisation key)
         and the initial models (``initial_state``), the EM's state and the server's."""
         return (arrays, user_gammas(self.config, init_keys)), initial_state(self, init_keys)
 
-    def evaluate(self, consts, state: State):
-        return evaluate_runs(self, consts[0].test, state.params)
+    def evaluate_params(self, consts, params):
+        return evaluate_runs(self, consts[0].test, params)
 
-    def round(self, consts, state: State, run_keys, t, evaluate_now):
+    def begin_round(self, consts, state: State, keys, t) -> engine.RoundStart:
+        """Round t's users click (``round_logs``) and, with estimated propensities, the
+        EM's step gives their propensities; the users read (data, models, click logs,
+        propensities)."""
         arrays, gammas = consts
-        state, round_metrics, _ = fedips_round(
-            self, arrays, state, run_keys, gammas, t, evaluate_now
+        logs = round_logs(self, arrays, keys, gammas)
+        propensities, em = round_propensities(self, arrays, state.em, logs, gammas)
+        inputs = (arrays, state.params, logs, propensities)
+        return engine.RoundStart(
+            inputs, state.params, state.server, None, self.config.n_malicious, em
         )
-        return state, round_metrics
+
+    def clients(self, inputs, start, size: int) -> engine.Sent:
+        # call-arg: mypy takes *inputs, of unknown length, to fill every place
+        return train_users(self, *inputs, start, size)  # type: ignore[call-arg]
+
+    def end_round(self, consts, state: State, start, t, end: engine.RoundEnd):
+        return State(end.params, start.own, end.server_state), end.metrics
 
     def finish(self, consts, state: State, curves):
         """Adds the users' γ_s and, with estimated propensities, the users' mean θ̂
@@ -371,43 +383,11 @@ def train_users(spec: Spec, arrays: Arrays, params, logs: ClickLog, propensities
     return engine.Sent(updates, jnp.ones(updates.shape[:2], updates.dtype), online)
 
 
-def fedips_round(spec: Spec, arrays: Arrays, state: State, run_keys, gammas, t, evaluate_now=None):
-    """One round of every run: users click, train locally (``train_users``) and the engine
-    runs the servers' pipeline (attack, aggregation, θ + η_g·Δ) and evaluates the global
-    models (``engine.federated_round``; ``evaluate_now``: see ``engine.offline_when``).
-
-    ``run_keys`` [n_runs] training keys, ``gammas`` [n_runs, n_users] the users' γ_s.
-    Returns (new State, the round's metrics: offline NDCG@5 and @10, click records learnt
-    from and lists shown by all users, ClickLog with leaves [n_runs, n_users, ...]).
-    """
-    cfg = spec.config
-    round_keys = engine.round_keys(run_keys, t)
-    keys = engine.client_keys(round_keys, jnp.arange(cfg.n_users))  # user u: fold_in(·, u)
-    logs = jax.vmap(jax.vmap(functools.partial(user_click_log, spec, arrays.train)))(keys, gammas)
-    propensities, em = round_propensities(spec, arrays, state.em, logs, gammas)
-
-    def users(inputs, start, size: int) -> engine.Sent:
-        # call-arg: mypy takes *inputs, of unknown length, to fill every place
-        return train_users(spec, *inputs, start, size)  # type: ignore[call-arg]
-
-    params, server, round_metrics, _ = engine.federated_round(
-        users,
-        (arrays, state.params, logs, propensities),
-        state.params,
-        state.server,
-        round_keys,
-        n_clients=cfg.n_users,
-        stages=spec.stages,
-        evaluate=lambda p, _: evaluate_runs(spec, arrays.test, p),
-        evaluate_now=evaluate_now,
-        sends_updates=True,
-        n_malicious=cfg.n_malicious,
-        client_chunk=cfg.client_chunk,
-        n_devices=cfg.n_devices,
-        offline=spec.offline,
-        online=spec.online,
-    )
-    return State(params, em, server), round_metrics, logs
+def round_logs(spec: Spec, arrays: Arrays, round_keys, gammas) -> ClickLog:
+    """Every user's click log of a round (leaves [n_runs, n_users, ...]): user u clicks
+    with the key fold_in(round key, u) and its γ_s (``gammas`` [n_runs, n_users])."""
+    keys = engine.client_keys(round_keys, jnp.arange(spec.config.n_users))
+    return jax.vmap(jax.vmap(functools.partial(user_click_log, spec, arrays.train)))(keys, gammas)
 
 
 def user_gammas(config: FedIpsConfig, gamma_keys):

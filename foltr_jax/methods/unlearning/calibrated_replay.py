@@ -109,10 +109,10 @@ def replay_stages(settings) -> tuple:
 
 
 @dataclasses.dataclass(frozen=True)
-class Replay:
-    """The replay as ``engine.run`` takes it (``engine.Method``): every cell's runs are
-    run slots, round s replays the stored round 1 + s·Δt (n′ local steps, calibration,
-    FedAvg) and a slot whose ⌈T/Δt⌉ rounds are done keeps its model.
+class Replay(engine.Federated):
+    """The replay as ``engine.run`` takes it (``engine.Federated``'s hooks): every cell's
+    runs are run slots, round s replays the stored round 1 + s·Δt (n′ local steps,
+    calibration, FedAvg) and a slot whose ⌈T/Δt⌉ rounds are done keeps its model.
 
     ``config`` is the engine's view: the training's, with ``rounds`` the longest cell's
     ⌈T/Δt⌉ and every round evaluated (each cell's own last round is its result).  The
@@ -127,6 +127,15 @@ class Replay:
     n_forget: int
 
     offline = ("offline_ndcg", "offline_mrr")  # NaN once a cell's rounds are done
+    online = ()
+    sends_updates = True
+    client_devices = 1  # FPDGD's client training splits its lanes over the devices itself
+
+    def check(self) -> None:
+        """Nothing: the training's config was checked when it was built."""
+
+    def stages(self, settings=None) -> tuple:
+        return replay_stages((None, None) if settings is None else settings)
 
     def repetitions(self) -> np.ndarray:
         return np.tile(np.arange(self.config.n_runs), len(self.cells))
@@ -134,19 +143,26 @@ class Replay:
     def init(self, consts: _ReplayConsts, init_keys):
         return consts, engine.flatten(jax.vmap(self.spec.ranker.init)(init_keys))
 
-    def evaluate(self, consts: _ReplayConsts, flat_global):
+    def evaluate_params(self, consts: _ReplayConsts, flat_global):
         unravel = engine.unraveller(self.spec.ranker)
         return jax.vmap(lambda p: evaluate(self.spec, consts.arrays, unravel(p)))(flat_global)
 
-    def round(self, consts: _ReplayConsts, flat_global, train_keys, s, evaluate_now):
-        """Replayed round s of every slot (``engine.serve``); ``train_keys`` are unused:
-        the replay's keys are ``consts.slot_keys``."""
+    def evaluate(self, consts: _ReplayConsts, flat_global):
+        return self.evaluate_params(consts, flat_global)
+
+    def round_keys(self, consts: _ReplayConsts, slot_keys, s):
+        """The replay's own keys (``consts.slot_keys``), not ``engine.run``'s."""
+        return engine.round_keys(consts.slot_keys, s)
+
+    def begin_round(self, consts: _ReplayConsts, flat_global, keys, s) -> engine.RoundStart:
+        """Replayed round s: the slots' clients train n′ steps from the global models, and
+        each slot's server chain (a fresh one) calibrates with its stored updates of round
+        1 + s·Δt."""
         spec, arrays = self.spec, consts.arrays
-        step_keys = engine.round_keys(consts.slot_keys, s)
         params = jax.vmap(engine.unraveller(spec.ranker))(flat_global)
         rnd = _Round(
             consts.settings,
-            step_keys,
+            keys,
             params,
             first_step_scores(spec, arrays, params),
             None,
@@ -154,34 +170,19 @@ class Replay:
         )
         index = jnp.minimum(s * consts.stride, consts.history.shape[1] - 1)
         stored = consts.history[consts.history_slot, index]  # [n_slots, n_clients, d]
+        server = jax.vmap(pipeline.chain(*self.stages()).init)(jnp.zeros_like(flat_global))
+        return engine.RoundStart((arrays, rnd), flat_global, server, (stored, flat_global))
 
-        def clients(inputs, start, size: int) -> engine.Sent:
-            # call-arg: mypy takes *inputs, of unknown length, to fill every place
-            return train_clients(spec, *inputs, start, size)  # type: ignore[call-arg]
+    def clients(self, inputs, start, size: int) -> engine.Sent:
+        # call-arg: mypy takes *inputs, of unknown length, to fill every place
+        return train_clients(self.spec, *inputs, start, size)  # type: ignore[call-arg]
 
-        replayed, _, metrics, _ = engine.federated_round(
-            clients,
-            (arrays, rnd),
-            flat_global,
-            jax.vmap(pipeline.chain(*replay_stages((None, None))).init)(
-                jnp.zeros_like(flat_global)
-            ),
-            step_keys,
-            n_clients=self.config.n_clients,
-            stages=replay_stages,
-            settings=(stored, flat_global),
-            evaluate=lambda p, _: self.evaluate(consts, p),
-            evaluate_now=evaluate_now,
-            sends_updates=True,
-            client_chunk=spec.config.client_chunk,
-            n_devices=1,  # FPDGD's client training splits its lanes over the devices itself
-            offline=self.offline,
-            online=(),
-        )
+    def end_round(self, consts: _ReplayConsts, flat_global, start, s, end: engine.RoundEnd):
+        """A slot whose rounds are done keeps its model and reports NaN."""
         active = s < consts.rounds
-        flat_global = jnp.where(active[:, None], replayed, flat_global)
+        flat_global = jnp.where(active[:, None], end.params, flat_global)
         nan = jnp.float32(jnp.nan)
-        return flat_global, type(metrics)(*(jnp.where(active, m, nan) for m in metrics))
+        return flat_global, type(end.metrics)(*(jnp.where(active, m, nan) for m in end.metrics))
 
     def finish(self, consts: _ReplayConsts, flat_global, curves):
         cfg = self.config

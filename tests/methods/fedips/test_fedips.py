@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import data
+from foltr_jax import data, engine
 from foltr_jax.engine.config import ConfigError
 from foltr_jax.methods import fedips
 from foltr_jax.methods.fedips import ips
@@ -213,8 +213,11 @@ def test_federated_round_matches_numpy(propensity, ranker):
     keys, gammas = fedips.run_keys_and_gammas(cfg)
     start = random_start(ranker)
     state = fedips.initial_state(spec)._replace(params=start)
-    round_fn = jax.jit(functools.partial(fedips.fedips_round, spec), static_argnums=())
-    new_state, round_metrics, logs = round_fn(arrays, state, keys, gammas, jnp.int32(3))
+    t = jnp.int32(3)
+    new_state, round_metrics = jax.jit(spec.round)(
+        (arrays, gammas), state, keys, t, None
+    )  # the engine's round with FedIPS's hooks, and the users' clicks in it:
+    logs = fedips.round_logs(spec, arrays, engine.round_keys(keys, t), gammas)
 
     shown_index, shown = fedips.displayed_lists(prepared.train, prepared.logging_params, 3)
     logs = jax.device_get(logs)
