@@ -5,9 +5,9 @@ evaluation and the stored update history (FPDGD paper Algorithm 2; unlearning §
 shapes and code paths, never a value a run traces (``engine.config.static_part`` of
 ``config.TRACED_FIELDS``); ``Arrays``
 its device data, the traced values among them (``RunSettings``: ε, Δ, click models,
-attackers, learning rates), so runs differing only in values share one program.  ``federated_round`` trains every client of a round at
-once, or ``client_chunk`` at a time through the server pipeline's streaming form,
-so memory follows the chunk.  One concern, FPDGD's round, in one module.
+attackers, learning rates), so runs differing only in values share one program.  The
+round is the engine's (``engine.Federated``): FPDGD gives its clients' training
+(``train_clients``) and its hooks.  One concern, FPDGD's round, in one module.
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ from foltr_jax.server import pipeline
 
 
 @dataclasses.dataclass(frozen=True)
-class Spec:
-    """The static part of an experiment (hashable: one compilation per Spec).  ``config``
-    is the run's ``static_part``: its traced values (ε, Δ, click model, m, attack,
-    aggregator, learning rates) are None here and live in ``Arrays.settings``."""
+class Spec(engine.Federated):
+    """The static part of an experiment (hashable: one compilation per Spec), and FPDGD
+    as the engine runs it (``engine.Federated``'s hooks).  ``config`` is the run's
+    ``static_part``: its traced values (ε, Δ, click model, m, attack, aggregator, learning
+    rates) are None here and live in ``Arrays.settings``."""
 
     config: FederationConfig
     ranker: Ranker
@@ -54,6 +55,8 @@ class Spec:
     personal_eval: str = "server"  # FedPer's offline model (client_plan.PERSONAL_EVALUATIONS)
 
     offline = ("offline_ndcg", "offline_mrr")
+    online = ("online_ndcg", "online_max_rr")
+    client_devices = 1  # FPDGD splits its lanes over the devices itself (lanes.train_lanes)
 
     @property
     def n_slots(self) -> int:
@@ -71,7 +74,14 @@ class Spec:
             cfg.n_devices,
         )
 
-    # The method as ``engine.run`` takes it (``engine.Method``).
+    # The method as ``engine.run`` takes it (``engine.Federated``'s hooks).
+    def check(self) -> None:
+        """Nothing: ``federation.build`` checked the config (its devices split the lanes)."""
+
+    def stages(self, settings=None) -> tuple:
+        """One slot's server pipeline (``server_stages``) of its ``settings``."""
+        return server_stages(self, settings)
+
     def repetitions(self) -> np.ndarray:
         """Repetition r of every setting shares its keys: settings are compared on paired runs."""
         return np.tile(np.arange(self.config.n_runs), self.n_settings)
@@ -107,19 +117,49 @@ class Spec:
         params = state[0][0] if self.personal_keys else state[0]
         return jax.vmap(lambda p: evaluate(self, arrays, p))(params)
 
-    def round(self, arrays: Arrays, state, slot_keys, t, evaluate_now):
-        """``federated_round``, storing the clients' updates of round t (0-based) at
-        t // Δt when t is a multiple of Δt."""
-        params, server_state, history = state
-        params, round_metrics, updates, server_state = federated_round(
-            self, arrays, params, slot_keys, t, server_state, evaluate_now
+    def begin_round(self, arrays: Arrays, state, keys, t) -> engine.RoundStart:
+        """Every client starts from its slot's global model (FedPer: with its own
+        personal layers) with the slot's settings (``_Round``)."""
+        params, server_state, _ = state
+        personal = None
+        if self.personal_keys:
+            params, personal = params
+        settings = jax.tree_util.tree_map(
+            lambda x: jnp.repeat(x, self.config.n_runs), arrays.settings
         )
+        rnd = _Round(settings, keys, params, first_step_scores(self, arrays, params), personal)
+        return engine.RoundStart(
+            (arrays, rnd), params, server_state, settings, settings.n_malicious
+        )
+
+    def clients(self, inputs, start, size: int) -> engine.Sent:
+        # call-arg: mypy takes *inputs, of unknown length, to fill every place
+        return train_clients(self, *inputs, start, size)  # type: ignore[call-arg]
+
+    def kept_personal(self, kept):
+        """FedPer's personal layers of the clients' models (``Sent.kept``), or None."""
+        return None if not self.personal_keys else {k: kept[0][k] for k in self.personal_keys}
+
+    def evaluate_round(self, arrays: Arrays, params, kept):
+        """``offline_metrics``: with FedPer's ``personal_eval='clients'``, of the clients'
+        personalised models."""
+        return offline_metrics(self, arrays, params, self.kept_personal(kept))
+
+    def end_round(self, arrays: Arrays, state, start, t, end: engine.RoundEnd):
+        """The new global models (FedPer: with the clients' personal layers), and the
+        clients' updates θ_c − θ_global [n_slots, n_clients, d] of round t (0-based)
+        stored at t // Δt when t is a multiple of Δt (``history_every``)."""
+        history = state[2]
+        params = end.params
+        if self.personal_keys:
+            params = (params, self.kept_personal(end.kept))
         if history is not None:
+            updates = end.kept[1] - engine.flatten(start.params)[:, None]
             index = t // self.history_every
             current = jax.lax.dynamic_index_in_dim(history, index, axis=1, keepdims=False)
             stored = jnp.where(t % self.history_every == 0, updates, current)
             history = jax.lax.dynamic_update_index_in_dim(history, stored, index, axis=1)
-        return (params, server_state, history), round_metrics
+        return (params, end.server_state, history), end.metrics
 
     def finish(self, arrays: Arrays, state, curves):
         """The final params (FedPer: (global, personal [n_slots, n_clients, ...])), the
@@ -407,81 +447,6 @@ def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int) -> 
         _fedavg_weights(spec, present, weights),
         {"online_ndcg": ndcg, "online_max_rr": max_rr, "count": count},
         (client_params, models),
-    )
-
-
-def federated_round(
-    spec: Spec,
-    arrays: Arrays,
-    global_params,
-    slot_keys,
-    round_index,
-    server_state,
-    evaluate_now=None,
-):
-    """One round of FPDGD for every run slot: clients train (``train_clients``), servers
-    aggregate, models are evaluated: ``engine.serve`` with FPDGD's client update.
-
-    The clients train all at once, or ``client_chunk`` at a time through the server
-    pipeline's streaming form: memory then follows the chunk, and client c keeps its key
-    and its noise, so results equal the unchunked round's up to the order of sums.
-
-    Returns (new global params, the round's metrics, client updates, server state): the updates
-    θ_c − θ_global flattened to [n_slots, n_clients, d] when ``spec.history_every``
-    asks for them, else None.  With FedPer (``spec.personal_keys``) the params are
-    (global params, personal params with leaves [n_slots, n_clients, ...]): clients
-    start from the global model with their own personal layers and keep them; offline
-    metrics average every client's personalised model ('clients') or are the server
-    model's ('server': the FedAvg of every layer), as ``spec.personal_eval`` says.
-    ``evaluate_now`` (a traced bool, or None for always): whether this round computes
-    its offline metrics (``engine.offline_when``).
-    """
-    cfg = spec.config
-    personal = None
-    if spec.personal_keys:
-        global_params, personal = global_params
-    settings = jax.tree_util.tree_map(lambda x: jnp.repeat(x, cfg.n_runs), arrays.settings)
-    keys = engine.round_keys(slot_keys, round_index)
-    rnd = _Round(
-        settings,
-        keys,
-        global_params,
-        first_step_scores(spec, arrays, global_params),
-        personal,
-    )
-
-    def kept_personal(kept):
-        return None if personal is None else {k: kept[0][k] for k in spec.personal_keys}
-
-    def clients(inputs, start, size: int) -> engine.Sent:
-        # call-arg: mypy takes *inputs, of unknown length, to fill every place
-        return train_clients(spec, *inputs, start, size)  # type: ignore[call-arg]
-
-    new_global, server_state, round_metrics, kept = engine.federated_round(
-        clients,
-        (arrays, rnd),
-        global_params,
-        server_state,
-        keys,
-        n_clients=cfg.n_clients,
-        stages=functools.partial(server_stages, spec),
-        settings=settings,
-        n_malicious=settings.n_malicious,
-        evaluate=lambda p, kept: offline_metrics(spec, arrays, p, kept_personal(kept)),
-        evaluate_now=evaluate_now,
-        client_chunk=cfg.client_chunk,
-        n_devices=1,  # FPDGD splits its lanes over the devices itself (lanes.train_lanes)
-        offline=spec.offline,
-        online=("online_ndcg", "online_max_rr"),
-    )
-    history = None
-    if spec.history_every:
-        history = kept[1] - engine.flatten(global_params)[:, None]
-    return (
-        new_global if personal is None else (new_global, kept_personal(kept)),
-        round_metrics,
-        history,
-        server_state,
     )
 
 
