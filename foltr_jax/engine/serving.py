@@ -2,7 +2,9 @@
 clients train, all at once or ``client_chunk`` at a time under ``lax.scan`` through the
 server pipeline's streaming form, and every slot's pipeline aggregates), the clients and
 slots split over devices (``on_devices``, ``slots_on_devices``), and the checks that a
-run's devices and chunks fit (``check_scale``).
+run's devices and chunks fit (``check_scale``).  ``on_mesh`` is the one place the
+package maps work over devices (``shard_map``): the slots' evaluation, the clients of a
+round and FPDGD's lanes all go through it.
 """
 
 from __future__ import annotations
@@ -96,6 +98,21 @@ def serve(
     return updates.aggregate, state, online, None
 
 
+def device_mesh(n_devices: int, axis: str) -> jax.sharding.Mesh:
+    """The first ``n_devices`` devices (every process's) as a one-axis mesh named ``axis``."""
+    return jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), (axis,))
+
+
+def on_mesh(fn: Callable, mesh: jax.sharding.Mesh, in_specs, out_specs) -> Callable:
+    """``fn`` on every device of ``mesh`` (``shard_map``): the arguments split or
+    replicated as ``in_specs`` say, the results gathered as ``out_specs`` say.  The work
+    the package splits over devices is independent per part (a slot, a client, a lane),
+    so the results are the single-device results; the arguments go in as arguments, not
+    closed over: over several processes they are global arrays the mapped function must
+    see in its own (manual) view."""
+    return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+
+
 def slots_on_devices(fn: Callable, shared, slotted, n_devices: int):
     """``fn(shared, slot)`` of every slot of ``slotted`` (vmapped over its leading axis),
     with the slots split over ``n_devices`` devices (``shard_map`` over a one-axis mesh
@@ -110,7 +127,7 @@ def slots_on_devices(fn: Callable, shared, slotted, n_devices: int):
         return fn(shared, slotted)
     n = jax.tree_util.tree_leaves(slotted)[0].shape[0]
     extra = -(-n // n_devices) * n_devices - n
-    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), ("slots",))
+    mesh = device_mesh(n_devices, "slots")
     whole, split = jax.sharding.PartitionSpec(), jax.sharding.PartitionSpec("slots")
     # Replicated where the split starts: else XLA may carry the split back into whatever
     # ``slotted`` came from (a scan chunk's state), which then leaves the chunk split.
@@ -120,9 +137,7 @@ def slots_on_devices(fn: Callable, shared, slotted, n_devices: int):
         ),
         jax.sharding.NamedSharding(mesh, whole),
     )
-    out = jax.shard_map(fn, mesh=mesh, in_specs=(whole, split), out_specs=split, check_vma=False)(
-        shared, slotted
-    )
+    out = on_mesh(fn, mesh, (whole, split), split)(shared, slotted)
     return jax.tree_util.tree_map(lambda x: x[:n], out)
 
 
@@ -139,7 +154,7 @@ def on_devices(train: Callable, inputs, n_devices: int) -> Callable[[Any, int], 
     """
     if n_devices == 1:
         return lambda start, size: train(inputs, start, size)
-    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), ("clients",))
+    mesh = device_mesh(n_devices, "clients")
     whole, split = jax.sharding.PartitionSpec(), jax.sharding.PartitionSpec(None, "clients")
 
     def call(start, size: int) -> Sent:
@@ -153,9 +168,7 @@ def on_devices(train: Callable, inputs, n_devices: int) -> Callable[[Any, int], 
         by_client = jax.sharding.PartitionSpec("clients")
         # shard_map's out_specs: a Sent of PartitionSpecs, not of arrays
         specs = Sent(split, split, by_client, split)  # type: ignore[arg-type]
-        sent = jax.shard_map(
-            shard, mesh=mesh, in_specs=(whole, whole), out_specs=specs, check_vma=False
-        )(inputs, jnp.asarray(start, jnp.int32))
+        sent = on_mesh(shard, mesh, (whole, whole), specs)(inputs, jnp.asarray(start, jnp.int32))
         return sent._replace(online=jax.tree_util.tree_map(lambda x: x.sum(0), sent.online))
 
     return call

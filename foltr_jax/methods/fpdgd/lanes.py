@@ -17,10 +17,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from foltr_jax.core import click_models, metrics
 from foltr_jax.engine.lists import DeviceData, Scoring, at_narrowest_width, sample_query
+from foltr_jax.engine.serving import device_mesh, on_mesh
 from foltr_jax.methods.fpdgd import pdgd
 
 
@@ -428,7 +428,7 @@ def train_lanes(
     """``local_training``, with the lanes sharded over ``lane_spec.n_devices`` devices.
 
     Every lane's interactions depend only on its own key and model, so each device
-    trains its shard of lanes (``shard_map`` over a one-axis ``Mesh``) and the
+    trains its shard of lanes (``engine.on_mesh`` over a one-axis mesh) and the
     results are the single-device results, gathered in lane order.
     """
     n_devices = lane_spec.n_devices
@@ -436,18 +436,14 @@ def train_lanes(
         return local_training(
             lane_spec, data, lane_params, lane_keys, lanes, global_scores, lane_steps
         )
-    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:n_devices]), ("lanes",))
     split, whole = jax.sharding.PartitionSpec("lanes"), jax.sharding.PartitionSpec()
 
-    # The data go in as an argument (replicated), not closed over: over several processes
-    # they are global arrays on the mesh, which shard_map must see in its own (manual) view.
     def shard(data, params, keys, lane_facts, scores, steps):
         return local_training(lane_spec, data, params, keys, lane_facts, scores, steps)
 
-    return jax.shard_map(
+    return on_mesh(
         shard,
-        mesh=mesh,
-        in_specs=(whole, split, split, split, whole, split),
-        out_specs=split,
-        check_vma=False,
+        device_mesh(n_devices, "lanes"),
+        (whole, split, split, split, whole, split),
+        split,
     )(data, lane_params, lane_keys, lanes, global_scores, lane_steps)
