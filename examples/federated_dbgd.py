@@ -5,33 +5,28 @@ DBGD (Yue & Joachims, ICML 2009) with team-draft interleaving (Radlinski et al.,
 linear ranker w and, for each of its B interactions, draws a unit direction u, interleaves
 the rankings of w and w + δu, and moves w ← w + αu when the candidate's team gets more
 clicks; the server aggregates the clients' models (FedAvg, or any registered rule after
-any registered attack).  Only the clients' side is DBGD's: keys, the round over client
-chunks and devices, the server pipeline, evaluation cadence, checkpoints, the result and
-the shared settings (``RunConfig``: runs, seed, attack, aggregator, ...) are
-``foltr_jax.engine``'s.
+any registered attack).  Only DBGD's client step is here (``engine.Federated``): the
+clients × runs, their B steps, keys, the round over client chunks and devices, the server
+pipeline, evaluation, checkpoints, the result and the shared settings
+(``engine.config.ListsConfig``: clients, B, click model, k, runs, seed, attack, ...) are
+the engine's.
 
     python examples/federated_dbgd.py        # a small run on synthetic data
 """
 
 import dataclasses
-import functools
 
 import jax
 import jax.numpy as jnp
 
-from foltr_jax import click_models, data, engine, metrics
-from foltr_jax.engine.config import RunConfig, setting
+from foltr_jax import data, engine
+from foltr_jax.engine.config import ListsConfig, setting
 
 
 @dataclasses.dataclass(frozen=True)
-class DbgdConfig(RunConfig):
-    n_clients: int = 100
-    local_updates: int = 4  # B interactions per client and round
-    rounds: int = 50
+class DbgdConfig(ListsConfig):
     delta: float = setting(1.0, "δ, the exploration step: the candidate ranker is w + δu.")
     alpha: float = setting(0.01, "α, the update step: w ← w + αu when the candidate wins.")
-    click_model: str = "informational"
-    top_k: int = 10
 
 
 def team_draft(key, ranking_a, ranking_b, k: int):
@@ -53,57 +48,35 @@ def team_draft(key, ranking_a, ranking_b, k: int):
 
 @dataclasses.dataclass(frozen=True)
 class Dbgd(engine.Federated):
-    """DBGD's clients as the engine runs them (``engine.Federated``): they send models."""
+    """DBGD's clients as the engine runs them: B steps each, sending their models."""
 
     config: DbgdConfig
-    window: int
+    window: int  # the longest query, at least k
 
-    def init_params(self, arrays, init_keys):
-        return jnp.zeros((init_keys.shape[0], arrays[0].features.shape[1]), jnp.float32)
+    def init_params(self, lists, init_keys):
+        return jnp.zeros((init_keys.shape[0], lists.train.features.shape[1]))
 
-    def evaluate_params(self, arrays, w):
-        cfg = self.config
-        quality = functools.partial(engine.lists.ranking_quality, k=cfg.top_k)
-        return engine.evaluate_slots(lambda w, x: x @ w, quality, arrays[1], w, cfg.n_devices)
+    def score(self, w, features):
+        return features @ w
 
-    def interact(self, arrays, w, key):
+    def client_step(self, lists, w, key):
         """One DBGD interaction of one client: (new w, nDCG of the interleaved list)."""
-        (train, _, clicks_of), k, keys = arrays, self.config.top_k, jax.random.split(key, 4)
-        query, start, length = engine.lists.sample_query(keys[0], train)
+        cfg, keys = self.config, jax.random.split(key, 4)
+        query = engine.lists.draw_query(keys[0], lists.train, self.window)
         u = jax.random.normal(keys[1], w.shape)
         u = u / jnp.linalg.norm(u)
-        window = jax.lax.dynamic_slice_in_dim(train.features, start, self.window, axis=0)
-        valid = jnp.arange(self.window) < length
-        rank = lambda v: jnp.argsort(jnp.where(valid, -(window @ v), jnp.inf), stable=True)
-        shown, from_b = team_draft(keys[2], rank(w), rank(w + self.config.delta * u), k)
-        visible = jnp.arange(k) < jnp.minimum(length, k)
-        labels = jnp.where(visible, train.labels[start + shown], 0)
-        clicks = click_models.simulate_clicks(keys[3], clicks_of, labels, visible)
+        rank = lambda v: engine.lists.by_score(self.score(v, query.features), query.valid)
+        shown, from_b = team_draft(keys[2], rank(w), rank(w + cfg.delta * u), cfg.top_k)
+        clicks, ndcg = engine.lists.display(keys[3], lists.train, lists.clicks, query, shown)
         wins = jnp.sum(clicks & from_b) > jnp.sum(clicks & ~from_b)
-        ndcg = metrics.ndcg_of_list(labels, visible, train.ideal_dcg[query])
-        return w + jnp.where(wins, self.config.alpha, 0.0) * u, ndcg
-
-    def clients(self, inputs, start, size):
-        """The clients ``start .. start + size − 1`` of every run: B interactions each."""
-        arrays, w, round_keys = inputs
-        keys = engine.client_keys(round_keys, start + jnp.arange(size))  # [R, size]
-
-        def client(w, key):
-            step = lambda w, b: self.interact(arrays, w, jax.random.fold_in(key, b))
-            return jax.lax.scan(step, w, jnp.arange(self.config.local_updates))
-
-        models, ndcg = jax.vmap(jax.vmap(client, in_axes=(None, 0)))(w, keys)
-        online = {"online_ndcg": ndcg.sum(axis=(1, 2)), "count": jnp.full(w.shape[0], ndcg[0].size)}
-        return engine.Sent(models, jnp.ones(models.shape[:2]), online)
+        return w + jnp.where(wins, cfg.alpha, 0.0) * u, ndcg
 
 
 def run_dbgd(config: DbgdConfig, train, test, progress=None, checkpoint=None):
     """Federated DBGD on ``train``, evaluated on ``test``: an ``engine.RunResult``."""
-    method = Dbgd(config, max(train.max_query_length, config.top_k))
-    on_device = functools.partial(engine.lists.to_device, window=method.window, k=config.top_k)
-    clicks = click_models.by_name(config.click_model, 5)
-    arrays = (on_device(train), on_device(test, ranked=True), clicks)
-    return engine.run(method, arrays, progress, checkpoint)
+    window = max(train.max_query_length, config.top_k)
+    lists = engine.lists.on_device(train, test, window, config.top_k, config.click_model)
+    return engine.run(Dbgd(config, window), lists, progress, checkpoint)
 
 
 # A name for experiments.method and batch recipes (``--plugin=examples/federated_dbgd.py
@@ -111,6 +84,5 @@ def run_dbgd(config: DbgdConfig, train, test, progress=None, checkpoint=None):
 engine.register_method("dbgd", DbgdConfig, run_dbgd, "federated DBGD, team-draft interleaving")
 
 if __name__ == "__main__":
-    train, test = data.synthetic_train_test(seed=0)
-    result = run_dbgd(DbgdConfig(n_runs=2), train, test)
+    result = run_dbgd(DbgdConfig(n_runs=2, rounds=50), *data.synthetic_train_test(seed=0))
     print("offline nDCG@10:", result.initial_offline_ndcg, "->", result.offline_ndcg[:, -1])

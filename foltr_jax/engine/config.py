@@ -248,6 +248,18 @@ class RunConfig:
             raise ConfigError("n_devices", f"must be at least 1, got {self.n_devices}")
 
 
+@dataclasses.dataclass(frozen=True)
+class ListsConfig(RunConfig):
+    """``RunConfig`` with what a method whose users interact with LETOR lists shares
+    (``lists.Lists``): the clients of a round, B interactions each, the users' click model
+    and the length k of a displayed list (and of the offline metrics)."""
+
+    n_clients: int = 100
+    local_updates: int = 4  # B interactions per client and round
+    click_model: str = "informational"
+    top_k: int = setting(10, "k: the length of a displayed list and of nDCG@k and MRR@k.")
+
+
 def attack_names() -> tuple:
     """'none', 'data_poisoning' (a click model, not a model attack) and every registered
     model attack (``attacks.register``)."""

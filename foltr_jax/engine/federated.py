@@ -5,13 +5,22 @@ hooks (``begin_round``, ``end_round``); the round itself is the engine's
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax.engine.serving import check_scale
-from foltr_jax.engine.shared_round import federated_round, flatten, round_keys
+from foltr_jax.engine.lists import ranking_quality
+from foltr_jax.engine.serving import Sent, check_scale
+from foltr_jax.engine.shared_round import (
+    client_keys,
+    evaluate_slots,
+    federated_round,
+    flatten,
+    round_keys,
+)
 from foltr_jax.server import pipeline
 
 
@@ -41,15 +50,20 @@ class Federated:
     built on ``config.RunConfig``) gives
 
     - ``init_params(consts, init_keys)``: the slots' initial models (leaves [n_slots, ...]);
-    - ``clients(inputs, start, size) -> Sent`` with ``inputs`` = (consts, the slots'
-      models, the round's keys [n_slots]): its clients' side of a round;
-    - ``evaluate_params(consts, params)``: the offline metrics named ``offline``;
+    - ``client_step(consts, params, key) -> (params, online)``: one interaction of one
+      client (its model, its key), with the values named ``online`` (a value, or a tuple
+      of them) the round's online metrics average; the engine runs ``local_updates`` of
+      them for every client of every slot (``clients``);
+    - ``score(params, features)``: the scores of one model, from which the engine's
+      ``evaluate_params`` takes nDCG@k and MRR@k of ``consts.test`` (``lists.Lists``);
 
     and may change ``sends_updates`` (clients send models by default), ``online`` (the
     names of ``Sent.online``'s sums, means over its ``count``), ``optimizer(settings)`` (the
     server optimiser, none by default), ``slot_settings(consts)`` (the traced values the
     server's side reads, leading axis n_slots: a value that is not part of the compiled
-    program) and ``extras(consts, state)``.  A method whose state holds more than (the
+    program) and ``extras(consts, state)``.  A method whose clients do more than steps
+    from the global model gives ``clients(inputs, start, size) -> Sent`` itself, and its
+    own ``evaluate_params(consts, params)``.  A method whose state holds more than (the
     slots' models, the server chain's state), or whose clients read more than the models
     and keys, gives the round's hooks instead of writing a round: ``begin_round`` (what
     the round starts from: ``RoundStart``), ``end_round`` (its state after the engine's
@@ -108,6 +122,30 @@ class Federated:
 
     def evaluate(self, consts, state):
         return self.evaluate_params(consts, state[0])
+
+    def evaluate_params(self, consts, params):
+        """nDCG@k and MRR@k (k: the config's ``top_k``) of ranking ``consts.test`` by each
+        slot's ``score`` (``evaluate_slots``)."""
+        quality = functools.partial(ranking_quality, k=self.config.top_k)
+        return evaluate_slots(self.score, quality, consts.test, params, self.config.n_devices)
+
+    def clients(self, inputs, start, size: int) -> Sent:
+        """The clients ``start .. start + size − 1`` of every slot: each takes
+        ``local_updates`` steps (``client_step``, the b-th with fold_in(client key, b))
+        from its slot's model and sends the model it ends with, weight 1, with the sums of
+        its steps' ``online`` values and their ``count``."""
+        consts, params, keys = inputs
+        keys = client_keys(keys, start + jnp.arange(size))  # [n_slots, size]
+
+        def client(params, key):
+            step = lambda p, b: self.client_step(consts, p, jax.random.fold_in(key, b))
+            return jax.lax.scan(step, params, jnp.arange(self.config.local_updates))
+
+        models, values = jax.vmap(jax.vmap(client, in_axes=(None, 0)))(params, keys)
+        values = values if isinstance(values, tuple) else (values,)
+        online = {name: v.sum(axis=(1, 2)) for name, v in zip(self.online, values)}
+        online["count"] = jnp.full(keys.shape[0], size * self.config.local_updates)
+        return Sent(jax.vmap(flatten)(models), jnp.ones(keys.shape[:2]), online)
 
     def round_keys(self, consts, slot_keys, t):
         """[n_slots] the keys of round t: fold_in(slot key, t) (``shared_round.round_keys``)."""

@@ -1,6 +1,8 @@
-"""The list helpers every method shares: a dataset's device arrays, sampling a query,
-scoring candidate windows at the narrowest width that holds a query (``Scoring``) and the
-quality of a ranking of the test split (nDCG@k and MRR@k, FPDGD paper §4).
+"""The list helpers every method shares: a dataset's device arrays (``Lists``: both splits
+and the users' click model), sampling a query and its candidates (``draw_query``), ranking
+them (``by_score``), showing a list to a user (``display``: clicks and nDCG@k), scoring
+candidate windows at the narrowest width that holds a query (``Scoring``) and the quality
+of a ranking of the test split (nDCG@k and MRR@k, FPDGD paper §4).
 
 FPDGD's lanes, FOLtR-ES's perturbed rankers, FedIPS's users and a method written outside
 the package (examples/federated_dbgd.py) read and score their lists with these.
@@ -16,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax.core import metrics
+from foltr_jax.core import click_models, metrics
 from foltr_jax.core.rankers import Ranker
 from foltr_jax.data import RankingDataset
 
@@ -54,10 +56,58 @@ def to_device(dataset: RankingDataset, window: int, k: int, ranked: bool = False
     )
 
 
+class Lists(NamedTuple):
+    """A method's device data on LETOR lists: the training split its users query, the test
+    split its models are evaluated on (ranked: ``to_device``) and its users' click model."""
+
+    train: DeviceData
+    test: DeviceData
+    clicks: click_models.ClickModel
+
+
+def on_device(train: RankingDataset, test: RankingDataset, window: int, k: int, clicks: str):
+    """``Lists`` of the two splits (``window`` rows of padding, nDCG@``k``) and the click
+    model named ``clicks`` (five relevance grades)."""
+    click_model = click_models.by_name(clicks, 5)
+    return Lists(to_device(train, window, k), to_device(test, window, k, ranked=True), click_model)
+
+
 def sample_query(key, data: DeviceData):
     """A query drawn uniformly from the client's queries: (index, first row, length)."""
     query = jax.random.randint(key, (), 0, data.query_offsets.shape[0])
     return query, data.query_offsets[query], data.query_lengths[query]
+
+
+class Query(NamedTuple):
+    """A query and its candidates, as ``draw_query`` gives them."""
+
+    id: jax.Array  # int: the query (its index in the split)
+    features: jax.Array  # float [window, n_features]: its candidates' (then padding rows)
+    labels: jax.Array  # int [window]
+    valid: jax.Array  # bool [window]: the query's own candidates
+
+
+def draw_query(key, data: DeviceData, window: int) -> Query:
+    """A query drawn uniformly (``sample_query``) with the ``window`` rows from its first
+    candidate (``window``: the longest query, at least k)."""
+    query, start, length = sample_query(key, data)
+    rows = lambda x: jax.lax.dynamic_slice_in_dim(x, start, window, axis=0)
+    return Query(query, rows(data.features), rows(data.labels), jnp.arange(window) < length)
+
+
+def by_score(scores, valid):
+    """int [window]: the candidates by descending score (ties: the lower position first),
+    the query's own (``valid``) before the padding."""
+    return jnp.argsort(jnp.where(valid, -scores, jnp.inf), stable=True)
+
+
+def display(key, data: DeviceData, click_model, query: Query, shown):
+    """A user sees the candidates ``shown`` (int [k], best first; rows past the query's
+    end show nothing) of ``query``: (its clicks bool [k], the list's nDCG@k)."""
+    visible = query.valid[shown]
+    labels = jnp.where(visible, query.labels[shown], 0)
+    clicks = click_models.simulate_clicks(key, click_model, labels, visible)
+    return clicks, metrics.ndcg_of_list(labels, visible, data.ideal_dcg[query.id])
 
 
 def window_widths(max_length: int, k: int) -> tuple:
