@@ -93,6 +93,21 @@ class ReluRanker:
     def apply(self, params, features: jax.Array) -> jax.Array:
         return jax.nn.relu(features @ params["w1"] + params["b1"]) @ params["w2"]
 
+    def apply_lanes(self, params, features: jax.Array) -> jax.Array:
+        """float [L, width]: ``apply`` of L models (leaves with a leading axis L) to the
+        same ``features`` [width, n_features], each model's scores those ``apply`` gives
+        it alone, bit for bit on XLA:CPU: the L hidden layers are one [width, n_features]
+        × [n_features, L·hidden] product, whose every column XLA:CPU's kernel sums over
+        the features in the one-model product's order (for L = 8, 16 or 24 at every
+        width: tests/core/test_rankers.py), and each model's output layer is its own
+        product, batched."""
+        w1 = params["w1"]  # [L, n_features, hidden]
+        lanes, n_features, hidden = w1.shape
+        joined = jnp.transpose(w1, (1, 0, 2)).reshape(n_features, lanes * hidden)
+        hidden_in = (features @ joined).reshape(features.shape[0], lanes, hidden)
+        hidden_in = jnp.transpose(hidden_in, (1, 0, 2)) + params["b1"][:, None, :]
+        return jax.vmap(jnp.matmul)(jax.nn.relu(hidden_in), params["w2"])
+
 
 class Entry(NamedTuple):
     """A registered ranker: ``make(n_features)`` returns an object with ``init(key) ->

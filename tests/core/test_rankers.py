@@ -63,3 +63,33 @@ def test_hidden_bias_is_a_constant_feature():
 def test_unknown_ranker_is_refused():
     with pytest.raises(ValueError, match="unknown ranker"):
         rankers.make_ranker("tree", 3)
+
+
+@pytest.mark.parametrize("n_features", [136, 46])
+def test_relu_apply_lanes_is_each_model_alone(n_features):
+    """ReluRanker.apply_lanes scores L models' windows as ``apply`` scores each alone, bit
+    for bit, at FOLtR-ES's block size and the widths a window is scored at (their
+    product's kernel sums every column over the features in the one-model order)."""
+    from foltr_jax.methods import foltr_es
+
+    rng = np.random.default_rng(3)
+    ranker = rankers.ReluRanker(n_features)
+    lanes = foltr_es.BLOCK
+    params = {
+        "w1": jnp.asarray(rng.normal(0, 0.1, (lanes, n_features, 10)), jnp.float32),
+        "b1": jnp.asarray(rng.normal(0, 0.1, (lanes, 10)), jnp.float32),
+        "w2": jnp.asarray(rng.normal(0, 1, (lanes, 10)), jnp.float32),
+    }
+    together = jax.jit(ranker.apply_lanes)
+    alone = jax.jit(ranker.apply)
+    for width in (1, 7, 16, 24, 40, 61, 64, 96, 144, 216, 308):
+        # features of LETOR's kind: non-negative, some large (MSLR's are unnormalised)
+        x = rng.exponential(1.0, (width, n_features)) * rng.choice([1, 100], (1, n_features))
+        x = jnp.asarray(x, jnp.float32)
+        want = np.stack(
+            [
+                np.asarray(alone(jax.tree_util.tree_map(lambda p, i=i: p[i], params), x))
+                for i in range(lanes)
+            ]
+        )
+        np.testing.assert_array_equal(np.asarray(together(params, x)), want, err_msg=str(width))

@@ -57,6 +57,7 @@ from foltr_jax.engine.config import (
     setting,
     static_part,
 )
+from foltr_jax.methods.foltr_es import query_blocks
 from foltr_jax.methods.foltr_es.es_rewards import (
     client_gradient,
     epsilon_bound,
@@ -67,6 +68,7 @@ from foltr_jax.methods.foltr_es.es_rewards import (
 )
 
 WINDOW_SCORING = ("auto", "map", "vmap")
+BLOCK = 16  # lanes of one query scored together (query_blocks) by a ranker with apply_lanes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,7 +279,11 @@ def rank_lanes(spec: Spec, arrays: Arrays, lane_params, queries) -> jax.Array:
     ``lane_params`` = (flat_global [R, P], noise [R·N, P], run [L], client [L],
     sign [L]): lane models are not materialised; each lane builds
     φ_run + sign·ε_client when it is scored.  Scoring is the lane layer's
-    (``lists.Scoring.score_lanes``, as FPDGD's lanes are scored).
+    (``lists.Scoring.score_lanes``, as FPDGD's lanes are scored), or, on a CPU (``map``)
+    with a ranker that scores many models' windows at once (``apply_lanes``: the relu
+    ranker), a query's lanes ``BLOCK`` at a time (``query_blocks``): the same scores bit
+    for bit, in one [width × 136] × [136 × 160] product a block instead of sixteen
+    [width × 136] × [136 × 10] ones (MSLR's 136 features, the 10-unit ranker).
     """
     flat_global, noise, run, client, sign = lane_params
     k = spec.config.top_k
@@ -290,7 +296,21 @@ def rank_lanes(spec: Spec, arrays: Arrays, lane_params, queries) -> jax.Array:
         r, c, s = args
         return spec.unravel(flat_global[r] + s * noise[c])
 
-    return spec.scoring.score_lanes(arrays.train, (run, client, sign), queries, top_k, params_of)
+    scoring = spec.scoring
+    if scoring.window_scoring != "map" or not hasattr(spec.ranker, "apply_lanes"):
+        return scoring.score_lanes(arrays.train, (run, client, sign), queries, top_k, params_of)
+    # One query's lanes scored together, BLOCK at a time (query_blocks): the same scores.
+    blocks = query_blocks.query_blocks(queries, arrays.train.query_offsets.shape[0], BLOCK)
+
+    def block_params(lanes):
+        flat = flat_global[run[lanes]] + sign[lanes][:, None] * noise[client[lanes]]
+        return jax.vmap(spec.unravel)(flat)
+
+    def block_top_k(width, scores, length):
+        return jax.vmap(top_k, in_axes=(None, 0, None))(width, scores, length)
+
+    ranked = query_blocks.score_blocks(scoring, arrays.train, blocks, block_params, block_top_k)
+    return ranked.reshape(-1, k)[blocks.position]
 
 
 def lane_clicks(spec: Spec, arrays: Arrays, lane_positions, keys, labels, shown) -> jax.Array:

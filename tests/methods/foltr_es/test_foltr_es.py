@@ -13,7 +13,7 @@ from foltr_jax import data
 from foltr_jax.core import click_models
 from foltr_jax.engine import loop
 from foltr_jax.methods import foltr_es
-from foltr_jax.methods.foltr_es import es_rewards
+from foltr_jax.methods.foltr_es import es_rewards, query_blocks
 from foltr_jax.methods.fpdgd import federation
 from tests.binaries import call, run_twice, without_timings
 
@@ -299,3 +299,63 @@ def test_binary_refuses_bad_flags_with_one_line(tmp_path, flag, named):
     assert len(lines) == 1 and lines[0].startswith("foltr_es: error: " + named), lines
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "results.json").exists()
+
+
+@pytest.mark.parametrize("size", [1, 4, 16])
+def test_query_blocks_hold_every_lane_once_with_its_query(size):
+    rng = np.random.default_rng(size)
+    n_queries, n_lanes = 9, 50
+    queries = rng.choice([0, 2, 3, 8], n_lanes, p=[0.6, 0.2, 0.15, 0.05])  # 5 queries unused
+    blocks = jax.jit(query_blocks.query_blocks, static_argnums=(1, 2))(
+        jnp.asarray(queries), n_queries, size
+    )
+    lanes, query = np.asarray(blocks.lanes), np.asarray(blocks.query)
+    assert lanes.shape == (query_blocks.max_blocks(n_lanes, n_queries, size), size)
+    filled = lanes < n_lanes
+    np.testing.assert_array_equal(np.sort(lanes[filled]), np.arange(n_lanes))
+    for b in range(len(query)):
+        if query[b] == n_queries:  # an empty block at the end
+            assert not filled[b].any() and not filled[b:].any()
+            continue
+        assert filled[b, 0]
+        np.testing.assert_array_equal(queries[lanes[b][filled[b]]], query[b])
+        assert np.all(np.diff(lanes[b][filled[b]]) > 0)  # lane order within a query
+    np.testing.assert_array_equal(
+        lanes.reshape(-1)[np.asarray(blocks.position)], np.arange(n_lanes)
+    )
+
+
+def test_blocks_of_relu_lanes_rank_as_lanes_alone(es_split):
+    """The relu ranker's lanes ranked a block of one query at a time (apply_lanes) are
+    ranked as each lane alone (lists.Scoring.score_lanes, lax.map), and score alike."""
+    train, test = es_split
+    rng = np.random.default_rng(5)
+    n_lanes, n_params = 70, 5 * 10 + 20
+    lanes = (
+        jnp.asarray(rng.normal(0, 0.3, (2, n_params)), jnp.float32),
+        jnp.asarray(rng.normal(0, 0.1, (6, n_params)), jnp.float32),
+        jnp.asarray(rng.integers(0, 2, n_lanes)),
+        jnp.asarray(rng.integers(0, 6, n_lanes)),
+        jnp.asarray(rng.choice([-1.0, 1.0], n_lanes), jnp.float32),
+    )
+    queries = jnp.asarray(rng.integers(0, train.n_queries, n_lanes))
+    spec, arrays = foltr_es.build(foltr_es.FoltrEsConfig(ranker="relu"), train, test)
+    assert spec.scoring.window_scoring == "map"
+    blocked = jax.jit(foltr_es.rank_lanes, static_argnums=0)(spec, arrays, lanes, queries)
+
+    def alone(lanes, queries):
+        flat_global, noise, run, client, sign = lanes
+
+        def top_k(width, scores, length):
+            scores = jnp.where(jnp.arange(width) < length, scores, -jnp.inf)
+            return jax.lax.top_k(scores, spec.config.top_k)[1].astype(jnp.int32)
+
+        def params_of(args):
+            r, c, s = args
+            return spec.unravel(flat_global[r] + s * noise[c])
+
+        return spec.scoring.score_lanes(
+            arrays.train, (run, client, sign), queries, top_k, params_of
+        )
+
+    np.testing.assert_array_equal(np.asarray(blocked), np.asarray(jax.jit(alone)(lanes, queries)))
