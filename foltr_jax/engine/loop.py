@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from foltr_jax.core import files, multiprocess
+from foltr_jax.core import compile_cache, files, multiprocess
 
 ProgressFn = Callable[[int, int, float], None]  # (rounds done, rounds total, seconds so far)
 
@@ -30,6 +30,7 @@ def scan_in_chunks(
     progress=None,
     checkpoint=None,
     checkpoint_key: str | None = None,
+    compiled_before: float = 0.0,
 ):
     """Runs ``total`` steps of ``chunk_fn(static, n, consts, state, first) -> (state, out)``.
 
@@ -47,9 +48,12 @@ def scan_in_chunks(
     the finished run, so a run started again returns its results at once: the caller
     removes the file (``remove_checkpoint``) once it has stored the results.
     A ``progress`` with a ``compiled()`` method hears when the chunks are compiled (``tell``).
+    Each chunk length's program comes from ``compile_cache.compiled``: read back, without
+    tracing, where an earlier process compiled the same program.
     Returns (final state, [out per chunk] on the host, compile seconds, run seconds);
-    after a resume the seconds are summed over every invocation that computed the
-    kept chunks.
+    the compile seconds count ``compiled_before`` (the caller's own programs: the initial
+    evaluation's) with the chunks'; after a resume the seconds are summed over every
+    invocation that computed the kept chunks.
 
     Over several processes (``multiprocess``) ``consts`` and ``state`` are global
     arrays and ``chunk_fn``'s outputs replicated: process 0 alone reads and writes the
@@ -88,11 +92,12 @@ def scan_in_chunks(
                 progress(done, total, 0.0)  # where it resumes; nothing timed yet
     check_finite_state(state, done)  # a model handed in broken (initial parameters, a resume)
     compile_start = time.perf_counter()
+    name = getattr(getattr(chunk_fn, "__wrapped__", None), "__name__", "chunk")
     compiled = {
-        n: chunk_fn.lower(static, n, consts, state, jnp.int32(0)).compile()
+        n: compile_cache.compiled(chunk_fn, (static, n), (consts, state, jnp.int32(0)), name)
         for n in sorted(set(lengths))
     }
-    compile_seconds = earlier["compile"] + time.perf_counter() - compile_start
+    compile_seconds = earlier["compile"] + compiled_before + time.perf_counter() - compile_start
     tell(progress, "compiled")
     multiprocess.wait_for_the_others("compiled")  # before the first collective step
     run_start = time.perf_counter()

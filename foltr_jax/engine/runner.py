@@ -4,12 +4,13 @@ compiled chunks with progress and checkpoints, the evaluated rounds, the ``RunRe
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any, Protocol
 
 import jax
 import numpy as np
 
-from foltr_jax.core import multiprocess
+from foltr_jax.core import compile_cache, multiprocess
 from foltr_jax.engine import loop
 from foltr_jax.engine.results import RunResult
 from foltr_jax.engine.shared_round import evaluated_rounds, is_evaluated, scan_rounds
@@ -98,11 +99,17 @@ def run(method: Method, arrays, progress=None, checkpoint: str | None = None) ->
     which an interrupted run resumes (``loop.scan_in_chunks``).  A ``progress`` object
     with ``compiling()`` and ``compiled()`` methods is told when compiling starts (before
     the initial evaluation's program) and ends (the chunks compiled): ``loop.tell``.
+    The compile seconds count the initial evaluation's program and the chunks'; every
+    program comes from ``compile_cache.compiled`` (read back, untraced, where an earlier
+    process compiled it).
     """
     cfg = method.config
     init_keys, train_keys = loop.run_keys(cfg.seed, method.repetitions())
     loop.tell(progress, "compiling")  # until the chunks are compiled (scan_in_chunks)
-    consts, state, initial = _initial(method, arrays, init_keys)
+    compile_start = time.perf_counter()
+    initial_program = compile_cache.compiled(_initial, (method,), (arrays, init_keys), "_initial")
+    initial_seconds = time.perf_counter() - compile_start
+    consts, state, initial = initial_program(arrays, init_keys)
     chunk_fn = _run_chunk_replicated() if multiprocess.is_multiprocess() else run_chunk_jit
     state, outputs, compile_seconds, run_seconds = loop.scan_in_chunks(
         chunk_fn,
@@ -113,6 +120,7 @@ def run(method: Method, arrays, progress=None, checkpoint: str | None = None) ->
         cfg.chunk_rounds,
         progress,
         checkpoint,
+        compiled_before=initial_seconds,
     )
     curves = loop.round_curves(outputs)
     offline_rounds = select_evaluated(curves, method.offline, cfg.rounds, cfg.eval_every)
