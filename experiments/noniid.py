@@ -8,12 +8,12 @@ r"""Non-IID data in FPDGD (thesis ch. 4): the four types, their IID baselines, r
   python -m experiments.noniid --type=4 --mix=2
   python -m experiments.noniid --type=1 --ranker=neural --remedies=fedper --fedper_eval=clients
 
-Cells (one compiled program each): 'iid' (the type's IID baseline, unless --noiid),
-'noniid', and one per remedy: fedprox (one per --prox_mu), fedper (--ranker=neural;
-the hidden-to-output weights w2 stay on the clients), sharing (Type 2: a random
---share_fraction of the training queries is shared, a warm-up model is trained on it
-by centralised PDGD for --warmup_interactions updates, every client samples from its
-own plus the shared queries).  Defaults follow the thesis (T = 10,000; Type 1: 4
+Cells: 'iid' (the type's IID baseline, unless --noiid), 'noniid', and one per remedy:
+fedprox (one per --prox_mu; these and 'noniid', run as FedProx at mu = 0, are one compiled
+program), fedper (--ranker=neural; the hidden-to-output weights w2 stay on the clients),
+sharing (Type 2: a random --share_fraction of the training queries is shared, a warm-up
+model is trained on it by centralised PDGD for --warmup_interactions updates, every client
+samples from its own plus the shared queries).  Defaults follow the thesis (T = 10,000; Type 1: 4
 clients, B = 5; Type 2: |C| = 5 (#R = 1) or 10 (#R = 2), B = 5; Type 3: B = 5, 3
 CCM or 5 PBM clients; Type 4: 5 clients doing 1, 3, 5, 7, 9 interactions (IID: 5)).
 
@@ -379,7 +379,13 @@ def plan_cells(kind, remedies, mus, steps):
                 _sharing_cell(base, full_train, full_test, n_clients, type4_steps, describe)
             )
         else:
-            cells += _remedy_cells(remedy, mus, base, train, test, extra, describe)
+            cell_extra = extra
+            if remedy == "none" and "fedprox" in remedies:
+                # FedProx at mu = 0 is FedAvg, bit for bit (the pull mu(theta - theta_global)
+                # is 0): the non-IID cell and the FedProx cells are one compiled program,
+                # mu a traced value.
+                cell_extra = {**extra, "prox_mu": 0.0}
+            cells += _remedy_cells(remedy, mus, base, train, test, cell_extra, describe)
     return cells, {
         **source,
         "train": dataset_summary(full_train),

@@ -13,6 +13,7 @@ from foltr_jax.core import metrics, rankers
 from foltr_jax.data import noniid
 from foltr_jax.methods.fpdgd import federation, rounds
 from tests.binaries import call
+from tests.engine.test_compile_once import Programs
 
 
 def _config(**overrides):
@@ -540,6 +541,34 @@ def test_binary_writes_results(tmp_path):
     assert a["cells"][0]["setting"]["grades"] == [
         [g] for g in np.ravel(a["cells"][0]["setting"]["grades"])
     ]
+
+
+@pytest.mark.slow  # three programs of tens of seconds each
+def test_the_noniid_and_fedprox_cells_are_one_program(tmp_path):
+    # FedProx at mu = 0 is FedAvg: beside FedProx cells the non-IID cell runs as one, so all
+    # of them are one compiled program, and it computes what it computes alone.
+    with Programs() as seen:
+        both = _binary(
+            "--type=2", *SMALL, "--noiid", "--remedies=fedprox", "--prox_mu=0.1,1",
+            f"--output_dir={tmp_path / 'both'}", tmp_path=tmp_path,
+        )  # fmt: skip
+    assert both.returncode == 0, both.stderr
+    assert seen.seen["compiled"].count("run_chunk") == 1
+    assert seen.seen["compiled"].count("_initial") == 1
+    alone = _binary("--type=2", *SMALL, "--noiid", f"--output_dir={tmp_path / 'alone'}",
+                    tmp_path=tmp_path)  # fmt: skip
+    assert alone.returncode == 0, alone.stderr
+    cells = {
+        name: {
+            c["name"]: c
+            for c in json.loads((tmp_path / name / "results.json").read_text())["cells"]
+        }
+        for name in ("both", "alone")
+    }
+    assert list(cells["both"]) == ["noniid", "fedprox_mu=0.1", "fedprox_mu=1"]
+    for part in ("curves", "per_run"):
+        assert cells["both"]["noniid"][part] == cells["alone"]["noniid"][part]
+    assert cells["both"]["fedprox_mu=1"]["curves"] != cells["alone"]["noniid"]["curves"]
 
 
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
