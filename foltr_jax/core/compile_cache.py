@@ -48,6 +48,7 @@ removed from it; deleting the folder is safe (programs are compiled again).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pathlib
@@ -409,9 +410,8 @@ def _environment() -> str:
         context.append(repr(value))
     devices = [(d.platform, d.device_kind, d.id, d.process_index) for d in jax.devices()]
     from jax._src.lib import xla_client
-    from jax.extend import backend as backends
 
-    backend = backends.get_backend()
+    backend = jax.devices()[0].client
     # XLA's options as this process parsed them (XLA_FLAGS read when the backend started,
     # whatever the variable says now)
     xla = hashlib.sha256(xla_client.CompileOptions().SerializeAsString()).hexdigest()
@@ -463,16 +463,10 @@ def _describe(module_name: str, path) -> str:
 
 
 def _place(path: str) -> tuple:
-    """(the real path of a module's file, "package" (foltr_jax), "installed" (the standard
-    library, site-packages) or "source" (anything else: a project, a user's plugin))."""
-    import sysconfig
-
-    resolved = os.path.realpath(path)
-    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep
-    installed = tuple(
-        os.path.realpath(sysconfig.get_paths()[k]) + os.sep
-        for k in ("stdlib", "platstdlib", "purelib", "platlib")
-    )
+    """(the absolute path of a module's file, "package" (foltr_jax), "installed" (the
+    standard library, site-packages) or "source" (anything else: a project, a plugin))."""
+    resolved = os.path.abspath(path)
+    package, installed = _places()
     if resolved.startswith(package):
         place = "package"
     elif resolved.startswith(installed):
@@ -480,6 +474,21 @@ def _place(path: str) -> tuple:
     else:
         place = "source"
     return resolved, place
+
+
+@functools.cache
+def _places() -> tuple:
+    """(foltr_jax's folder, the standard library's and site-packages' folders), each as
+    given and as its real path, ending in a separator."""
+    import sysconfig
+
+    def both(folder: str) -> tuple:
+        return tuple({os.path.abspath(folder) + os.sep, os.path.realpath(folder) + os.sep})
+
+    package = both(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths = sysconfig.get_paths()
+    installed = sum((both(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")), ())
+    return package, installed
 
 
 def _store_program(path: pathlib.Path, program) -> None:
