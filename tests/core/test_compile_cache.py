@@ -296,7 +296,21 @@ def _key(static=(2,), args=None):
     return compile_cache.program_key(_DOUBLE, static, args, "double")
 
 
-def test_a_program_key_follows_what_tracing_reads(monkeypatch):
+@pytest.fixture
+def main_with_source(monkeypatch):
+    """A ``__main__`` with a source file: pytest's own has one, an xdist worker's has none (its
+    code comes over a channel), and a program key refuses a ``__main__`` without one."""
+    import sys
+    import types
+
+    main = sys.modules["__main__"]
+    if getattr(main, "__file__", None) is None:
+        stand_in = types.ModuleType("__main__")
+        stand_in.__file__ = __file__
+        monkeypatch.setitem(sys.modules, "__main__", stand_in)
+
+
+def test_a_program_key_follows_what_tracing_reads(monkeypatch, main_with_source):
     key = _key()
     assert _key() == key  # the same program, the same key
     assert _key(static=(3,)) != key  # a static value
@@ -320,7 +334,7 @@ def test_a_program_key_follows_what_tracing_reads(monkeypatch):
     assert _key() != key
 
 
-def test_a_program_key_follows_the_source_of_every_module(tmp_path, monkeypatch):
+def test_a_program_key_follows_the_source_of_every_module(tmp_path, monkeypatch, main_with_source):
     module = tmp_path / "a_users_plugin.py"
     module.write_text("SCALE = 2\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -343,7 +357,7 @@ class _Spec:
     ranker: object = None
 
 
-def test_a_static_value_is_named_by_its_contents_or_not_cached(monkeypatch):
+def test_a_static_value_is_named_by_its_contents_or_not_cached(monkeypatch, main_with_source):
     assert _key(static=(_Spec(3),)) != _key(static=(_Spec(4),))
     hidden = _Spec(3)
     object.__setattr__(hidden, "extra", 1.5)  # set beside the fields: named too
