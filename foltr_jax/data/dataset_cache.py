@@ -53,7 +53,7 @@ CACHE_FORMAT_VERSION = 2  # 2: entries carry a SHA-256 of their arrays
 # none; 2: text decoded with surrogateescape, so that two query ids that differ only in
 # bytes that are not UTF-8 stay two queries.
 PARSER_VERSION = 2
-PARSER_SOURCES_SHA256 = "f72910a72879c5a46d8640929e212a898b288067245c439c4f80c4ef28927daa"
+PARSER_SOURCES_SHA256 = "801334e021900aefe56226edd3dd718c3450c18f1477f976b41666d51c5f2c53"
 
 # Bytes per step when hashing a file for the cache key.
 _HASH_BLOCK_BYTES = 1 << 20

@@ -79,6 +79,18 @@ _DENSE_MASK = _TOP.take(_DENSE_LENGTH)
 _LOW = np.array([(1 << (8 * j)) - 1 for j in range(9)], _U64)
 
 
+def _dot_to_zero_and_pad(x, dot, keep, t) -> None:
+    """In place: a word's '.' becomes '0' (0x2E ^ 0x1E = 0x30) and its bytes outside the text
+    (``keep`` 0) become '0' in front of it; ``dot``: the '.' flags (bit 7 of a byte), ``t``
+    scratch."""
+    np.right_shift(dot, _U64(7), out=t)
+    t *= _U64(0x1E)
+    x ^= t
+    np.invert(keep, out=t)
+    t &= _ZEROS
+    x |= t
+
+
 def _masks_by_dot() -> tuple[np.ndarray, ...]:
     """For a dot at character g of a 16-character field (g = 16: no dot), the bytes
     before it and after it in each half, the '0' that fills character 0 once the
@@ -252,14 +264,8 @@ def _values16(w, vend: np.ndarray, n: np.ndarray, ws: _Scratch):
     dot_hi = _eq_flags(hi, 0x2E, ws.get("l_dot_hi", size), t)
     n_dots = np.bitwise_count(dot_lo, out=ws.get("l_n_dots", size, np.uint8))
     n_dots += np.bitwise_count(dot_hi, out=ws.get("l_n_dots_hi", size, np.uint8))
-    # '.' -> '0' (0x2E ^ 0x1E = 0x30), and '0' in front of the text.
-    for x, dot, keep in ((lo, dot_lo, keep_lo), (hi, dot_hi, keep_hi)):
-        np.right_shift(dot, _U64(7), out=t)
-        t *= _U64(0x1E)
-        x ^= t
-        np.invert(keep, out=t)
-        t &= _ZEROS
-        x |= t
+    _dot_to_zero_and_pad(lo, dot_lo, keep_lo, t)
+    _dot_to_zero_and_pad(hi, dot_hi, keep_hi, t)
     ok = _all_digits(lo, t, u, ws.get("l_ok", size, bool))
     ok &= _all_digits(hi, t, u, b1)
     ok &= np.less_equal(n, 16, out=b1)
@@ -327,13 +333,7 @@ def _values(a, w, vstart: np.ndarray, vend: np.ndarray, ws: _Scratch, signs: boo
     x &= keep  # a byte outside the text is 0 now, never '.'
     dot = _eq_flags(x, 0x2E, ws.get("dot", size), t)
     n_dots = np.bitwise_count(dot, out=ws.get("n_dots", size, np.uint8))
-    # '.' -> '0' (0x2E ^ 0x1E = 0x30), and '0' in front of the text.
-    np.right_shift(dot, _U64(7), out=t)
-    t *= _U64(0x1E)
-    x ^= t
-    np.invert(keep, out=t)
-    t &= _ZEROS
-    x |= t
+    _dot_to_zero_and_pad(x, dot, keep, t)
     ok = _all_digits(x, t, u, ws.get("ok", size, bool))
     ok &= np.less_equal(n_dots, 1, out=b1)
     ok &= np.greater(n, n_dots, out=b1)  # a digit besides the dot
