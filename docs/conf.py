@@ -59,8 +59,8 @@ html_static_path = ["_static"]
 html_css_files = ["layout.css"]
 napoleon_use_ivar = True  # a dataclass's "Attributes:" section is not a second description
 
-# Type hints name classes by their short names (Spec, Arrays), which several method
-# modules define alike; the ambiguity is left unlinked rather than guessed.
+# Type hints name classes by their short names, which two modules may define alike (a
+# private helper's name and a public one); the ambiguity is left unlinked rather than guessed.
 suppress_warnings = ["ref.python"]
 
 # The docstrings write set sizes as |C|, |U|; reStructuredText reads |name| as a

@@ -20,13 +20,13 @@ import jax
 import jax.numpy as jnp
 
 from foltr_jax import data, engine
-from foltr_jax.engine.config import ListsConfig, setting
+from foltr_jax.engine.config import ListsConfig, described
 
 
 @dataclasses.dataclass(frozen=True)
 class DbgdConfig(ListsConfig):
-    delta: float = setting(1.0, "δ, the exploration step: the candidate ranker is w + δu.")
-    alpha: float = setting(0.01, "α, the update step: w ← w + αu when the candidate wins.")
+    delta: float = described(1.0, "δ, the exploration step: the candidate ranker is w + δu.")
+    alpha: float = described(0.01, "α, the update step: w ← w + αu when the candidate wins.")
 
 
 def team_draft(key, ranking_a, ranking_b, k: int):

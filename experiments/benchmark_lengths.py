@@ -46,7 +46,7 @@ flags.DEFINE_integer("repeats", 2, "Timed repetitions of each variant; the best 
 flags.DEFINE_string("output", "", "Optional JSON file for the result.")
 
 
-def variants(config: federation.FederationConfig) -> dict:
+def variants(config: federation.FpdgdConfig) -> dict:
     """name -> (config, whether to force a single width)."""
     return {
         "ladder": (config, False),
@@ -76,7 +76,7 @@ def main(argv):
         max_docs_per_query=FLAGS.max_docs,
     )
     lengths = np.asarray(train.query_lengths)
-    config = federation.FederationConfig(
+    config = federation.FpdgdConfig(
         n_clients=FLAGS.n_clients,
         local_updates=2,
         rounds=FLAGS.rounds,

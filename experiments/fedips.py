@@ -165,7 +165,7 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
     )
 
 
-def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.Arrays) -> tuple[dict, dict]:
+def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.FedIpsArrays) -> tuple[dict, dict]:
     """The λLinear baseline, full-batch linear LambdaRank on every training query's labels:
     (its cell's curves and values, the file's fields)."""
     steps, lr = FLAGS.lambdarank_steps, FLAGS.lambdarank_learning_rate

@@ -50,7 +50,7 @@ flags.DEFINE_list(
 )
 
 
-def grid_settings(config: federation.FederationConfig) -> list | None:
+def grid_settings(config: federation.FpdgdConfig) -> list | None:
     """The cells of --click_models × --privacy_grid, or None without a grid."""
     if not FLAGS.click_models and not FLAGS.privacy_grid:
         return None
@@ -71,7 +71,7 @@ def grid_settings(config: federation.FederationConfig) -> list | None:
     for click in FLAGS.click_models or [config.click_model]:
         for epsilon, delta in pairs:
             setting = dataclasses.replace(
-                config.setting(), click_model=click, epsilon=epsilon, sensitivity=delta
+                config.as_setting(), click_model=click, epsilon=epsilon, sensitivity=delta
             )
             try:
                 setting.validate(config.n_clients)

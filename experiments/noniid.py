@@ -106,7 +106,7 @@ flags.DEFINE_enum(
 flags.DEFINE_string("output_dir", "results/noniid", "Folder for results.json and table.txt.")
 # FPDGD's settings; the thesis's defaults (T = 10,000, 5 runs); |C| and B follow the type.
 CONFIG_FLAGS = config_flags.define(
-    federation.FederationConfig,
+    federation.FpdgdConfig,
     skip=shared_flags.FEDERATION_INTERNAL,
     defaults={
         "n_clients": 0,
@@ -129,7 +129,7 @@ PROGRAM = "noniid"
 @dataclasses.dataclass
 class Cell:
     name: str
-    config: federation.FederationConfig
+    config: federation.FpdgdConfig
     train: data.RankingDataset
     test: data.RankingDataset
     plan: federation.ClientPlan | None
@@ -189,7 +189,7 @@ def _parse():
     return kind, remedies, mus, steps
 
 
-def _config(n_clients: int, local_updates: int, n_grades: int) -> federation.FederationConfig:
+def _config(n_clients: int, local_updates: int, n_grades: int) -> federation.FpdgdConfig:
     return CONFIG_FLAGS.build(n_clients=n_clients, local_updates=local_updates, n_grades=n_grades)
 
 

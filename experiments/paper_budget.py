@@ -91,9 +91,9 @@ def paper_rounds(run: Run) -> int:
         return int(value)
     if run.binary in DEFAULT_ROUNDS:
         return DEFAULT_ROUNDS[run.binary]
-    from foltr_jax.methods.fpdgd.config import FederationConfig
+    from foltr_jax.methods.fpdgd.config import FpdgdConfig
 
-    return FederationConfig().rounds
+    return FpdgdConfig().rounds
 
 
 def needed_rounds(run: Run) -> int:

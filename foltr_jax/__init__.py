@@ -7,7 +7,7 @@ protocol), every one on ``engine.run`` and returning a ``RunResult``::
     import foltr_jax
 
     train, test = foltr_jax.data.synthetic_train_test(seed=0)
-    config = foltr_jax.FederationConfig(n_clients=100, local_updates=2, rounds=50)
+    config = foltr_jax.FpdgdConfig(n_clients=100, local_updates=2, rounds=50)
     result = foltr_jax.run_fpdgd(config, train, test)
     result.offline_ndcg  # [runs, rounds]; [runs, len(result.offline_rounds)] with eval_every > 1
 
@@ -36,7 +36,7 @@ from foltr_jax.engine.config import ConfigError, Setting
 from foltr_jax.methods.fedips import FedIpsConfig
 from foltr_jax.methods.foltr_es import FoltrEsConfig
 from foltr_jax.methods.fpdgd.client_plan import ClientPlan
-from foltr_jax.methods.fpdgd.config import FederationConfig
+from foltr_jax.methods.fpdgd.config import FpdgdConfig
 from foltr_jax.methods.unlearning import UnlearningConfig
 from foltr_jax.server import aggregators, attacks
 
@@ -54,7 +54,7 @@ def _check_splits(train: data.RankingDataset, test: data.RankingDataset) -> None
 
 
 def run_fpdgd(
-    config: FederationConfig,
+    config: FpdgdConfig,
     train: data.RankingDataset,
     test: data.RankingDataset,
     settings: list[Setting] | None = None,
@@ -89,7 +89,7 @@ def run_fpdgd(
     Example::
 
         train, test = foltr_jax.data.synthetic_train_test(seed=0, n_train_queries=40)
-        config = foltr_jax.FederationConfig(n_clients=20, rounds=10, n_runs=2)
+        config = foltr_jax.FpdgdConfig(n_clients=20, rounds=10, n_runs=2)
         cells = [foltr_jax.Setting(), foltr_jax.Setting(aggregator="median")]
         result = foltr_jax.run_fpdgd(config, train, test, cells)
         finals = result.by_cell("offline_ndcg")[:, :, -1]  # [2 cells, 2 runs]
@@ -99,7 +99,7 @@ def run_fpdgd(
 
     spec, arrays = federation.build(config, train, test, settings, clients=clients)
     result = federation.run(spec, arrays, progress, checkpoint=checkpoint)
-    result.cells = list(settings) if settings else [config.setting()]
+    result.cells = list(settings) if settings else [config.as_setting()]
     return result
 
 
@@ -202,7 +202,7 @@ def run_unlearning(
     Example::
 
         config = foltr_jax.UnlearningConfig(
-            federation=foltr_jax.FederationConfig(n_clients=4, rounds=4),
+            federation=foltr_jax.FpdgdConfig(n_clients=4, rounds=4),
             click_models=("perfect",), delta_t=(2,), unlearn_local_updates=(1,))
         protocol = foltr_jax.run_unlearning(config, train, test)
         protocol.replayed.final_offline_ndcg()  # [cells, runs]
@@ -219,7 +219,7 @@ def _run_fpdgd(config, train, test, *, progress=None, checkpoint=None):
 
 engine.register_method(
     "fpdgd",
-    FederationConfig,
+    FpdgdConfig,
     _run_fpdgd,
     "FPDGD (Wang et al. 2021)",
     internal=("top_k", "aggregation", "display_groups"),
@@ -233,8 +233,8 @@ __all__ = [
     "ClientPlan",
     "ConfigError",
     "FedIpsConfig",
-    "FederationConfig",
     "FoltrEsConfig",
+    "FpdgdConfig",
     "RunResult",
     "Setting",
     "UnlearningConfig",

@@ -62,9 +62,9 @@ def test_registered_rule_is_what_the_server_runs():
         aggregators.by_index(index, models, jnp.ones(4), 0), (models[0] + models[2]) / 2
     )
     # Validation knows it; a config naming it is accepted, a misspelt one is refused.
-    foltr_jax.FederationConfig(n_clients=4, aggregator="even_clients_mean").validate()
+    foltr_jax.FpdgdConfig(n_clients=4, aggregator="even_clients_mean").validate()
     with pytest.raises(foltr_jax.ConfigError, match="aggregator"):
-        foltr_jax.FederationConfig(n_clients=4, aggregator="even_client_mean").validate()
+        foltr_jax.FpdgdConfig(n_clients=4, aggregator="even_client_mean").validate()
     # Registering another function under a taken name is refused.
     with pytest.raises(ValueError, match="already registered"):
         aggregators.register("krum", "not Krum")(_half_weight_mean)
@@ -100,7 +100,7 @@ def _small_run(**config):
         n_train_queries=30, n_test_queries=10, n_features=6, seed=3
     )
     base = {"n_clients": 4, "local_updates": 2, "rounds": 3, "n_runs": 1}
-    return foltr_jax.run_fpdgd(foltr_jax.FederationConfig(**{**base, **config}), train, test)
+    return foltr_jax.run_fpdgd(foltr_jax.FpdgdConfig(**{**base, **config}), train, test)
 
 
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
@@ -121,7 +121,7 @@ def test_registered_click_model_is_what_the_clients_click_with():
     moved = _small_run(click_model="perfect")
     assert np.abs(moved.final_params["w"]).max() > 0
     with pytest.raises(foltr_jax.ConfigError, match="click_model"):
-        foltr_jax.FederationConfig(click_model="never_click").validate()
+        foltr_jax.FpdgdConfig(click_model="never_click").validate()
     with pytest.raises(ValueError, match="already registered"):
         click_models.register("perfect", "not perfect", never_clicks)
 
@@ -148,7 +148,7 @@ def test_registered_ranker_is_what_the_clients_train():
     assert np.abs(w_linear).max() > 0
     np.testing.assert_allclose(w_doubled, 2 * w_linear, rtol=1e-5, atol=1e-7)
     with pytest.raises(foltr_jax.ConfigError, match="ranker"):
-        foltr_jax.FederationConfig(ranker="doubled_linaer").validate()
+        foltr_jax.FpdgdConfig(ranker="doubled_linaer").validate()
     # One registry: FOLtR-ES takes the registered ranker too ('neural' is its ReLU network).
     train, test = foltr_jax.data.synthetic_train_test(
         0, n_train_queries=20, n_test_queries=10, n_features=6, mean_docs_per_query=8
@@ -174,7 +174,7 @@ def test_every_method_runs_through_the_public_names(public_data):
     small = {"rounds": 3, "n_runs": 2}
     results = {
         "fpdgd": foltr_jax.run_fpdgd(
-            foltr_jax.FederationConfig(n_clients=5, local_updates=2, **small), train, test
+            foltr_jax.FpdgdConfig(n_clients=5, local_updates=2, **small), train, test
         ),
         "foltr_es": foltr_jax.run_foltr_es(
             foltr_jax.FoltrEsConfig(n_clients=6, local_updates=2, **small), train, test
@@ -185,7 +185,7 @@ def test_every_method_runs_through_the_public_names(public_data):
     }
     flat, plan, holders = foltr_jax.noniid.type2_setup(train, 5, 1, seed=0)
     results["noniid"] = foltr_jax.run_fpdgd(
-        foltr_jax.FederationConfig(n_clients=5, local_updates=2, **small),
+        foltr_jax.FpdgdConfig(n_clients=5, local_updates=2, **small),
         flat,
         test,
         clients=foltr_jax.ClientPlan(**plan),
@@ -205,7 +205,7 @@ def test_every_method_runs_through_the_public_names(public_data):
     assert not np.allclose(results["noniid"].online_ndcg, results["fpdgd"].online_ndcg)
 
     config = foltr_jax.UnlearningConfig(
-        federation=foltr_jax.FederationConfig(n_clients=4, local_updates=2, rounds=4, n_runs=2),
+        federation=foltr_jax.FpdgdConfig(n_clients=4, local_updates=2, rounds=4, n_runs=2),
         click_models=("perfect",),
         delta_t=(2,),
         unlearn_local_updates=(1,),
@@ -328,7 +328,7 @@ RUN_FUNCTIONS = {  # each with the module whose build it starts: stopped there i
     "run_fpdgd": (
         "methods.fpdgd.federation",
         "build",
-        foltr_jax.FederationConfig(n_clients=2, rounds=2),
+        foltr_jax.FpdgdConfig(n_clients=2, rounds=2),
     ),
     "run_foltr_es": ("methods.foltr_es", "build", foltr_jax.FoltrEsConfig(n_clients=2, rounds=2)),
     "run_fedips": ("methods.fedips", "build", foltr_jax.FedIpsConfig(n_users=2, rounds=2)),

@@ -21,7 +21,7 @@ from foltr_jax.core.registry import one_of
 from foltr_jax.engine import serving
 from foltr_jax.engine.config import INT32_MAX
 from foltr_jax.methods.fpdgd import federation
-from foltr_jax.methods.fpdgd.config import FederationConfig, centralised
+from foltr_jax.methods.fpdgd.config import FpdgdConfig, centralised
 
 FLAGS = flags.FLAGS
 
@@ -90,7 +90,7 @@ def define_data_flags():
     flags.DEFINE_integer("synthetic_seed", 0, "Seed of the synthetic dataset.")
 
 
-# FederationConfig's fields that are not flags: fixed by the papers (top_k) or set by a
+# FpdgdConfig's fields that are not flags: fixed by the papers (top_k) or set by a
 # binary (aggregation by --centralised_form, display_groups by the program).
 FEDERATION_INTERNAL = ("top_k", "aggregation", "display_groups")
 # The poisoning and unlearning papers' setting (10 clients, B = 5, T = 10,000).
@@ -103,9 +103,9 @@ TEN_CLIENT_DEFAULTS = {
 
 
 def define_federation_flags(defaults: dict | None = None) -> config_flags.ConfigFlags:
-    """FederationConfig's flags (``config_flags``; ``defaults``: a binary's paper defaults),
+    """FpdgdConfig's flags (``config_flags``; ``defaults``: a binary's paper defaults),
     --distributed, and --centralised/--centralised_form; ``federation_config`` reads them."""
-    generated = config_flags.define(FederationConfig, skip=FEDERATION_INTERNAL, defaults=defaults)
+    generated = config_flags.define(FpdgdConfig, skip=FEDERATION_INTERNAL, defaults=defaults)
     define_distributed_flags()
     flags.DEFINE_bool("centralised", False, "Run the centralised PDGD baseline instead of FPDGD.")
     flags.DEFINE_string(
@@ -146,8 +146,8 @@ def define_checkpoint_flag():
     )
 
 
-def federation_config(generated: config_flags.ConfigFlags) -> federation.FederationConfig:
-    """The FederationConfig of ``generated`` (a binary's ``define_federation_flags``) and
+def federation_config(generated: config_flags.ConfigFlags) -> federation.FpdgdConfig:
+    """The FpdgdConfig of ``generated`` (a binary's ``define_federation_flags``) and
     the flags (the centralised baseline's with --centralised)."""
     config = generated.build()
     if FLAGS.centralised:

@@ -100,7 +100,7 @@ def check_schedule(
         )
 
 
-def setting(default, help: str):
+def described(default, help: str):
     """A config field with the help its flag shows (``experiments.lib.config_flags`` defines
     the binaries' flags from the fields); for a setting several methods share, the help
     is ``SETTING_HELP``'s and the field needs no metadata."""
@@ -183,7 +183,7 @@ def setting_help(config_class, name: str) -> str:
     field = {f.name: f for f in dataclasses.fields(config_class)}[name]
     text = field.metadata.get("help") or SETTING_HELP.get(name)
     if text is None:
-        raise KeyError(f"{config_class.__name__}.{name}: no help (config.setting, SETTING_HELP)")
+        raise KeyError(f"{config_class.__name__}.{name}: no help (config.described, SETTING_HELP)")
     return text() if callable(text) else text
 
 
@@ -257,7 +257,7 @@ class ListsConfig(RunConfig):
     n_clients: int = 100
     local_updates: int = 4  # B interactions per client and round
     click_model: str = "informational"
-    top_k: int = setting(10, "k: the length of a displayed list and of nDCG@k and MRR@k.")
+    top_k: int = described(10, "k: the length of a displayed list and of nDCG@k and MRR@k.")
 
 
 def attack_names() -> tuple:

@@ -221,7 +221,7 @@ def _final_ndcg(data_pair, **overrides):
         epsilon=1.2,
         sensitivity=5.0,
     )
-    config = federation.FederationConfig(**{**settings, **overrides})
+    config = federation.FpdgdConfig(**{**settings, **overrides})
     spec, arrays = federation.build(config, *data_pair)
     return spec, federation.run(spec, arrays).offline_ndcg[:, -1]
 
@@ -256,7 +256,7 @@ def test_noise_once_only_where_no_stage_sees_a_noised_client(small_data):
 
     def spec(plan=None, **overrides):
         settings = dict(n_clients=8, rounds=2, epsilon=4.5, sensitivity=5.0)
-        config = federation.FederationConfig(**{**settings, **overrides})
+        config = federation.FpdgdConfig(**{**settings, **overrides})
         return federation.build(config, *small_data, clients=plan)[0]
 
     assert spec().noise_once

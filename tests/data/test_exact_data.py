@@ -142,7 +142,7 @@ def test_an_empty_split_is_refused_by_the_api_in_words(synthetic_split):
 
     train, test = synthetic_split
     empty = RankingDataset(np.zeros((0, train.n_features), np.float32), [], [], [], [])
-    config = federation.FederationConfig(n_clients=2, rounds=1)
+    config = federation.FpdgdConfig(n_clients=2, rounds=1)
     for pair, split in (((empty, test), "training"), ((train, empty), "test")):
         with pytest.raises(DatasetError, match=f"the {split} split has no query"):
             federation.build(config, *pair)

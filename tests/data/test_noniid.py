@@ -25,7 +25,7 @@ def _config(**overrides):
         "chunk_rounds": 6,
         "click_model": "perfect",
     }
-    return federation.FederationConfig(**{**base, **overrides})
+    return federation.FpdgdConfig(**{**base, **overrides})
 
 
 def _run(config, train, test, plan=None, **kwargs):

@@ -17,7 +17,7 @@ EVENTS = {  # JAX's monitoring events, by what they count
     "/jax/core/compile/backend_compile_duration": "compiled",
 }
 
-FIRST = foltr_jax.FederationConfig(
+FIRST = foltr_jax.FpdgdConfig(
     n_clients=5,
     local_updates=2,
     rounds=3,

@@ -43,7 +43,7 @@ for run, base in ((es_run, es), (ips_run, ips)):
             np.testing.assert_allclose(a, b, atol=1e-6)
     print(type(base).__name__, "matches")
 
-from foltr_jax import ClientPlan, FederationConfig
+from foltr_jax import ClientPlan, FpdgdConfig
 from foltr_jax.data import noniid
 from foltr_jax.methods import unlearning
 from foltr_jax.methods.fpdgd import federation
@@ -51,14 +51,14 @@ def same(a, b):
     for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
 flat, extra, _ = noniid.type2_setup(train, 10, 1, seed=1)
-cell = FederationConfig(n_clients=10, local_updates=3, rounds=3, n_runs=2)
+cell = FpdgdConfig(n_clients=10, local_updates=3, rounds=3, n_runs=2)
 plan = ClientPlan(queries=extra["queries"], prox_mu=0.1)
 def cell_run(c):
     return federation.run(*federation.build(c, flat, test, clients=plan))
 one, two = cell_run(cell), cell_run(dataclasses.replace(cell, n_devices=2))
 same((one.curves, one.final_params), (two.curves, two.final_params))
 print("non-IID cell matches")
-odd = FederationConfig(n_clients=4, local_updates=2, rounds=3, n_runs=3, eval_every=1)
+odd = FpdgdConfig(n_clients=4, local_updates=2, rounds=3, n_runs=3, eval_every=1)
 def fpdgd_run(c):
     return federation.run(*federation.build(c, train, test))
 one, two = fpdgd_run(odd), fpdgd_run(dataclasses.replace(odd, n_devices=2))
@@ -132,7 +132,7 @@ def test_every_method_over_devices_gives_the_single_device_results():
     ],
 )
 def test_a_binary_over_two_devices_writes_the_single_device_results(tmp_path, module, settings):
-    """The binaries reach the devices (noniid since its flags come from FederationConfig),
+    """The binaries reach the devices (noniid since its flags come from FpdgdConfig),
     with no XLA_FLAGS: --n_devices=2 gives the CPU two devices (program.main).  The
     unlearning trainings and replay over devices are in the test above."""
     import json

@@ -37,7 +37,7 @@ def test_the_api_refuses_two_equal_cells_before_any_work():
 
     train, test = foltr_jax.data.synthetic_train_test(seed=0, n_train_queries=8,
                                                       n_test_queries=4, n_features=4)  # fmt: skip
-    config = foltr_jax.FederationConfig(n_clients=4, rounds=2, n_runs=1)
+    config = foltr_jax.FpdgdConfig(n_clients=4, rounds=2, n_runs=1)
     for cells in ([foltr_jax.Setting(), foltr_jax.Setting()],
                   [foltr_jax.Setting(click_model="pbm:1"),
                    foltr_jax.Setting(click_model="pbm:1.0")],

@@ -20,7 +20,7 @@ def _config(**overrides):
         "chunk_rounds": 4,
         "click_model": "perfect",
     }
-    return federation.FederationConfig(**{**settings, **overrides})
+    return federation.FpdgdConfig(**{**settings, **overrides})
 
 
 def _run(synthetic_split, clients=None, **overrides):
@@ -96,7 +96,7 @@ def test_client_chunks_and_fedper(synthetic_split):
 
 @pytest.mark.parametrize("bad", [0, -2, 11, 2.5, True])
 def test_bad_k_refused(bad):
-    config = federation.FederationConfig(rounds=10, eval_every=bad)
+    config = federation.FpdgdConfig(rounds=10, eval_every=bad)
     with pytest.raises(ConfigError) as error:
         config.validate()
     assert error.value.field == "eval_every"

@@ -228,7 +228,7 @@ def test_a_registered_streaming_rule_and_a_per_client_attack_run_in_chunks(synth
             return models.mean(axis=0)
 
     assert attacks.get("scaled_negation").per_client and not attacks.get("lie").per_client
-    base = federation.FederationConfig(
+    base = federation.FpdgdConfig(
         n_clients=9,
         local_updates=2,
         rounds=3,

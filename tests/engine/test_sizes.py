@@ -64,7 +64,7 @@ def test_the_estimate_lets_the_papers_largest_runs_pass():
 
     train, _ = foltr_jax.data.synthetic_train_test(seed=0, n_train_queries=4, n_test_queries=2,
                                                    n_features=136)  # fmt: skip
-    config = foltr_jax.FederationConfig(n_clients=1000, n_runs=5, local_updates=8,
+    config = foltr_jax.FpdgdConfig(n_clients=1000, n_runs=5, local_updates=8,
                                         ranker="neural")  # fmt: skip
     seen = []
     real = serving.check_memory

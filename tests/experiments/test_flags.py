@@ -71,7 +71,7 @@ def test_a_flag_default_is_its_config_field_or_the_binary_s_paper_default(every_
 
 
 def test_binaries_with_the_same_config_share_defaults_but_for_named_paper_settings(every_binary):
-    """fpdgd and benchmark take FederationConfig's defaults; poisoning and unlearning the
+    """fpdgd and benchmark take FpdgdConfig's defaults; poisoning and unlearning the
     ten-client papers' (n_clients, local_updates, rounds, chunk_rounds) and nothing else."""
     generated = every_binary["fpdgd"][1].names
     fpdgd, benchmark, poisoning, unlearning = (
@@ -82,20 +82,20 @@ def test_binaries_with_the_same_config_share_defaults_but_for_named_paper_settin
     assert poisoning == unlearning
     differ = {name for name in fpdgd if fpdgd[name] != poisoning.get(name)}
     assert differ == {"n_clients", "local_updates", "rounds", "chunk_rounds"}
-    assert federation.FederationConfig().n_clients == fpdgd["n_clients"][0] == 1000
+    assert federation.FpdgdConfig().n_clients == fpdgd["n_clients"][0] == 1000
     assert poisoning["n_clients"][0] == 10
 
 
 def test_every_flagged_field_has_help_and_registry_names():
     internal = {"top_k", "aggregation", "display_groups"}  # not flags of FPDGD, FOLtR-ES
-    for config_class in (federation.FederationConfig, foltr_es.FoltrEsConfig, fedips.FedIpsConfig):
+    for config_class in (federation.FpdgdConfig, foltr_es.FoltrEsConfig, fedips.FedIpsConfig):
         for field in dataclasses.fields(config_class):
             if config_class is fedips.FedIpsConfig or field.name not in internal:
                 assert config.setting_help(config_class, field.name)
-    ranker_help = config.setting_help(federation.FederationConfig, "ranker")
+    ranker_help = config.setting_help(federation.FpdgdConfig, "ranker")
     assert "linear" in ranker_help and "neural" in ranker_help
     assert "krum" in config.setting_help(fedips.FedIpsConfig, "aggregator")
-    assert "adam (FedAdam)" in config.setting_help(federation.FederationConfig, "server_optimizer")
+    assert "adam (FedAdam)" in config.setting_help(federation.FpdgdConfig, "server_optimizer")
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ import pytest
 from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.output import FinishedParts, Output
 from experiments.lib.results import timings
-from foltr_jax import FederationConfig, FedIpsConfig, Setting, data
+from foltr_jax import FedIpsConfig, FpdgdConfig, Setting, data
 from foltr_jax.core import click_models, files
 from foltr_jax.data import dataset_cache
 from foltr_jax.engine import loop
@@ -347,7 +347,7 @@ def test_labels_above_the_click_tables_warn_that_they_are_clipped():
         assert click_models.table_grades(0, 2) == 3 and click_models.table_grades(5, 4) == 5
     train, test = data.synthetic_train_test(0, n_train_queries=10, n_test_queries=5)
     with pytest.warns(RuntimeWarning, match="clicked as grade 1"):
-        federation.build(FederationConfig(n_clients=2, n_grades=2), train, test)
+        federation.build(FpdgdConfig(n_clients=2, n_grades=2), train, test)
 
 
 def test_test_split_without_relevant_documents_warns(tmp_path):
@@ -416,10 +416,10 @@ def test_gzip_letor_file_is_read_and_other_compression_is_named(tmp_path):
 @pytest.mark.parametrize(
     "make, field",
     [
-        (lambda: FederationConfig(learning_rate=float("inf")).validate(), "learning_rate"),
-        (lambda: FederationConfig(learning_rate=float("nan")).validate(), "learning_rate"),
-        (lambda: FederationConfig(sensitivity=float("inf"), epsilon=1.0).validate(), "sensitivity"),
-        (lambda: FederationConfig(clip_factor=float("inf")).validate(), "clip_factor"),
+        (lambda: FpdgdConfig(learning_rate=float("inf")).validate(), "learning_rate"),
+        (lambda: FpdgdConfig(learning_rate=float("nan")).validate(), "learning_rate"),
+        (lambda: FpdgdConfig(sensitivity=float("inf"), epsilon=1.0).validate(), "sensitivity"),
+        (lambda: FpdgdConfig(clip_factor=float("inf")).validate(), "clip_factor"),
         (lambda: FedIpsConfig(local_lr=float("inf")).validate(), "local_lr"),
         (lambda: FedIpsConfig(global_lr=float("nan")).validate(), "global_lr"),
         (lambda: Setting(click_model="pbm:-0.5").validate(10), "click_model"),

@@ -30,7 +30,7 @@ from experiments.lib.output import (
     unique_names,
     write_output_file,
 )
-from foltr_jax import FederationConfig, FedIpsConfig, Setting, data
+from foltr_jax import FedIpsConfig, FpdgdConfig, Setting, data
 from foltr_jax.core import files
 from foltr_jax.engine import loop
 from foltr_jax.engine.config import ConfigError
@@ -120,7 +120,7 @@ def nan_aggregator():
 
 def test_a_users_aggregator_returning_nan_is_never_a_result(tiny_split, nan_aggregator):
     train, test = tiny_split
-    config = FederationConfig(
+    config = FpdgdConfig(
         n_clients=3,
         local_updates=2,
         rounds=4,
@@ -151,7 +151,7 @@ def test_a_users_aggregator_returning_nan_is_never_a_result(tiny_split, nan_aggr
 def test_settings_whose_noise_scale_or_clipping_norm_overflow_are_refused(
     epsilon, sensitivity, clip_factor, field
 ):
-    config = FederationConfig(epsilon=epsilon, sensitivity=sensitivity, clip_factor=clip_factor)
+    config = FpdgdConfig(epsilon=epsilon, sensitivity=sensitivity, clip_factor=clip_factor)
     with pytest.raises(ConfigError) as caught:
         config.validate()
     assert caught.value.field == field and "float32" in caught.value.message
@@ -503,14 +503,14 @@ def test_a_finished_part_that_is_not_finite_is_run_again(tmp_path):
 @pytest.mark.parametrize(
     "make, field, words",
     [
-        (lambda: FederationConfig(rounds=2.5), "rounds", "must be an int"),
-        (lambda: FederationConfig(n_clients="10"), "n_clients", "must be an int"),
-        (lambda: FederationConfig(n_runs=True), "n_runs", "must be an int"),
-        (lambda: FederationConfig(learning_rate="0.1"), "learning_rate", "must be a float"),
-        (lambda: FederationConfig(ranker=3), "ranker", "must be a str"),
-        (lambda: FederationConfig(seed=2**64), "seed", "0..4294967295"),
-        (lambda: FederationConfig(seed=-1), "seed", "0..4294967295"),
-        (lambda: FederationConfig(rounds=2**31), "rounds", "2147483647"),
+        (lambda: FpdgdConfig(rounds=2.5), "rounds", "must be an int"),
+        (lambda: FpdgdConfig(n_clients="10"), "n_clients", "must be an int"),
+        (lambda: FpdgdConfig(n_runs=True), "n_runs", "must be an int"),
+        (lambda: FpdgdConfig(learning_rate="0.1"), "learning_rate", "must be a float"),
+        (lambda: FpdgdConfig(ranker=3), "ranker", "must be a str"),
+        (lambda: FpdgdConfig(seed=2**64), "seed", "0..4294967295"),
+        (lambda: FpdgdConfig(seed=-1), "seed", "0..4294967295"),
+        (lambda: FpdgdConfig(rounds=2**31), "rounds", "2147483647"),
         (lambda: FedIpsConfig(n_users=1.5), "n_users", "must be an int"),
         (lambda: FoltrEsConfig(local_updates="4"), "local_updates", "must be an int"),
     ],
@@ -527,7 +527,7 @@ def test_a_grid_cell_of_a_wrong_type_names_the_field():
 
 
 def test_numpy_numbers_are_accepted_where_python_ones_are():
-    config = FederationConfig(rounds=np.int64(3), learning_rate=np.float32(0.1), seed=np.uint32(7))
+    config = FpdgdConfig(rounds=np.int64(3), learning_rate=np.float32(0.1), seed=np.uint32(7))
     config.validate()
 
 

@@ -21,7 +21,7 @@ def split_seed_4():
     )
 
 
-CONFIG = federation.FederationConfig(
+CONFIG = federation.FpdgdConfig(
     n_clients=6, local_updates=3, rounds=15, n_runs=3, click_model="perfect", chunk_rounds=15
 )
 

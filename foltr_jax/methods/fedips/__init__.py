@@ -51,8 +51,8 @@ from foltr_jax.methods.fedips.config import FedIpsConfig
 from foltr_jax.methods.fedips.fedips_em import EmState, init_em, round_propensities
 from foltr_jax.methods.fedips.ips import (
     hinge_rank_bound,
+    pbm_clicks,
     sample_user_gammas,
-    simulate_clicks,
 )
 from foltr_jax.methods.fedips.lambdarank import (
     TestData,
@@ -104,8 +104,8 @@ class TrainData(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class Spec(engine.Federated):
-    """Static part of a FedIPS experiment (hashable: one compilation per Spec), and the
+class FedIpsMethod(engine.Federated):
+    """Static part of a FedIPS experiment (hashable: one compilation per FedIpsMethod), and the
     method as the engine runs it: the users send updates, the server steps θ + η_g·Δ."""
 
     config: FedIpsConfig
@@ -129,7 +129,7 @@ class Spec(engine.Federated):
         return optax.sgd(self.config.global_lr)
 
     # The rest of the method as ``engine.run`` takes it (``engine.Federated``'s hooks).
-    def init(self, arrays: Arrays, init_keys):
+    def init(self, arrays: FedIpsArrays, init_keys):
         """Constants (the data, every user's γ_s drawn from the run's initialisation key)
         and the initial models (``initial_state``), the EM's state and the server's."""
         return (arrays, user_gammas(self.config, init_keys)), initial_state(self, init_keys)
@@ -167,7 +167,7 @@ class Spec(engine.Federated):
         return jax.device_get(state.params), extras, int(curves["sessions"].sum())
 
 
-class Arrays(NamedTuple):
+class FedIpsArrays(NamedTuple):
     train: TrainData
     test: TestData
 
@@ -207,7 +207,7 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
     none of f₀'s) replace ``test`` for every offline metric (f₀'s too) and leave the users'
     queries: the runs that choose the learning rates never see the test split.
 
-    Returns (Spec, Arrays, Prepared).
+    Returns (FedIpsMethod, FedIpsArrays, Prepared).
     """
     config.validate()
     if train.n_features != test.n_features:
@@ -249,7 +249,7 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
             np.where(shown[..., None], train.features[rows], 0.0), jnp.float32
         ),
     )
-    spec = Spec(config, train.n_features, window, widths, relevant_from)
+    spec = FedIpsMethod(config, train.n_features, window, widths, relevant_from)
     prepared = Prepared(
         train,
         test,
@@ -261,7 +261,7 @@ def build(config: FedIpsConfig, train: RankingDataset, test: RankingDataset):
         float(log10),
         held_out,
     )
-    return spec, Arrays(train_data, tdata), prepared
+    return spec, FedIpsArrays(train_data, tdata), prepared
 
 
 class ClickLog(NamedTuple):
@@ -276,7 +276,7 @@ class ClickLog(NamedTuple):
     record_valid: jax.Array  # bool [R] (fewer than m clicks within max_sessions: padding)
 
 
-def user_click_log(spec: Spec, train: TrainData, key, gamma_s) -> ClickLog:
+def user_click_log(spec: FedIpsMethod, train: TrainData, key, gamma_s) -> ClickLog:
     """A user's queries and clicks for one round (eq. 11; "a user clicks m documents", §4)."""
     cfg = spec.config
     n_q, k, n_s = cfg.queries_per_user, cfg.top_k, cfg.sessions
@@ -287,7 +287,7 @@ def user_click_log(spec: Spec, train: TrainData, key, gamma_s) -> ClickLog:
     queries = jnp.minimum(jnp.floor(uniforms[:n_q] * n_train).astype(jnp.int32), n_train - 1)
     slot = jnp.arange(n_s) % n_q
     shown = train.shown[queries[slot]]
-    clicks = simulate_clicks(
+    clicks = pbm_clicks(
         None,
         train.relevant[queries[slot]],
         shown,
@@ -321,7 +321,7 @@ def user_click_log(spec: Spec, train: TrainData, key, gamma_s) -> ClickLog:
     )
 
 
-def local_sgd(spec: Spec, train: TrainData, params, log: ClickLog, propensities):
+def local_sgd(spec: FedIpsMethod, train: TrainData, params, log: ClickLog, propensities):
     """Algorithm 1 lines 5-8 with eq. 7's weights: one SGD step per click record, in order.
 
     ``propensities`` [K] are the user's p at each position.  Returns the user's new params.
@@ -358,7 +358,9 @@ class State(NamedTuple):
     server: tuple = ()  # the server chain's state, leaves [n_runs, ...]
 
 
-def train_users(spec: Spec, arrays: Arrays, params, logs: ClickLog, propensities, start, size):
+def train_users(
+    spec: FedIpsMethod, arrays: FedIpsArrays, params, logs: ClickLog, propensities, start, size
+):
     """FedIPS's client update as the engine takes it: users ``start .. start + size − 1``
     run Algorithm 1's local SGD over their click logs (one ``lax.map`` over every run's
     users) and send their model changes [n_runs, size, P], weight 1 each, with the sums of
@@ -383,7 +385,7 @@ def train_users(spec: Spec, arrays: Arrays, params, logs: ClickLog, propensities
     return engine.Sent(updates, jnp.ones(updates.shape[:2], updates.dtype), online)
 
 
-def round_logs(spec: Spec, arrays: Arrays, round_keys, gammas) -> ClickLog:
+def round_logs(spec: FedIpsMethod, arrays: FedIpsArrays, round_keys, gammas) -> ClickLog:
     """Every user's click log of a round (leaves [n_runs, n_users, ...]): user u clicks
     with the key fold_in(round key, u) and its γ_s (``gammas`` [n_runs, n_users])."""
     keys = engine.client_keys(round_keys, jnp.arange(spec.config.n_users))
@@ -405,7 +407,7 @@ def run_keys_and_gammas(config: FedIpsConfig):
     return train_keys, user_gammas(config, gamma_keys)
 
 
-def evaluate_runs(spec: Spec, test: TestData, params):
+def evaluate_runs(spec: FedIpsMethod, test: TestData, params):
     """Offline (NDCG@5, NDCG@10) of every run's ranker (leaves [R, ...]) on the test split
     (``engine.evaluate_slots``)."""
     return engine.evaluate_slots(
@@ -416,7 +418,7 @@ def evaluate_runs(spec: Spec, test: TestData, params):
 _RANKER_INIT = 0x52414E4B  # fold_in tag: the ranker's initialisation from a run's key
 
 
-def initial_state(spec: Spec, init_keys=None) -> State:
+def initial_state(spec: FedIpsMethod, init_keys=None) -> State:
     """Every run's initial ranker (``ranker.init`` from fold_in(the run's initialisation
     key, _RANKER_INIT), so the users' γ_s keep their stream; the linear ranker starts at
     zero), the EM's state and the server's.  ``init_keys`` default to ``run``'s."""

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from foltr_jax.core import rankers
 from foltr_jax.core.registry import one_of
-from foltr_jax.engine.config import ConfigError, RunConfig, Setting, fits_float32, setting
+from foltr_jax.engine.config import ConfigError, RunConfig, Setting, described, fits_float32
 
 PROPENSITIES = ("known", "estimated", "none")
 
@@ -25,46 +25,48 @@ class FedIpsConfig(RunConfig):
 
     clients_field: ClassVar[str] = "n_users"
 
-    n_users: int = setting(2000, "|U|: users (clients), all take part every round.")
-    queries_per_user: int = setting(5, "Queries a user issues per round.")
-    top_k: int = setting(5, "K: documents shown per query.")
-    clicks_per_user: int = setting(
+    n_users: int = described(2000, "|U|: users (clients), all take part every round.")
+    queries_per_user: int = described(5, "Queries a user issues per round.")
+    top_k: int = described(5, "K: documents shown per query.")
+    clicks_per_user: int = described(
         10,
         "m: clicks a user leaves per round (its queries are shown in turn until the m-th "
         "click); 0 shows each query once and keeps every click.",
     )
-    max_sessions: int = setting(50, "Most lists shown to a user per round while collecting m.")
-    gamma: float = setting(1.0, "γ: mean position bias, p(e) = (1/rank)^γ_s.")
-    gamma_sd: float = setting(0.1, "Standard deviation of the per-user γ_s (left-truncated at 0).")
-    noise_click_prob: float = setting(0.1, "Click factor of non-relevant documents (eq. 11).")
-    relevant_from: int = setting(
+    max_sessions: int = described(50, "Most lists shown to a user per round while collecting m.")
+    gamma: float = described(1.0, "γ: mean position bias, p(e) = (1/rank)^γ_s.")
+    gamma_sd: float = described(
+        0.1, "Standard deviation of the per-user γ_s (left-truncated at 0)."
+    )
+    noise_click_prob: float = described(0.1, "Click factor of non-relevant documents (eq. 11).")
+    relevant_from: int = described(
         0, "Smallest relevant grade for clicks; 0: 3 on 5-grade labels, the top grade otherwise."
     )
-    local_lr: float = setting(0.01, "η_l: clients' SGD step.")
-    global_lr: float = setting(1.0, "η_g: server step on the mean update.")
+    local_lr: float = described(0.01, "η_l: clients' SGD step.")
+    global_lr: float = described(1.0, "η_g: server step on the mean update.")
     rounds: int = 300  # T
-    propensity: str = setting(
+    propensity: str = described(
         "known", "known | estimated (federated regression-EM) | none (FedAvg)."
     )
-    logging_fraction: float = setting(
+    logging_fraction: float = described(
         0.01, "Share of training queries f₀ is trained on (at least one query)."
     )
-    validation_fraction: float = setting(
+    validation_fraction: float = described(
         0.0,
         "Share of training queries held out (not f₀'s, at least one) for choosing learning "
         "rates: the users never issue them and the offline metrics are on them, not on the "
         "test split; 0: none held out.",
     )
-    logging_learning_rate: float = setting(0.1, "f₀: LambdaRank gradient-descent step.")
-    logging_steps: int = setting(100, "f₀: LambdaRank gradient-descent steps.")
-    em_scope: str = setting(
+    logging_learning_rate: float = described(0.1, "f₀: LambdaRank gradient-descent step.")
+    logging_steps: int = described(100, "f₀: LambdaRank gradient-descent steps.")
+    em_scope: str = described(
         "user", "Estimated propensities: user (per user; paper: personalized) | global."
     )
-    em_learning_rate: float = setting(1.0, "Step of the regression-EM relevance model F.")
-    em_prior_count: float = setting(
+    em_learning_rate: float = described(1.0, "Step of the regression-EM relevance model F.")
+    em_prior_count: float = described(
         1.0, "Pseudo-impressions of the initial propensity 0.5 per position."
     )
-    propensity_floor: float = setting(
+    propensity_floor: float = described(
         0.01, "Lower bound of estimated propensities (relative to rank 1)."
     )
     ranker: str = "linear"  # the users' ranker (rankers.names()); eq. 4's hinge is taken through it

@@ -24,7 +24,7 @@ def click_probabilities(relevant, shown, gamma_s, noise_click_prob):
     return jnp.where(shown, p, 0.0)
 
 
-def simulate_clicks(key, relevant, shown, gamma_s, noise_click_prob, uniforms=None):
+def pbm_clicks(key, relevant, shown, gamma_s, noise_click_prob, uniforms=None):
     """Independent Bernoulli clicks of eq. 11 (PBM), bool [..., K]: click where U(0, 1) < p.
 
     ``uniforms`` (same shape) replace the draw from ``key`` when given.

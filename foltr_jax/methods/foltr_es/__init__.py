@@ -53,8 +53,8 @@ from foltr_jax.engine.config import (
     ConfigError,
     RunConfig,
     Setting,
+    described,
     resolved,
-    setting,
     static_part,
 )
 from foltr_jax.methods.foltr_es import query_blocks
@@ -87,11 +87,11 @@ class FoltrEsConfig(RunConfig):
     n_clients: int = 2000  # N
     local_updates: int = 4  # B, interactions per client per round
     learning_rate: float = 0.001  # Adam step size (optax defaults otherwise)
-    sigma: float = setting(0.01, "Standard deviation σ of the ES perturbations (public code).")
-    privacy_p: float = setting(
+    sigma: float = described(0.01, "Standard deviation σ of the ES perturbations (public code).")
+    privacy_p: float = described(
         1.0, "Probability p of reporting the true MaxRR, in (1/11, 1]; 1 = no privatisation."
     )
-    antithetic: bool = setting(True, "Antithetic pairs: half the interactions use −noise.")
+    antithetic: bool = described(True, "Antithetic pairs: half the interactions use −noise.")
     ranker: str = "linear"  # rankers.names(); neural: 10 ReLU hidden units, zero init (relu)
     click_model: str = "informational"
     n_grades: int = 0  # 2, 3 or 5; 0 infers it from the labels
@@ -187,12 +187,12 @@ def make_ranker(name: str, n_features: int):
 
 
 @dataclasses.dataclass(frozen=True)
-class Spec(engine.Federated):
-    """The static part of an experiment (hashable: one compilation per Spec), and the
+class FoltrEsMethod(engine.Federated):
+    """The static part of an experiment (hashable: one compilation per FoltrEsMethod), and the
     method as the engine runs it (``engine.Federated``): the clients send gradient
     estimates (updates), the server takes Adam's step, the models are flat [R, P].
     ``config`` is the run's ``static_part`` (σ, p, the learning rate and the click model
-    are ``Arrays.values`` and ``Arrays.click_model``); ``epsilon``, the run's ε bound
+    are ``FoltrEsArrays.values`` and ``FoltrEsArrays.click_model``); ``epsilon``, the run's ε bound
     for its result, is not part of the key."""
 
     config: FoltrEsConfig
@@ -219,29 +219,29 @@ class Spec(engine.Federated):
         (``slot_settings``; Adam's state before round 1 does not depend on it)."""
         return optax.adam(1.0 if settings is None else settings)
 
-    def slot_settings(self, arrays: Arrays):
+    def slot_settings(self, arrays: FoltrEsArrays):
         """Every run's Adam step size [R]."""
         return jnp.broadcast_to(arrays.values.learning_rate, (self.config.n_runs,))
 
-    def init_params(self, arrays: Arrays, init_keys):
+    def init_params(self, arrays: FoltrEsArrays, init_keys):
         """The runs' flat models [R, P] (the rankers' zero start)."""
         return engine.flatten(jax.vmap(self.ranker.init)(init_keys)).astype(jnp.float32)
 
-    def evaluate_params(self, arrays: Arrays, flat_params):
+    def evaluate_params(self, arrays: FoltrEsArrays, flat_params):
         return evaluate_runs(self, arrays, flat_params)
 
     def clients(self, inputs, start, size):
         return train_clients(self, *inputs, start, size)
 
-    def extras(self, arrays: Arrays, state) -> dict:
+    def extras(self, arrays: FoltrEsArrays, state) -> dict:
         return {"epsilon": self.epsilon}
 
-    def finish(self, arrays: Arrays, state, curves):
+    def finish(self, arrays: FoltrEsArrays, state, curves):
         _, extras, interactions = super().finish(arrays, state, curves)
         return jax.device_get(jax.vmap(self.unravel)(state[0])), extras, interactions
 
 
-class Arrays(NamedTuple):
+class FoltrEsArrays(NamedTuple):
     """The array part of an experiment."""
 
     train: lists.DeviceData
@@ -252,7 +252,7 @@ class Arrays(NamedTuple):
 
 
 def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
-    """Validates ``config`` and puts the data on the device: returns (Spec, Arrays)."""
+    """Validates ``config`` and puts the data on the device: returns (FoltrEsMethod, FoltrEsArrays)."""
     config.validate()
     config = resolved(config)
     if train.n_features != test.n_features:
@@ -260,10 +260,10 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     n_grades = click_models.table_grades(config.n_grades, max(train.max_label, test.max_label))
     widths = lists.window_widths(train.max_query_length, config.top_k)
     ranker = make_ranker(config.ranker, train.n_features)
-    spec = Spec(
+    spec = FoltrEsMethod(
         static_part(config, TRACED_FIELDS), ranker, widths[-1], widths, epsilon=config.epsilon
     )
-    arrays = Arrays(
+    arrays = FoltrEsArrays(
         lists.to_device(train, spec.window, config.top_k),
         lists.to_device(test, spec.window, config.top_k, ranked=True),
         click_models.by_name(config.click_model, n_grades),
@@ -273,7 +273,7 @@ def build(config: FoltrEsConfig, train: RankingDataset, test: RankingDataset):
     return spec, arrays
 
 
-def rank_lanes(spec: Spec, arrays: Arrays, lane_params, queries) -> jax.Array:
+def rank_lanes(spec: FoltrEsMethod, arrays: FoltrEsArrays, lane_params, queries) -> jax.Array:
     """int32 [lanes, k]: each lane's top-k candidate positions, by descending score.
 
     ``lane_params`` = (flat_global [R, P], noise [R·N, P], run [L], client [L],
@@ -313,7 +313,9 @@ def rank_lanes(spec: Spec, arrays: Arrays, lane_params, queries) -> jax.Array:
     return ranked.reshape(-1, k)[blocks.position]
 
 
-def lane_clicks(spec: Spec, arrays: Arrays, lane_positions, keys, labels, shown) -> jax.Array:
+def lane_clicks(
+    spec: FoltrEsMethod, arrays: FoltrEsArrays, lane_positions, keys, labels, shown
+) -> jax.Array:
     """bool [lanes, k]: the clicks on each lane's displayed list; with data poisoning the
     malicious clients (positions below n_malicious) click with the 'poison' model."""
     cfg = spec.config
@@ -348,7 +350,13 @@ class RoundDetails(NamedTuple):
 
 
 def es_round(
-    spec: Spec, arrays: Arrays, flat_global, run_keys, round_index, start=0, size=None
+    spec: FoltrEsMethod,
+    arrays: FoltrEsArrays,
+    flat_global,
+    run_keys,
+    round_index,
+    start=0,
+    size=None,
 ) -> RoundDetails:
     """Clients' side of a round for every run: FOLtR-ES's client update.
 
@@ -363,7 +371,9 @@ def es_round(
     return es_clients(spec, arrays, flat_global, round_keys, start, size)
 
 
-def es_clients(spec: Spec, arrays: Arrays, flat_global, round_keys, start=0, size=None):
+def es_clients(
+    spec: FoltrEsMethod, arrays: FoltrEsArrays, flat_global, round_keys, start=0, size=None
+):
     """``es_round`` from the runs' keys of the round [R]."""
     cfg = spec.config
     n_runs, b = flat_global.shape[0], cfg.local_updates
@@ -427,7 +437,7 @@ def es_clients(spec: Spec, arrays: Arrays, flat_global, round_keys, start=0, siz
     )
 
 
-def evaluate_runs(spec: Spec, arrays: Arrays, flat_params):
+def evaluate_runs(spec: FoltrEsMethod, arrays: FoltrEsArrays, flat_params):
     """Offline nDCG@k and MRR@k of every run's model [R, P] on the test split, averaged
     over queries with a relevant document (``engine.evaluate_slots``)."""
     return engine.evaluate_slots(
@@ -439,7 +449,7 @@ def evaluate_runs(spec: Spec, arrays: Arrays, flat_params):
     )
 
 
-def train_clients(spec: Spec, arrays: Arrays, flat_global, round_keys, start, size):
+def train_clients(spec: FoltrEsMethod, arrays: FoltrEsArrays, flat_global, round_keys, start, size):
     """FOLtR-ES's client update as the engine takes it: the clients at ``start .. start +
     size − 1`` send their gradient estimates (weight 1 each), with the online sums
     (displayed lists' nDCG, true MaxRR, interactions) [R] each."""

@@ -18,7 +18,7 @@ from foltr_jax.core import click_models, metrics
 from foltr_jax.core.registry import one_of
 from foltr_jax.data import RankingDataset
 from foltr_jax.engine.config import ConfigError
-from foltr_jax.methods.fpdgd.config import FederationConfig
+from foltr_jax.methods.fpdgd.config import FpdgdConfig
 
 PERSONAL_EVALUATIONS = ("server", "clients")  # FedPer offline model: server, mean of personalised
 
@@ -76,7 +76,7 @@ class ClientArrays(NamedTuple):
 
 
 def client_arrays(
-    cfg: FederationConfig,
+    cfg: FpdgdConfig,
     ranker,
     plan: ClientPlan,
     train: RankingDataset,
@@ -109,7 +109,7 @@ def client_arrays(
     )
 
 
-def _check_plan(cfg: FederationConfig, ranker, plan: ClientPlan) -> None:
+def _check_plan(cfg: FpdgdConfig, ranker, plan: ClientPlan) -> None:
     """Raises ConfigError naming the ClientPlan field that does not fit the config."""
     n_clients = cfg.n_clients
     for name in ("click_models", "steps"):

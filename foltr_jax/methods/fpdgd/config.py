@@ -1,5 +1,5 @@
-"""FPDGD's config: ``FederationConfig`` (on the shared ``RunConfig``), its grid cells as
-arrays (``RunSettings``) and the centralised PDGD baselines (``centralised``).
+"""FPDGD's config: ``FpdgdConfig`` (on the shared ``RunConfig``), its grid cells as
+arrays (``TracedSettings``) and the centralised PDGD baselines (``centralised``).
 
 ``ConfigError`` names the offending field, which is also the binaries' flag name.
 """
@@ -32,7 +32,7 @@ SERVER_OPTIMIZER_NAMES = ("none",) + tuple(pipeline.SERVER_OPTIMIZERS)
 
 
 @dataclasses.dataclass(frozen=True)
-class FederationConfig(RunConfig):
+class FpdgdConfig(RunConfig):
     """Settings of one FPDGD experiment (defaults: FPDGD paper §4, MSLR-WEB10K); the run's
     and the server's shared settings are ``RunConfig``'s."""
 
@@ -58,7 +58,7 @@ class FederationConfig(RunConfig):
     display_groups: int = 0
     window_scoring: str = "auto"  # lanes scored in turn (map, CPU) or batched (vmap, GPU)
 
-    def validate(self) -> FederationConfig:
+    def validate(self) -> FpdgdConfig:
         """Raises ConfigError naming the setting when a value is out of range or of another
         type."""
         self.check_run(positive=("local_updates", "top_k"))
@@ -98,12 +98,12 @@ class FederationConfig(RunConfig):
             )
         if not 0 < self.clip_factor < math.inf:
             raise ConfigError("clip_factor", f"must be positive and finite, got {self.clip_factor}")
-        self.setting().validate(self.n_clients)
+        self.as_setting().validate(self.n_clients)
         clipping = self.clip_factor * self.sensitivity
         check_derived("clip_factor", "a clipping norm clip_factor·Δ", clipping)
         return self
 
-    def setting(self) -> Setting:
+    def as_setting(self) -> Setting:
         """The single pipeline setting this config describes."""
         return Setting(
             click_model=self.click_model,
@@ -115,14 +115,14 @@ class FederationConfig(RunConfig):
         )
 
 
-class RunSettings(NamedTuple):
+class TracedSettings(NamedTuple):
     """Settings as arrays, one entry per setting of the grid (see Setting)."""
 
     click_model: jax.Array  # int, index into the click table
     n_malicious: jax.Array  # int
     data_poisoning: jax.Array  # bool: malicious clients click with the 'poison' model
-    model_attack: jax.Array  # int, index into Spec.attack_names
-    aggregator: jax.Array  # int, index into Spec.aggregator_names
+    model_attack: jax.Array  # int, index into FpdgdMethod.attack_names
+    aggregator: jax.Array  # int, index into FpdgdMethod.aggregator_names
     epsilon: jax.Array  # float
     sensitivity: jax.Array  # float, 0 = no differential privacy
     n_absent: jax.Array  # int, the first n_absent clients take no part
@@ -130,9 +130,9 @@ class RunSettings(NamedTuple):
     server_learning_rate: jax.Array  # float: the server optimiser's η_s (the config's)
 
 
-# The config's values a run traces (``RunSettings``, one entry per cell), not compiled into its
+# The config's values a run traces (``TracedSettings``, one entry per cell), not compiled into its
 # program: runs differing only in these share one program (``engine.config.static_part``;
-# whether privacy, an attack or an aggregator exists at all is ``rounds.Spec``'s own).
+# whether privacy, an attack or an aggregator exists at all is ``rounds.FpdgdMethod``'s own).
 TRACED_FIELDS = (
     "learning_rate",
     "server_learning_rate",
@@ -145,7 +145,7 @@ TRACED_FIELDS = (
 )
 
 
-def centralised(config: FederationConfig, form: str) -> FederationConfig:
+def centralised(config: FpdgdConfig, form: str) -> FpdgdConfig:
     """The centralised PDGD baseline matching an FPDGD config (FPDGD paper §4).
 
     same_updates: one interaction per update, as many updates as FPDGD rounds.

@@ -25,10 +25,10 @@ from foltr_jax.engine.config import ConfigError, Setting, resolved, static_part
 from foltr_jax.engine.lists import to_device, window_widths
 from foltr_jax.engine.loop import ProgressFn
 from foltr_jax.methods.fpdgd.client_plan import ClientPlan, client_arrays
-from foltr_jax.methods.fpdgd.config import TRACED_FIELDS, FederationConfig, RunSettings
+from foltr_jax.methods.fpdgd.config import TRACED_FIELDS, FpdgdConfig, TracedSettings
 from foltr_jax.methods.fpdgd.rounds import (
-    Arrays,
-    Spec,
+    FpdgdArrays,
+    FpdgdMethod,
     noise_once,
     server_stages,
 )
@@ -36,7 +36,7 @@ from foltr_jax.server import aggregators
 
 
 def build(
-    config: FederationConfig,
+    config: FpdgdConfig,
     train: RankingDataset,
     test: RankingDataset,
     settings: list[Setting] | None = None,
@@ -45,7 +45,7 @@ def build(
     client_ids=None,
     clients: ClientPlan | None = None,
 ):
-    """Validates ``config`` and puts the data on the device: returns (Spec, Arrays).
+    """Validates ``config`` and puts the data on the device: returns (FpdgdMethod, FpdgdArrays).
 
     ``settings`` (default: the config's own) are the cells of a grid; every cell
     runs ``config.n_runs`` repetitions, all in one compiled program.
@@ -70,7 +70,7 @@ def build(
         raise ConfigError(
             "client_ids", f"must be a permutation of 0..{config.n_clients - 1}, got {client_ids}"
         )
-    settings = list(settings) if settings else [config.setting()]
+    settings = list(settings) if settings else [config.as_setting()]
     for setting in settings:
         setting.validate(config.n_clients)
     refuse_repeated(settings)
@@ -88,7 +88,7 @@ def build(
     if config.chunked:  # the stages depend on the spec, not on a setting's values
         slot = jax.tree_util.tree_map(lambda x: x[0], cells)
         engine.check_streams(server_stages(spec, slot))
-    arrays = Arrays(
+    arrays = FpdgdArrays(
         to_device(train, spec.window, config.top_k),
         to_device(test, spec.window, config.top_k, ranked=True),
         jax.tree_util.tree_map(lambda *x: jnp.stack(x), *table),
@@ -104,7 +104,7 @@ def build(
     return spec, arrays
 
 
-def check_memory(config: FederationConfig, train: RankingDataset, n_settings: int) -> None:
+def check_memory(config: FpdgdConfig, train: RankingDataset, n_settings: int) -> None:
     """ConfigError naming n_clients, n_runs or local_updates when a lower bound of the run's
     memory, from its shapes alone, exceeds the devices' (``engine.check_memory``): every lane
     of a round (clients, or a chunk of them, × runs × cells) holds its own copy of the model
@@ -138,8 +138,8 @@ def refuse_repeated(settings) -> None:
         seen[key] = i
 
 
-def _spec(config, train: RankingDataset, settings, history_every: int, clients) -> Spec:
-    """The static part of a run (one compilation per Spec): the config's ``static_part``,
+def _spec(config, train: RankingDataset, settings, history_every: int, clients) -> FpdgdMethod:
+    """The static part of a run (one compilation per FpdgdMethod): the config's ``static_part``,
     ranker, widths, which server stages the grid needs, and the client plan's static
     facts."""
     widths = window_widths(train.max_query_length, config.top_k)
@@ -149,7 +149,7 @@ def _spec(config, train: RankingDataset, settings, history_every: int, clients) 
     personal = tuple(clients.personal) if clients is not None else ()
     aggregator_names = tuple(sorted({s.aggregator for s in settings}))
     attack_names = _attack_names(settings)
-    return Spec(
+    return FpdgdMethod(
         static_part(config, TRACED_FIELDS),
         rankers.make_ranker(config.ranker, train.n_features),
         widths[-1],
@@ -182,12 +182,12 @@ def _malicious_bound(settings, aggregator_names) -> int:
     return max(s.n_malicious for s in settings)
 
 
-def run_settings(spec: Spec, settings, click_names, config: FederationConfig) -> RunSettings:
+def run_settings(spec: FpdgdMethod, settings, click_names, config: FpdgdConfig) -> TracedSettings:
     """The grid's cells as arrays (one row per cell), indexing the click table
-    ``click_names`` and the Spec's aggregator and attack names, with ``config``'s learning
+    ``click_names`` and the FpdgdMethod's aggregator and attack names, with ``config``'s learning
     rates in every cell: the values the run traces."""
     n = len(settings)
-    return RunSettings(
+    return TracedSettings(
         click_model=jnp.array([click_names.index(s.click_model) for s in settings], jnp.int32),
         n_malicious=jnp.array([s.n_malicious for s in settings], jnp.int32),
         data_poisoning=jnp.array([s.attack == "data_poisoning" for s in settings]),
@@ -214,7 +214,7 @@ def click_table_names(names) -> list:
     return sorted(set(names) - {"poison"}) + ["poison"]
 
 
-def _check_scale(config: FederationConfig, settings, history_every, clients) -> None:
+def _check_scale(config: FpdgdConfig, settings, history_every, clients) -> None:
     """Client chunking keeps only running sums; device sharding needs equal shards."""
     if config.chunked and (history_every or (clients is not None and clients.personal)):
         raise ConfigError(
@@ -241,8 +241,8 @@ RunResult = engine.RunResult
 
 
 def run(
-    spec: Spec,
-    arrays: Arrays,
+    spec: FpdgdMethod,
+    arrays: FpdgdArrays,
     progress: ProgressFn | None = None,
     initial_params=None,
     checkpoint: str | None = None,
@@ -263,7 +263,7 @@ def run(
 
 
 def warm_up(
-    config: FederationConfig,
+    config: FpdgdConfig,
     shared: RankingDataset,
     test: RankingDataset,
     interactions: int,

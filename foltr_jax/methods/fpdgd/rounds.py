@@ -1,10 +1,10 @@
 """One round of FPDGD for every run slot: lanes, local training, the server pipeline,
 evaluation and the stored update history (FPDGD paper Algorithm 2; unlearning §3.2).
 
-``Spec`` is the static part of an experiment (one compilation per Spec): what decides
+``FpdgdMethod`` is the static part of an experiment (one compilation per FpdgdMethod): what decides
 shapes and code paths, never a value a run traces (``engine.config.static_part`` of
-``config.TRACED_FIELDS``); ``Arrays``
-its device data, the traced values among them (``RunSettings``: ε, Δ, click models,
+``config.TRACED_FIELDS``); ``FpdgdArrays``
+its device data, the traced values among them (``TracedSettings``: ε, Δ, click models,
 attackers, learning rates), so runs differing only in values share one program.  The
 round is the engine's (``engine.Federated``): FPDGD gives its clients' training
 (``train_clients``) and its hooks.  One concern, FPDGD's round, in one module.
@@ -27,19 +27,19 @@ from foltr_jax.core.rankers import Ranker
 from foltr_jax.engine.config import resolved
 from foltr_jax.engine.lists import DeviceData, Scoring, ranking_quality
 from foltr_jax.methods.fpdgd.client_plan import ClientArrays
-from foltr_jax.methods.fpdgd.config import FederationConfig, RunSettings
+from foltr_jax.methods.fpdgd.config import FpdgdConfig, TracedSettings
 from foltr_jax.methods.fpdgd.lanes import LaneData, Lanes, LaneSpec, train_lanes
 from foltr_jax.server import pipeline
 
 
 @dataclasses.dataclass(frozen=True)
-class Spec(engine.Federated):
-    """The static part of an experiment (hashable: one compilation per Spec), and FPDGD
+class FpdgdMethod(engine.Federated):
+    """The static part of an experiment (hashable: one compilation per FpdgdMethod), and FPDGD
     as the engine runs it (``engine.Federated``'s hooks).  ``config`` is the run's
     ``static_part``: its traced values (ε, Δ, click model, m, attack, aggregator, learning
-    rates) are None here and live in ``Arrays.settings``."""
+    rates) are None here and live in ``FpdgdArrays.settings``."""
 
-    config: FederationConfig
+    config: FpdgdConfig
     ranker: Ranker
     window: int  # candidate slice width: the longest training query, at least top_k
     widths: tuple  # scoring/sampling widths, narrowest first (window_widths)
@@ -86,7 +86,7 @@ class Spec(engine.Federated):
         """Repetition r of every setting shares its keys: settings are compared on paired runs."""
         return np.tile(np.arange(self.config.n_runs), self.n_settings)
 
-    def init(self, arrays: Arrays, init_keys):
+    def init(self, arrays: FpdgdArrays, init_keys):
         """The scan state before round 1: (global params, server state, history).
 
         The rankers' initialisation, or ``arrays.initial_params``; with FedPer the params
@@ -113,11 +113,11 @@ class Spec(engine.Federated):
             params = (params, personal)
         return arrays, (params, server_state, history)
 
-    def evaluate(self, arrays: Arrays, state):
+    def evaluate(self, arrays: FpdgdArrays, state):
         params = state[0][0] if self.personal_keys else state[0]
         return jax.vmap(lambda p: evaluate(self, arrays, p))(params)
 
-    def begin_round(self, arrays: Arrays, state, keys, t) -> engine.RoundStart:
+    def begin_round(self, arrays: FpdgdArrays, state, keys, t) -> engine.RoundStart:
         """Every client starts from its slot's global model (FedPer: with its own
         personal layers) with the slot's settings (``_Round``)."""
         params, server_state, _ = state
@@ -140,12 +140,12 @@ class Spec(engine.Federated):
         """FedPer's personal layers of the clients' models (``Sent.kept``), or None."""
         return None if not self.personal_keys else {k: kept[0][k] for k in self.personal_keys}
 
-    def evaluate_round(self, arrays: Arrays, params, kept):
+    def evaluate_round(self, arrays: FpdgdArrays, params, kept):
         """``offline_metrics``: with FedPer's ``personal_eval='clients'``, of the clients'
         personalised models."""
         return offline_metrics(self, arrays, params, self.kept_personal(kept))
 
-    def end_round(self, arrays: Arrays, state, start, t, end: engine.RoundEnd):
+    def end_round(self, arrays: FpdgdArrays, state, start, t, end: engine.RoundEnd):
         """The new global models (FedPer: with the clients' personal layers), and the
         clients' updates θ_c − θ_global [n_slots, n_clients, d] of round t (0-based)
         stored at t // Δt when t is a multiple of Δt (``history_every``)."""
@@ -161,7 +161,7 @@ class Spec(engine.Federated):
             history = jax.lax.dynamic_update_index_in_dim(history, stored, index, axis=1)
         return (params, end.server_state, history), end.metrics
 
-    def finish(self, arrays: Arrays, state, curves):
+    def finish(self, arrays: FpdgdArrays, state, curves):
         """The final params (FedPer: (global, personal [n_slots, n_clients, ...])), the
         history [n_slots, ⌈T/Δt⌉, n_clients, d] (clients in position order) or None, and
         Σ_c n_c interactions per slot and round (B each, or Type 4's own counts)."""
@@ -174,19 +174,19 @@ class Spec(engine.Federated):
         return jax.device_get(params), extras, interactions
 
 
-class Arrays(NamedTuple):
+class FpdgdArrays(NamedTuple):
     """The array part of an experiment."""
 
     train: DeviceData
     test: DeviceData
     click_table: click_models.ClickModel  # stacked click models; 'poison' is the last
-    settings: RunSettings  # [n_settings] each
+    settings: TracedSettings  # [n_settings] each
     client_ids: jax.Array  # int [n_clients]: whose key stream the client at each position uses
     clients: ClientArrays | None = None  # how clients differ (non-IID); None: IID FPDGD
     initial_params: object = None  # leaves [n_slots, ...]: replace the rankers' initialisation
 
 
-def server_stages(spec: Spec, settings: RunSettings) -> tuple:
+def server_stages(spec: FpdgdMethod, settings: TracedSettings) -> tuple:
     """One slot's server pipeline (``pipeline.server_stages``): its attack, privacy noise,
     aggregator (or the 'batch' baseline's sum of updates) and server optimiser."""
     cfg = spec.config
@@ -213,7 +213,7 @@ def server_stages(spec: Spec, settings: RunSettings) -> tuple:
 
 
 def noise_once(
-    config: FederationConfig, aggregator_names: tuple, attack_names: tuple, equal_weights: bool
+    config: FpdgdConfig, aggregator_names: tuple, attack_names: tuple, equal_weights: bool
 ) -> bool:
     """Whether the privacy noise can be drawn once on the average (``gamma_noise_once``):
     ``privacy_noise='auto'``, FedAvg (every cell's aggregator) of equal weights (no Type 4
@@ -228,10 +228,10 @@ def noise_once(
 
 
 def server_update(
-    spec: Spec,
+    spec: FpdgdMethod,
     global_params,
     client_params,
-    settings: RunSettings,
+    settings: TracedSettings,
     key,
     client_weights=None,
     server_state=None,
@@ -258,14 +258,14 @@ def server_update(
     return unravel(updates.aggregate), server_state
 
 
-def _fedavg_weights(spec: Spec, present, client_weights):
+def _fedavg_weights(spec: FpdgdMethod, present, client_weights):
     """The FedAvg weights n_c of clients (``present`` bool [..., k]): B each, or Type 4's
     own step counts ``client_weights``; 0 for absent clients."""
     own = float(spec.config.local_updates) if client_weights is None else client_weights
     return jnp.where(present, own, 0.0)
 
 
-def initial_server_state(spec: Spec, arrays: Arrays, global_params):
+def initial_server_state(spec: FpdgdMethod, arrays: FpdgdArrays, global_params):
     """Every slot's server chain state before round 1 (leaves [n_slots, ...]); only the
     server optimiser's stage holds state (the stages do not depend on the setting)."""
     flat = engine.flatten(global_params)
@@ -273,13 +273,13 @@ def initial_server_state(spec: Spec, arrays: Arrays, global_params):
     return jax.vmap(pipeline.chain(*server_stages(spec, settings)).init)(flat)
 
 
-def evaluate(spec: Spec, arrays: Arrays, params):
+def evaluate(spec: FpdgdMethod, arrays: FpdgdArrays, params):
     """Offline nDCG@k and MRR@k of ``params`` on the test split (queries with a
     relevant document only)."""
     return _evaluate_on(spec, arrays.test, params)
 
 
-def _evaluate_on(spec: Spec, test: DeviceData, params):
+def _evaluate_on(spec: FpdgdMethod, test: DeviceData, params):
     scores = spec.ranker.apply(params, test.features)
     return ranking_quality(scores, test, spec.config.top_k)
 
@@ -296,7 +296,7 @@ def to_lanes(global_params, n_clients: int):
     return jax.tree_util.tree_map(lambda g: jnp.repeat(g, n_clients, axis=0), global_params)
 
 
-def first_step_scores(spec: Spec, arrays: Arrays, global_params):
+def first_step_scores(spec: FpdgdMethod, arrays: FpdgdArrays, global_params):
     """[n_slots, n_docs + window] training-set scores of the slots' global models, which
     every client starts its round from (scored once for all lanes), or None when scoring
     each lane's own query is cheaper (``spec.shared_first_scores``)."""
@@ -305,7 +305,9 @@ def first_step_scores(spec: Spec, arrays: Arrays, global_params):
     return jax.vmap(lambda g: spec.ranker.apply(g, arrays.train.features))(global_params)
 
 
-def lane_facts(spec: Spec, arrays: Arrays, settings: RunSettings, positions) -> Lanes:
+def lane_facts(
+    spec: FpdgdMethod, arrays: FpdgdArrays, settings: TracedSettings, positions
+) -> Lanes:
     """Per-lane facts of the clients at ``positions`` (all of a round's, or one chunk's)
     in every slot: slot, click model (the poison model for data-poisoning attackers, a
     Type 3 client's own, or the slot's), clipping norm, step size η and a non-IID plan's
@@ -334,7 +336,7 @@ def lane_facts(spec: Spec, arrays: Arrays, settings: RunSettings, positions) -> 
     return lanes
 
 
-def lane_data(arrays: Arrays) -> LaneData:
+def lane_data(arrays: FpdgdArrays) -> LaneData:
     """What every lane reads: the training data and the client plan's shared facts
     (FedProx's μ, Type 1's label views, Type 3's per-interaction click pool)."""
     clients = arrays.clients
@@ -348,7 +350,7 @@ def lane_data(arrays: Arrays) -> LaneData:
     )
 
 
-def offline_metrics(spec: Spec, arrays: Arrays, new_global, personal=None):
+def offline_metrics(spec: FpdgdMethod, arrays: FpdgdArrays, new_global, personal=None):
     """Offline nDCG@k and MRR@k [n_slots] of the new global models; with FedPer's
     personal layers and ``personal_eval='clients'``, the mean over the clients'
     personalised models.  With ``n_devices`` > 1 the slots are split over the devices
@@ -369,7 +371,7 @@ def offline_metrics(spec: Spec, arrays: Arrays, new_global, personal=None):
     return tuple(m.mean(axis=1) for m in per_client)
 
 
-def online_sums(spec: Spec, values, present, lane_steps=None):
+def online_sums(spec: FpdgdMethod, values, present, lane_steps=None):
     """Sums over the slots' clients of a per-interaction metric ``values`` [lanes, B] of
     the clients at some positions, and their counts: the mean over a client's
     interactions counted once per present client (``present`` [n_slots, k]), or with
@@ -387,7 +389,7 @@ def online_sums(spec: Spec, values, present, lane_steps=None):
 class _Round(NamedTuple):
     """What every client of a round shares, per slot."""
 
-    settings: RunSettings  # [n_slots]
+    settings: TracedSettings  # [n_slots]
     round_keys: jax.Array  # [n_slots, key]
     global_params: object  # leaves [n_slots, ...]
     global_scores: jax.Array | None  # first-step scores (first_step_scores)
@@ -397,7 +399,9 @@ class _Round(NamedTuple):
     steps: jax.Array | None = None
 
 
-def train_clients(spec: Spec, arrays: Arrays, rnd: _Round, start, size: int) -> engine.Sent:
+def train_clients(
+    spec: FpdgdMethod, arrays: FpdgdArrays, rnd: _Round, start, size: int
+) -> engine.Sent:
     """The ``size`` clients from position ``start`` train in every slot: FPDGD's client
     update (B local PDGD steps) as ``engine.serve`` takes it.
 

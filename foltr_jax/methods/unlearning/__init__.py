@@ -66,8 +66,8 @@ NEGATION_Z = attacks.NEGATION_Z  # z of the malicious client to forget (§3.4)
 class UnlearningConfig:
     """An unlearning experiment (defaults: unlearning paper §4, Table 3)."""
 
-    federation: federation.FederationConfig = dataclasses.field(
-        default_factory=lambda: federation.FederationConfig(
+    federation: federation.FpdgdConfig = dataclasses.field(
+        default_factory=lambda: federation.FpdgdConfig(
             n_clients=10, local_updates=5, rounds=10_000, chunk_rounds=500
         )
     )
@@ -165,7 +165,7 @@ def training_settings(config: UnlearningConfig, kind: str) -> list:
 
 
 def build_training(config: UnlearningConfig, train_set, test_set, kind: str):
-    """(Spec, Arrays) of the training of one configuration ('honest', 'malicious' or
+    """(FpdgdMethod, FpdgdArrays) of the training of one configuration ('honest', 'malicious' or
     'retrained') for every click model; 'malicious' stores the update history."""
     config.validate()
     return federation.build(
@@ -190,7 +190,7 @@ def train(
 
     'malicious' training stores the update history the replay needs.
     ``checkpoint``: a file to save and resume the training from (``federation.run``).
-    Returns (Spec, Arrays, RunResult); slot = click model index × n_runs + run.
+    Returns (FpdgdMethod, FpdgdArrays, RunResult); slot = click model index × n_runs + run.
     """
     spec, arrays = build_training(config, train_set, test_set, kind)
     return spec, arrays, federation.run(spec, arrays, progress, checkpoint=checkpoint)

@@ -18,10 +18,10 @@ from foltr_jax import engine
 from foltr_jax.engine import loop
 from foltr_jax.engine.config import static_part
 from foltr_jax.methods.fpdgd import federation
-from foltr_jax.methods.fpdgd.config import TRACED_FIELDS, RunSettings
+from foltr_jax.methods.fpdgd.config import TRACED_FIELDS, TracedSettings
 from foltr_jax.methods.fpdgd.rounds import (
-    Arrays,
-    Spec,
+    FpdgdArrays,
+    FpdgdMethod,
     _Round,
     evaluate,
     first_step_scores,
@@ -77,13 +77,13 @@ class ReplayResult(engine.RunResult):
 
 
 class _ReplayConsts(NamedTuple):
-    arrays: Arrays
+    arrays: FpdgdArrays
     history: jax.Array  # [n_history_slots, L, n_clients, d]
     history_slot: jax.Array  # int [n_slots]
     stride: jax.Array  # int [n_slots] Δt / store_every
     rounds: jax.Array  # int [n_slots] ⌈T/Δt⌉
     local_steps: jax.Array  # int [n_slots] n′
-    settings: RunSettings  # [n_slots]: the cell's click model, the forgotten clients absent
+    settings: TracedSettings  # [n_slots]: the cell's click model, the forgotten clients absent
     slot_keys: jax.Array  # [n_slots] the replay's own keys (not engine.run's training keys)
 
 
@@ -120,8 +120,10 @@ class Replay(engine.Federated):
     keys, §3.2 step 1) and draw their interactions from their own stream,
     fold_in(repetition key, _REPLAY_STREAM), carried in the constants."""
 
-    config: federation.FederationConfig
-    spec: Spec  # the malicious training's, with local_updates = max n′ and a setting per cell
+    config: federation.FpdgdConfig
+    spec: (
+        FpdgdMethod  # the malicious training's, with local_updates = max n′ and a setting per cell
+    )
     cells: tuple  # (click model, n′, Δt) per cell
     cell_rounds: tuple  # ⌈T/Δt⌉ per cell
     n_forget: int
@@ -198,8 +200,8 @@ class Replay(engine.Federated):
 
 def replay(
     config: UnlearningConfig,
-    spec: Spec,
-    arrays: Arrays,
+    spec: FpdgdMethod,
+    arrays: FpdgdArrays,
     history: np.ndarray,
     progress=None,
     checkpoint: str | None = None,

@@ -82,7 +82,7 @@ def test_ips_loss_monte_carlo_matches_full_information_loss():
         params, features, valid, shown_index, RELEVANT.astype(jnp.float32)
     )
     for noise, biased in ((0.0, False), (0.1, True)):
-        clicks = ips.simulate_clicks(jax.random.PRNGKey(7), relevant, shown, GAMMA_S, noise)
+        clicks = ips.pbm_clicks(jax.random.PRNGKey(7), relevant, shown, GAMMA_S, noise)
         values = np.asarray(loss(clicks.astype(jnp.float32)), np.float64)
         mean, se = values.mean(), values.std() / np.sqrt(n)
         assert se < 0.01 * full
@@ -99,7 +99,7 @@ def test_click_frequencies_follow_eq_11():
     n, gamma_s, noise = 100_000, 1.5, 0.1
     relevant = jnp.asarray([True, False, True, False, False])
     shown = jnp.asarray([True, True, True, True, False])  # a query with only 4 documents
-    clicks = ips.simulate_clicks(
+    clicks = ips.pbm_clicks(
         jax.random.PRNGKey(1),
         jnp.broadcast_to(relevant, (n, 5)),
         jnp.broadcast_to(shown, (n, 5)),

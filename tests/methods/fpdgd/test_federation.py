@@ -19,7 +19,7 @@ def _run(synthetic_split, **overrides):
     settings = dict(
         n_clients=8, local_updates=3, rounds=12, n_runs=2, chunk_rounds=5, click_model="perfect"
     )
-    config = federation.FederationConfig(**{**settings, **overrides})
+    config = federation.FpdgdConfig(**{**settings, **overrides})
     spec, arrays = federation.build(config, *synthetic_split)
     return spec, federation.run(spec, arrays)
 
@@ -74,7 +74,7 @@ def test_window_scoring_and_display_groups_do_not_change_results(synthetic_split
 
 
 def test_server_update_fedavg_and_summed_updates(synthetic_split):
-    config = federation.FederationConfig(n_clients=3, local_updates=2)
+    config = federation.FpdgdConfig(n_clients=3, local_updates=2)
     spec, arrays = federation.build(config, *synthetic_split)
     clients = {"w": jnp.asarray(np.random.default_rng(0).normal(size=(3, 8)), jnp.float32)}
     start = {"w": jnp.ones(8)}
@@ -90,7 +90,7 @@ def test_server_update_fedavg_and_summed_updates(synthetic_split):
 
 
 def test_centralised_forms():
-    cfg = federation.FederationConfig(n_clients=100, local_updates=4)
+    cfg = federation.FpdgdConfig(n_clients=100, local_updates=4)
     assert centralised(cfg, "same_updates").n_clients == 1
     assert centralised(cfg, "same_updates").local_updates == 1
     assert centralised(cfg, "same_budget").local_updates == 400
@@ -112,7 +112,7 @@ def test_centralised_forms():
     ],
 )
 def test_bad_settings_name_the_field(field, value):
-    config = dataclasses.replace(federation.FederationConfig(), **{field: value})
+    config = dataclasses.replace(federation.FpdgdConfig(), **{field: value})
     with pytest.raises(federation.ConfigError) as error:
         config.validate()
     assert error.value.field == field
@@ -122,7 +122,7 @@ def test_bad_settings_name_the_field(field, value):
 @pytest.mark.parametrize("ranker", ["linear", "neural"])
 def test_fpdgd_learns_on_synthetic_data(ranker):
     train, test = data.synthetic_train_test(0, n_train_queries=100, n_test_queries=50)
-    config = federation.FederationConfig(
+    config = federation.FpdgdConfig(
         n_clients=20, local_updates=2, rounds=60, n_runs=3, click_model="perfect", ranker=ranker
     )
     spec, arrays = federation.build(config, train, test)
@@ -148,7 +148,7 @@ def test_neural_ranker_through_privacy_attacks_and_robust_aggregators(synthetic_
         ),
         federation.Setting(click_model="perfect", n_malicious=1, attack="scaled_negation"),
     ]
-    config = federation.FederationConfig(
+    config = federation.FpdgdConfig(
         n_clients=5, local_updates=3, rounds=4, n_runs=1, chunk_rounds=4, ranker="neural"
     )
     spec, arrays = federation.build(config, *synthetic_split, settings)
@@ -186,9 +186,7 @@ def test_one_interaction_matches_the_reference_update(synthetic_split, seed, ran
     """display_list + pdgd_update move the model by η × the pair-by-pair PDGD gradient
     (the neural ranker's per-document gradients written out by hand in the reference)."""
     train, test = synthetic_split
-    config = federation.FederationConfig(
-        click_model="informational", learning_rate=0.1, ranker=ranker
-    )
+    config = federation.FpdgdConfig(click_model="informational", learning_rate=0.1, ranker=ranker)
     spec, arrays = federation.build(config, train, test)
     rng = np.random.default_rng(seed)
     params = _random_params(ranker, rng)
@@ -239,13 +237,13 @@ def test_window_scoring_auto_follows_the_backend_and_explicit_values_stay():
     train, test = data.synthetic_train_test(
         1, n_train_queries=10, n_test_queries=5, n_features=4, mean_docs_per_query=12
     )
-    assert federation.FederationConfig().window_scoring == "auto"
-    spec, _ = federation.build(federation.FederationConfig(n_clients=2, rounds=1), train, test)
+    assert federation.FpdgdConfig().window_scoring == "auto"
+    spec, _ = federation.build(federation.FpdgdConfig(n_clients=2, rounds=1), train, test)
     assert spec.config.window_scoring == "map"
-    explicit = federation.FederationConfig(n_clients=2, rounds=1, window_scoring="vmap")
+    explicit = federation.FpdgdConfig(n_clients=2, rounds=1, window_scoring="vmap")
     assert federation.build(explicit, train, test)[0].config.window_scoring == "vmap"
     with pytest.raises(federation.ConfigError, match="window_scoring"):
-        federation.FederationConfig(window_scoring="gpu").validate()
+        federation.FpdgdConfig(window_scoring="gpu").validate()
 
 
 def test_display_groups_zero_follows_the_window_scoring_and_explicit_values_stay():
@@ -257,15 +255,15 @@ def test_display_groups_zero_follows_the_window_scoring_and_explicit_values_stay
     train, test = data.synthetic_train_test(
         1, n_train_queries=10, n_test_queries=5, n_features=4, mean_docs_per_query=12
     )
-    assert federation.FederationConfig().display_groups == 0
+    assert federation.FpdgdConfig().display_groups == 0
     for scoring, groups in (("auto", 4), ("vmap", 16)):
-        config = federation.FederationConfig(n_clients=2, rounds=1, window_scoring=scoring)
+        config = federation.FpdgdConfig(n_clients=2, rounds=1, window_scoring=scoring)
         spec, _ = federation.build(config, train, test)
         assert spec.config.display_groups == spec.lane_spec.display_groups == groups
-    explicit = federation.FederationConfig(n_clients=2, rounds=1, display_groups=2)
+    explicit = federation.FpdgdConfig(n_clients=2, rounds=1, display_groups=2)
     assert federation.build(explicit, train, test)[0].lane_spec.display_groups == 2
     with pytest.raises(federation.ConfigError, match="display_groups"):
-        federation.FederationConfig(display_groups=-1).validate()
+        federation.FpdgdConfig(display_groups=-1).validate()
 
 
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
@@ -274,7 +272,7 @@ def test_server_optimiser_on_fpdgd(synthetic_split, optimizer):
     """A server optimiser stage (FedOpt) carried through the run: server SGD with η_s = 1 is
     FedAvg; Adam changes the run; chunked clients give the unchunked run (momentum, chunked,
     in tests/methods/fpdgd/test_scale.py)."""
-    base = federation.FederationConfig(
+    base = federation.FpdgdConfig(
         n_clients=6, local_updates=2, rounds=6, n_runs=2, chunk_rounds=4, click_model="perfect"
     )
 
@@ -300,13 +298,11 @@ def test_server_optimiser_on_fpdgd(synthetic_split, optimizer):
 
 def test_server_optimiser_settings_are_checked():
     with pytest.raises(federation.ConfigError, match="server_optimizer"):
-        federation.FederationConfig(server_optimizer="yogi").validate()
+        federation.FpdgdConfig(server_optimizer="yogi").validate()
     with pytest.raises(federation.ConfigError, match="server_learning_rate"):
-        federation.FederationConfig(server_optimizer="adam", server_learning_rate=0).validate()
+        federation.FpdgdConfig(server_optimizer="adam", server_learning_rate=0).validate()
     with pytest.raises(federation.ConfigError, match="server_optimizer"):
-        federation.FederationConfig(
-            server_optimizer="adam", aggregation="sum_of_updates"
-        ).validate()
+        federation.FpdgdConfig(server_optimizer="adam", aggregation="sum_of_updates").validate()
 
 
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
@@ -318,7 +314,7 @@ def test_first_step_scores_are_shared_per_slot_only_when_that_is_less_work():
         0, n_train_queries=20, n_test_queries=5, n_features=4, mean_docs_per_query=10
     )
     mean_length = train.n_docs / train.n_queries
-    few = federation.FederationConfig(n_clients=2, local_updates=2, rounds=2, n_runs=60)
+    few = federation.FpdgdConfig(n_clients=2, local_updates=2, rounds=2, n_runs=60)
     assert 2 * mean_length < train.n_docs <= 120 * mean_length  # shared under the old rule
     spec, arrays = federation.build(few, train, test)
     assert not spec.shared_first_scores

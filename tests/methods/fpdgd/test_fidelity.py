@@ -37,7 +37,7 @@ def dataset():
 def test_final_offline_ndcg_matches_reference(dataset, click_model, ranker):
     train, test = dataset
     settings = dict(n_clients=5, local_updates=3, rounds=15, click_model=click_model)
-    config = federation.FederationConfig(n_runs=N_RUNS, seed=0, ranker=ranker, **settings)
+    config = federation.FpdgdConfig(n_runs=N_RUNS, seed=0, ranker=ranker, **settings)
     ours = federation.run(*federation.build(config, train, test)).offline_ndcg[:, -1]
     theirs = np.array(
         [

@@ -19,7 +19,7 @@ from tests.sample_data import REPO_ROOT
 TRAIN, TEST = data.synthetic_train_test(
     0, n_train_queries=60, n_test_queries=30, n_features=8, mean_docs_per_query=20
 )
-BASE = federation.FederationConfig(n_clients=12, local_updates=2, rounds=5, n_runs=2)
+BASE = federation.FpdgdConfig(n_clients=12, local_updates=2, rounds=5, n_runs=2)
 SETTINGS = [
     federation.Setting(click_model="informational"),
     federation.Setting(click_model="perfect", n_absent=2),
@@ -65,12 +65,12 @@ def test_chunked_differential_privacy_adds_the_unchunked_rounds_noise():
         BASE, rounds=4, epsilon=0.5, sensitivity=1.0, privacy_noise="per_client"
     )
     plain_dp, chunked_dp = (
-        run(c, [dp.setting()]) for c in (dp, dataclasses.replace(dp, client_chunk=4))
+        run(c, [dp.as_setting()]) for c in (dp, dataclasses.replace(dp, client_chunk=4))
     )
     assert_same_run(chunked_dp, plain_dp)
     # and the noise is there: the global model is far from the one with negligible noise
     quiet = dataclasses.replace(dp, epsilon=1e7)
-    noiseless = run(quiet, [quiet.setting()]).final_params["w"]
+    noiseless = run(quiet, [quiet.as_setting()]).final_params["w"]
     assert np.abs(plain_dp.final_params["w"] - noiseless).max() > 0.1
 
 
@@ -90,7 +90,7 @@ def test_chunked_non_iid_plans_and_server_optimiser_give_the_unchunked_results()
     )
 
     def run_plan(c):
-        spec, arrays = federation.build(c, TRAIN, TEST, [c.setting()], clients=plan)
+        spec, arrays = federation.build(c, TRAIN, TEST, [c.as_setting()], clients=plan)
         return federation.run(spec, arrays)
 
     chunked, unchunked_run = run_plan(dataclasses.replace(config, client_chunk=4)), run_plan(config)
@@ -132,7 +132,7 @@ from foltr_jax.methods.fpdgd import federation
 assert jax.device_count() == 8, jax.devices()
 train, test = data.synthetic_train_test(
     0, n_train_queries=60, n_test_queries=30, n_features=8, mean_docs_per_query=20)
-base = federation.FederationConfig(n_clients=12, local_updates=2, rounds=4, n_runs=2)
+base = federation.FpdgdConfig(n_clients=12, local_updates=2, rounds=4, n_runs=2)
 settings = [federation.Setting(click_model="informational"),
             federation.Setting(click_model="perfect", n_malicious=3, attack="data_poisoning")]
 def run(config):

@@ -21,7 +21,7 @@ def default_data():
 def click_grid(default_data):
     """Linear FPDGD, 50 clients x 2 interactions x 100 rounds, the three CCM click
     models in one program, 2 runs each: offline nDCG@10 [model, run, round]."""
-    config = federation.FederationConfig(
+    config = federation.FpdgdConfig(
         n_clients=50, local_updates=2, rounds=100, n_runs=2, chunk_rounds=100, seed=0
     )
     names = ("perfect", "navigational", "informational")

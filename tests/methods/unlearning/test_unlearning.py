@@ -16,7 +16,7 @@ from tests.binaries import call as run_binary
 TRAIN, TEST = data.synthetic_train_test(
     3, n_train_queries=40, n_test_queries=20, n_features=8, mean_docs_per_query=15
 )
-FEDERATION = federation.FederationConfig(
+FEDERATION = federation.FpdgdConfig(
     n_clients=6, local_updates=3, rounds=24, n_runs=3, chunk_rounds=12, seed=1
 )
 CONFIG = unlearning.UnlearningConfig(
@@ -184,7 +184,7 @@ def test_a_grid_cell_equals_the_same_cell_replayed_alone(trained):
 @pytest.fixture(scope="module")
 def protocol():
     """10H-0M, 8H-2M, 8H-0M and U(8H-2M) forgetting two clients at once."""
-    fed = federation.FederationConfig(
+    fed = federation.FpdgdConfig(
         n_clients=10, local_updates=5, rounds=60, n_runs=4, chunk_rounds=30, seed=5
     )
     config = unlearning.UnlearningConfig(
