@@ -56,21 +56,21 @@ import time
 
 from absl import app, flags
 
-from experiments.lib import program, runs, shared_flags
+from experiments.lib import program, provenance, runs, shared_flags
 from experiments.lib.cli import UserError, need_report_extra
 from experiments.lib.output import refuse_links
 from foltr_jax.core import files
 
 need_report_extra("claims")  # the t-tests: scipy
 from experiments.lib import claims as catalogue
-from experiments.lib.claims import pages
+from experiments.lib.claims import ledger, pages
 from experiments.lib.claims.runs import (
     MISSING_DIAGNOSIS,
     commands,
     diagnose,
     reader,
 )
-from experiments.lib.claims.table import document, evaluate
+from experiments.lib.claims.table import document, evaluate, verdict_counts
 
 FLAGS = flags.FLAGS
 # 5 folds (the papers') x 3 runs: 15 runs a setting, above the 12 the median inconclusive cell
@@ -208,8 +208,14 @@ def run() -> program.Done:
     todo = commands(catalogue.run_names(claims), results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
     print(f"[claims] {len(claims)} claim(s), {len(todo)} run(s)", file=sys.stderr)
     failed = []
+    invocation = None
     if FLAGS.run:
-        failed = runs.run_missing(todo, FLAGS.jobs, "claims", below=results_dir)
+        invocation = ledger.Invocation(
+            results_dir, provenance.code(), True, todo, FLAGS.jobs, time.perf_counter
+        )
+        failed = runs.run_missing(
+            todo, FLAGS.jobs, "claims", below=results_dir, on_done=invocation.save
+        )
     results = reader(results_dir, todo)  # only the runs made as the claims ask
     rows = evaluate(claims, results)
     diagnoses = {}
@@ -229,9 +235,15 @@ def run() -> program.Done:
         rows = evaluate(claims, results, diagnoses)
     seconds = time.perf_counter() - start
     data = runs.describe(data_root)
-    payload = {"data": data, "seconds": seconds, "ran": FLAGS.run, "n_runs": FLAGS.n_runs,
-               "folds": [name for name, _ in folds], "fold_seed": runs.FOLD_SEED,
-               "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs, "claims": rows}  # fmt: skip
+    payload = {"data": data, "seconds": seconds, "ran": FLAGS.run,
+               "source_version": provenance.code(), "verdicts": verdict_counts(rows),
+               "n_runs": FLAGS.n_runs, "folds": [name for name, _ in folds],
+               "fold_seed": runs.FOLD_SEED, "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs,
+               "claims": rows}  # fmt: skip
+    if invocation is not None:
+        invocation.save()
+        payload["wall_seconds"] = invocation.wall_seconds()
+        payload["invocations"] = invocation.count()
     text = document(payload)
     write_table(results_dir, json.dumps(payload, indent=1) + "\n", text)
     print(text)

@@ -330,14 +330,15 @@ def run_one(argv, started: Started):
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
-def run_missing(commands, jobs: int, tag: str, below=None) -> list:
+def run_missing(commands, jobs: int, tag: str, below=None, on_done=None) -> list:
     """Runs the ``missing`` (output folder, argv) commands, ``jobs`` at a time, printing
     progress as '[tag] ...' on stderr; returns the folders whose run failed.  The results
     of a run made otherwise are removed before it runs again.  An interrupt (Ctrl-C) stops
     the runs started (each gets SIGINT, saves nothing more and keeps its checkpoint) and
     starts no other; the runs done so far are in ``cli.PROGRESS`` for the line it prints.
     Before any run, a symbolic link among the output folders and the folders above them
-    down to ``below`` (the --results_dir) is a UserError naming --results_dir."""
+    down to ``below`` (the --results_dir) is a UserError naming --results_dir.  ``on_done``,
+    when given, is called with the number of runs done after each run ends."""
     for out, _ in commands:
         try:
             files.refuse_links(out, below)
@@ -368,6 +369,8 @@ def run_missing(commands, jobs: int, tag: str, below=None) -> list:
                 file=sys.stderr,
                 flush=True,
             )
+            if on_done is not None:
+                on_done(PROGRESS["runs"][0])
     except KeyboardInterrupt:
         runs_now.stop()
         pool.shutdown(wait=True, cancel_futures=True)

@@ -237,8 +237,14 @@ def timing(payload: dict) -> str:
     """How the table's runs were made: by this invocation, or (--norun) by an earlier one
     (``runs_made``: its command, code version, wall time and jobs, or how far it got)."""
     if payload.get("ran", True):
-        return (f"this invocation: {payload['seconds'] / 60:.0f} min wall with "
-                f"--jobs={payload['jobs']}")  # fmt: skip
+        code = f" at code {payload['source_version']}" if payload.get("source_version") else ""
+        n = payload.get("invocations", 1)
+        if n > 1:
+            return (f"made by {n} invocations of the same command{code} (interrupted and "
+                    f"started again), {payload['wall_seconds'] / 60:.0f} min wall in all with "
+                    f"--jobs={payload['jobs']}")  # fmt: skip
+        return (f"this invocation{code}: {payload.get('wall_seconds', payload['seconds']) / 60:.0f}"
+                f" min wall with --jobs={payload['jobs']}")  # fmt: skip
     made = payload.get("runs_made")
     if not made:
         return "the table read from runs made earlier (--norun)"
