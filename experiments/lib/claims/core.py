@@ -345,6 +345,22 @@ def _gap_text(gap: float, name_a: str, name_b: str, digits: int) -> str:
     return f"found {name_a} and {name_b} equal"
 
 
+def _decide(p, p_against, against: str, strength, lacking: str, a, paired, power_at, text):
+    """The verdict ladder of every test: *holds* when p < ALPHA; *contradicted* when the
+    test the other way (``p_against``) is significant (``against``: what that means, in
+    words) or when the runs had the power to show the claim and did not (``lacking``);
+    *inconclusive* otherwise, with the runs that would give the power (``power_at``).
+    Returns (outcome, text with the reason added, runs needed or None)."""
+    if p < ALPHA:
+        return HOLDS, text, None
+    if p_against < ALPHA:
+        return CONTRADICTED, text + f", {against} (p = {p_against:.2g})", None
+    if strength >= POWER_WANTED:
+        return CONTRADICTED, text + f", {lacking}", None
+    needed = _runs_needed(a, paired, power_at)
+    return INCONCLUSIVE, text + f"; {_needed_text(needed, np.asarray(a).size)}", needed
+
+
 def above(
     a,
     b,
@@ -379,20 +395,11 @@ def above(
     text = (f"{kind} one-sided t-test of Δ > {bound:.{digits}g} (the least effect; the claim's "
             f"Δ = {effect:.{digits}g}): p = {p:.2g}; power {strength:.2f} at Δ; "
             f"{_gap_text(gap, name_a, name_b, digits)}")  # fmt: skip
-    needed = None
-    if p < ALPHA:
-        outcome = HOLDS
-    elif p_reverse < ALPHA:
-        outcome = CONTRADICTED
-        text += f", significantly the other way (p = {p_reverse:.2g})"
-    elif strength >= POWER_WANTED:
-        outcome = CONTRADICTED
-        text += ", not above the least effect although the runs had the power to show Δ"
-    else:
-        outcome = INCONCLUSIVE
-        power_at = _PowerAt(lambda s, d: _power_above(effect, bound, s, d), (se, df))
-        needed = _runs_needed(a, paired, power_at)
-        text += f"; {_needed_text(needed, a.size)}"
+    outcome, text, needed = _decide(
+        p, p_reverse, "significantly the other way", strength,
+        "not above the least effect although the runs had the power to show Δ", a, paired,
+        _PowerAt(lambda s, d: _power_above(effect, bound, s, d), (se, df)), text,
+    )  # fmt: skip
     ours = f"{what}{name_a} {ms(a, digits)} vs {name_b} {ms(b, digits)}"
     return Verdict(ours, text, outcome, (float(np.mean(a)), float(np.mean(b))),
                    min_effect=bound, runs_needed=needed)  # fmt: skip
@@ -437,20 +444,11 @@ def equivalent(
     text = (f"{kind}, margin ±{margin:g}: 90 % CI [{gap - half:+.{digits}f}, "
             f"{gap + half:+.{digits}f}], p = {p:.2g}; power {strength:.2f} at Δ = 0; "
             f"{_gap_text(gap, name_a, name_b, digits)}")  # fmt: skip
-    needed = None
-    if p < ALPHA:
-        outcome = HOLDS
-    elif p_outside < ALPHA:
-        outcome = CONTRADICTED
-        text += f", significantly outside the margin (p = {p_outside:.2g})"
-    elif strength >= POWER_WANTED:
-        outcome = CONTRADICTED
-        text += ", not inside the margin with the power to show it"
-    else:
-        outcome = INCONCLUSIVE
-        needed = _runs_needed(a, paired, _PowerAt(lambda s, d: _power_within(margin, s, d),
-                                                  (se, df)))  # fmt: skip
-        text += f"; {_needed_text(needed, a.size)}"
+    outcome, text, needed = _decide(
+        p, p_outside, "significantly outside the margin", strength,
+        "not inside the margin with the power to show it", a, paired,
+        _PowerAt(lambda s, d: _power_within(margin, s, d), (se, df)), text,
+    )  # fmt: skip
     outcome, text = _with_control(outcome, text, control)
     ours = f"{what}{name_a} {ms(a, digits)} vs {name_b} {ms(b, digits)} (Δ = {gap:+.{digits}f})"
     return Verdict(ours, text, outcome, (float(np.mean(a)), float(np.mean(b))),
@@ -484,20 +482,11 @@ def not_above(
     text = (f"{kind} one-sided t-test that Δ < {margin:g}: upper 95 % bound {high:+.{digits}f}, "
             f"p = {p:.2g}; power {strength:.2f} at Δ = 0; "
             f"{_gap_text(gap, name_a, name_b, digits)}")  # fmt: skip
-    needed = None
-    if p < ALPHA:
-        outcome = HOLDS
-    elif p_over < ALPHA:
-        outcome = CONTRADICTED
-        text += f", significantly above the margin (p = {p_over:.2g})"
-    elif strength >= POWER_WANTED:
-        outcome = CONTRADICTED
-        text += ", not below the margin with the power to show it"
-    else:
-        outcome = INCONCLUSIVE
-        needed = _runs_needed(a, paired, _PowerAt(lambda s, d: _power_above(margin, 0.0, s, d),
-                                                  (se, df)))  # fmt: skip
-        text += f"; {_needed_text(needed, a.size)}"
+    outcome, text, needed = _decide(
+        p, p_over, "significantly above the margin", strength,
+        "not below the margin with the power to show it", a, paired,
+        _PowerAt(lambda s, d: _power_above(margin, 0.0, s, d), (se, df)), text,
+    )  # fmt: skip
     outcome, text = _with_control(outcome, text, control)
     ours = f"{what}{name_a} {ms(a, digits)} vs {name_b} {ms(b, digits)} (Δ = {gap:+.{digits}f})"
     return Verdict(ours, text, outcome, (float(np.mean(a)), float(np.mean(b))),
