@@ -49,12 +49,13 @@ from absl import app, flags
 
 from experiments.lib import plugins, program, runs, shared_flags
 from experiments.lib.cli import UserError, need_report_extra
-from experiments.lib.output import Output, refuse_links, write_json_atomic
+from experiments.lib.output import Output
 
 need_report_extra("batch")  # the figures and pages: matplotlib, scipy
 from experiments.lib import figures as report
 from experiments.lib import paper_figures
 from experiments.lib.recipes import Recipe, recipes
+from foltr_jax.engine.results_files import refuse_links, write_json_atomic
 
 FLAGS = flags.FLAGS
 shared_flags.define_plugin_flag()  # imported before the recipes are read, passed on to every run

@@ -38,8 +38,14 @@ from absl import app, flags
 from experiments.lib import config_flags, program, shared_flags
 from experiments.lib.cli import UserError
 from experiments.lib.distributed import is_writer, on_every_process
-from experiments.lib.output import probe_output_file, stop_cleanly, write_output_file
-from experiments.lib.results import dataset_summary, peak_rss_mb, versions
+from foltr_jax.engine.results_files import (
+    dataset_summary,
+    peak_rss_mb,
+    probe_output_file,
+    stop_cleanly,
+    versions,
+    write_output_file,
+)
 from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS

@@ -31,9 +31,8 @@ from absl import app, flags
 
 from experiments.lib import program
 from experiments.lib.cli import fail, quiet_logs
-from experiments.lib.output import write_json_atomic
-from experiments.lib.results import versions
 from foltr_jax import data
+from foltr_jax.engine.results_files import versions, write_json_atomic
 from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS

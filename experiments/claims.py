@@ -58,7 +58,6 @@ from absl import app, flags
 
 from experiments.lib import program, provenance, runs, shared_flags
 from experiments.lib.cli import UserError, need_report_extra
-from experiments.lib.output import refuse_links
 from foltr_jax.core import files
 
 need_report_extra("claims")  # the t-tests: scipy
@@ -71,6 +70,7 @@ from experiments.lib.claims.runs import (
     reader,
 )
 from experiments.lib.claims.table import document, evaluate, verdict_counts
+from foltr_jax.engine.results_files import refuse_links
 
 FLAGS = flags.FLAGS
 # 5 folds (the papers') x 3 runs: 15 runs a setting, above the 12 the median inconclusive cell

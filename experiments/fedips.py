@@ -25,10 +25,11 @@ from absl import app, flags
 from experiments.lib import config_flags, program, results, shared_flags
 from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
-from experiments.lib.output import claim_output, stop_cleanly
-from experiments.lib.results import curve_summary, timings
+from experiments.lib.output import claim_output
 from foltr_jax.core import rankers
 from foltr_jax.core.registry import one_of
+from foltr_jax.engine import results_files
+from foltr_jax.engine.results_files import curve_summary, stop_cleanly, timings
 from foltr_jax.methods import fedips
 from foltr_jax.methods.fedips import lambdarank
 from foltr_jax.methods.fpdgd import federation
@@ -84,7 +85,7 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
     except ValueError as error:
         raise UserError(str(error)) from None
     method = method_name(config)
-    data = results.data_summary(
+    data = results_files.data_summary(
         source,
         prepared.train,
         prepared.test,
@@ -109,11 +110,11 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
             "fraction": config.validation_fraction,
             "queries": prepared.validation_queries.tolist(),
         }
-    labels = results.labels(method, NO_CLICK_MODEL)  # the users' clicks: one panel
+    labels = results_files.labels(method, NO_CLICK_MODEL)  # the users' clicks: one panel
 
     def document(cell: dict, **rest) -> dict:
         """The results file: NDCG@5 the headline metric (the paper's), NDCG@10 beside it."""
-        one = results.cell(method, labels=labels, **cell)
+        one = results_files.cell(method, labels=labels, **cell)
         config_fields = dataclasses.asdict(config)
         return results.document(method, config_fields, data, [one], "ndcg5", **extra, **rest)
 
@@ -143,7 +144,7 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
     propensities = result.estimated_propensities
     return document(
         {
-            "evaluated_rounds": results.evaluated_rounds(config, result, n5.shape[-1]),
+            "evaluated_rounds": results_files.evaluated_rounds(config, result, n5.shape[-1]),
             "curves": {"offline_ndcg5": n5.tolist(), "offline_ndcg10": n10.tolist()},
             "per_run": {
                 "initial_offline_ndcg5": result.initial_offline_ndcg5.tolist(),

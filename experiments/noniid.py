@@ -50,15 +50,14 @@ from experiments.lib.output import (
     Output,
     claim_output,
     refuse_repeats,
-    stop_cleanly,
     unique_names,
 )
-from experiments.lib.results import dataset_summary, timings
 from foltr_jax import data
 from foltr_jax.core import click_models
 from foltr_jax.core.registry import one_of
 from foltr_jax.data import noniid
 from foltr_jax.engine import loop
+from foltr_jax.engine.results_files import dataset_summary, stop_cleanly, timings
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.methods.fpdgd.client_plan import PERSONAL_EVALUATIONS
 

@@ -39,9 +39,8 @@ from absl import app, flags
 
 from experiments.lib import program, shared_flags
 from experiments.lib.cli import UserError
-from experiments.lib.output import probe_output_file, write_output_file
 from experiments.lib.recipes import Recipe, Run, recipes
-from experiments.lib.results import versions
+from foltr_jax.engine.results_files import probe_output_file, versions, write_output_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("recipes", ["all"], "Recipes to measure, or 'all'.")

@@ -38,10 +38,12 @@ from experiments.lib import config_flags, program, results, series, shared_flags
 from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import is_writer, on_every_process
-from experiments.lib.output import claim_output, refuse_repeats, stop_cleanly
+from experiments.lib.output import claim_output, refuse_repeats
 from foltr_jax.core import click_models
 from foltr_jax.core.registry import one_of
+from foltr_jax.engine import results_files
 from foltr_jax.engine.config import ATTACKS, attack_names
+from foltr_jax.engine.results_files import stop_cleanly
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.server import aggregators
 
@@ -179,10 +181,10 @@ def results_of(config, settings, result, train, test, source, log) -> dict:
         fields.update((k, v) for k, v in values.items() if k not in rest)
         m = setting.n_malicious
         cells.append(
-            results.cell(
+            results_files.cell(
                 f"{setting.click_model} m={m} {setting.attack}/{setting.aggregator}",
                 setting=values,
-                labels=results.labels(
+                labels=results_files.labels(
                     method,
                     setting.click_model,
                     group="poisoning",
@@ -190,7 +192,7 @@ def results_of(config, settings, result, train, test, source, log) -> dict:
                     fields=fields,
                     always=tuple(main),
                 ),
-                evaluated_rounds=results.evaluated_rounds(config, result),
+                evaluated_rounds=results_files.evaluated_rounds(config, result),
                 curves={"offline_ndcg": offline[i].tolist(), "online_ndcg": online[i].tolist()},
                 per_run={
                     "final_offline_ndcg": final.tolist(),
@@ -205,9 +207,9 @@ def results_of(config, settings, result, train, test, source, log) -> dict:
     return results.document(
         method,
         dataclasses.asdict(config),
-        results.data_summary(source, train, test),
+        results_files.data_summary(source, train, test),
         cells,
-        **results.totals(result, log),
+        **results_files.totals(result, log),
     )
 
 

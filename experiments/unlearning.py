@@ -34,10 +34,10 @@ from experiments.lib import config_flags, program, results, shared_flags
 from experiments.lib.cli import ProgressLog, UserError, need_report_extra
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
-from experiments.lib.output import FinishedParts, Output, claim_output, refuse_repeats, stop_cleanly
-from experiments.lib.results import timings
+from experiments.lib.output import FinishedParts, Output, claim_output, refuse_repeats
 from foltr_jax.core import click_models
-from foltr_jax.engine import loop
+from foltr_jax.engine import loop, results_files
+from foltr_jax.engine.results_files import stop_cleanly, timings
 from foltr_jax.methods import unlearning
 from foltr_jax.methods.fpdgd import federation
 
@@ -142,7 +142,7 @@ def run_experiment(config, output: Output, finished: FinishedParts) -> dict:
             "unlearn_local_updates": list(config.unlearn_local_updates),
             "z": unlearning.NEGATION_Z,
         },
-        results.data_summary(source, train, test),
+        results_files.data_summary(source, train, test),
         cells,
         labels=labels,
         history=_history(config, history),
@@ -195,13 +195,13 @@ def _training_cells(config, labels, trained) -> list[dict]:
         for c, click in enumerate(config.click_models):
             final = curves[c, :, -1]
             cells.append(
-                results.cell(
+                results_files.cell(
                     f"{labels[kind]} {click}",
                     setting={"configuration": labels[kind], "click_model": click},
-                    labels=results.labels(
+                    labels=results_files.labels(
                         labels[kind], click, group="unlearning", figure=None, config=False
                     ),
-                    evaluated_rounds=results.evaluated_rounds(config.federation, result),
+                    evaluated_rounds=results_files.evaluated_rounds(config.federation, result),
                     curves={"offline_ndcg": curves[c].tolist()},
                     per_run={"final_offline_ndcg": final.tolist()},
                     summary={f"final_{k}": v for k, v in _stats(final).items()},
@@ -220,7 +220,7 @@ def _unlearning_cells(config, labels, replayed) -> list[dict]:
     for i, (click, steps, delta) in enumerate(replayed.cells):
         rounds = int(replayed.rounds[i])
         cells.append(
-            results.cell(
+            results_files.cell(
                 f"{name} {click} n′={steps} Δt={delta}",
                 setting={
                     "configuration": name,
@@ -228,7 +228,7 @@ def _unlearning_cells(config, labels, replayed) -> list[dict]:
                     "unlearn_local_updates": steps,
                     "delta_t": delta,
                 },
-                labels=results.labels(
+                labels=results_files.labels(
                     name,
                     click,
                     group="unlearning",

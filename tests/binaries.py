@@ -141,7 +141,8 @@ def call(module, *args, cache_dir=None, env=None):
     if cache_dir is not None:
         env["FOLTR_JAX_CACHE"] = str(cache_dir)
     binary = _binary(module)
-    from experiments.lib import cli, output
+    from experiments.lib import cli
+    from foltr_jax.engine import results_files
 
     argv = [str(REPO_ROOT / "experiments" / f"{module}.py"), *args]
     stdout, stderr = io.StringIO(), io.StringIO()
@@ -153,7 +154,7 @@ def call(module, *args, cache_dir=None, env=None):
     try:
         os.environ.update(env)
         sys.argv = argv
-        output.atexit = at_exit
+        results_files.atexit = at_exit
         cli.ProgressLog.__init__.__defaults__ = (stderr,)  # its stream is bound at import
         flags.FLAGS.unparse_flags()
         parsed = flags.FLAGS(argv)  # a flag absl rejects raises here: such tests use run()
@@ -184,7 +185,7 @@ def call(module, *args, cache_dir=None, env=None):
     finally:
         sys.argv, warnings.formatwarning, verbosity = saved
         absl_logging.set_verbosity(verbosity)
-        output.atexit = atexit
+        results_files.atexit = atexit
         cli.ProgressLog.__init__.__defaults__ = progress_defaults
         flags.FLAGS.unparse_flags()
         for key, value in saved_env.items():

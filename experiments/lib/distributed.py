@@ -10,6 +10,7 @@ from absl import flags
 
 from experiments.lib.cli import UserError, fail
 from foltr_jax.engine import loop
+from foltr_jax.engine.results_files import OutputError
 
 FLAGS = flags.FLAGS
 
@@ -93,7 +94,7 @@ def on_every_process(fn, *args, **kwargs):
     result = error = None
     try:
         result = fn(*args, **kwargs)
-    except UserError as raised:
+    except (UserError, OutputError) as raised:
         error = raised
     failed = multiprocess.failed_processes(error is not None)
     if error is not None:

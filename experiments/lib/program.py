@@ -23,7 +23,7 @@ from collections.abc import Callable
 import jax
 from absl import flags
 
-from experiments.lib import output, plugins, provenance, usage
+from experiments.lib import plugins, provenance, usage
 from experiments.lib.cli import PROGRESS, UserError, command_starts, fail, quiet_logs
 from experiments.lib.distributed import (
     end_after_failed_step,
@@ -34,6 +34,8 @@ from experiments.lib.distributed import (
 )
 from foltr_jax.core import compile_cache
 from foltr_jax.core.registry import PartError
+from foltr_jax.engine import results_files
+from foltr_jax.engine.results_files import OutputError
 
 FLAGS = flags.FLAGS
 
@@ -128,7 +130,7 @@ def interrupt_message(program: str) -> str:
             "kept and an interrupted run keeps its checkpoint; run the same command to continue"
         )
     rounds = PROGRESS.get("rounds")
-    held = [claimed for claimed in output.CLAIMED if claimed.path.is_dir()]
+    held = [claimed for claimed in results_files.CLAIMED if claimed.path.is_dir()]
     saved = [path for claimed in held for path in claimed.saved()]
     if rounds:
         label, done, total = rounds
@@ -211,7 +213,7 @@ def main(
             if not ("distributed" in FLAGS and FLAGS.distributed):
                 provide_cpu_devices()
             done = run()
-        except (UserError, PartError) as error:
+        except (UserError, OutputError, PartError) as error:
             fail(program, str(error))
         except MemoryError:
             fail(program, OUT_OF_MEMORY.format("the host's memory ran out"))

@@ -28,10 +28,10 @@ import time
 
 from experiments.lib import provenance
 from experiments.lib.cli import PROGRESS, UserError
-from experiments.lib.results import RESULTS_FORMAT
 from foltr_jax.core import files
 from foltr_jax.data import dataset_cache
 from foltr_jax.data import folds as data_folds
+from foltr_jax.engine.results_files import RESULTS_FORMAT
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]  # experiments/lib/runs.py
 FETCH = REPO_ROOT / "third_party" / "mslr_sample" / "fetch.py"

@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from experiments.lib import words
-from experiments.lib.results import RESULTS_FORMAT
+from foltr_jax.engine.results_files import RESULTS_FORMAT
 
 RESULTS_NAME = "results.json"
 PANEL_ORDER = ("perfect", "navigational", "informational")

@@ -17,7 +17,8 @@ devices and chunks), ``shared_round`` (``federated_round``: keys, evaluation cad
 metrics, flat models), ``federated`` (the ``Federated`` base of a method), ``runner``
 (the ``Method`` protocol and ``run``), ``results`` (``RunResult``), ``method_registry``
 (methods by name), ``config`` (the settings every method shares), ``lists`` (the list
-helpers every method shares) and ``loop`` (compiled chunks, progress, checkpoints).
+helpers every method shares), ``loop`` (compiled chunks, progress, checkpoints) and
+``results_files`` (results.json and the folder a run writes it in).
 Their names are the engine's: ``engine.run``, ``engine.Federated``, ``engine.serve``...
 """
 

@@ -15,7 +15,7 @@ from experiments.lib.claims import core, table
 from experiments.lib.claims import runs as claim_runs
 from experiments.lib.cli import UserError
 from experiments.lib.paper_figures.pool import Pool
-from experiments.lib.results import RESULTS_FORMAT
+from foltr_jax.engine.results_files import RESULTS_FORMAT
 
 FOLDS = ("mslr_sample", "mslr_sample_fold2")  # the excerpt and a re-partition of it
 TRAIN = {"mslr_sample": "/d/mslr_sample/train.txt",

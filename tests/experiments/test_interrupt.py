@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from experiments.lib import cli, output, program
+from foltr_jax.engine import results_files
 from tests.sample_data import REPO_ROOT
 
 
@@ -20,7 +21,7 @@ def progress(monkeypatch):
     """A clean record of where the work is, and no output folder held."""
     monkeypatch.setattr(cli, "PROGRESS", {})
     monkeypatch.setattr(program, "PROGRESS", cli.PROGRESS)
-    monkeypatch.setattr(output, "CLAIMED", [])
+    monkeypatch.setattr(results_files, "CLAIMED", [])
     return cli.PROGRESS
 
 

@@ -61,6 +61,7 @@ def test_the_claims_never_write_through_a_linked_results_folder(tmp_path, victim
 def test_a_batch_never_runs_into_a_linked_folder(tmp_path, victim):
     from experiments.lib import runs
     from experiments.lib.cli import UserError
+    from foltr_jax.engine.results_files import OutputError
 
     results = tmp_path / "results"
     (results / "recipe").mkdir(parents=True)
@@ -72,6 +73,6 @@ def test_a_batch_never_runs_into_a_linked_folder(tmp_path, victim):
     assert list(victim.iterdir()) == []
     batch = binaries.load("batch")
     os.symlink(victim, results / "recipe" / "report")
-    with pytest.raises(UserError, match=r"^--results_dir: .*report is a symbolic link"):
+    with pytest.raises(OutputError, match=r"^--results_dir: .*report is a symbolic link"):
         batch.claim_recipe_folder(results / "recipe", {"quick": True})
     assert list(victim.iterdir()) == []

@@ -11,26 +11,6 @@ TINY = ("--synthetic_queries=20", "--synthetic_features=6", "--synthetic_docs_pe
         "--n_runs=1", "--rounds=2")  # fmt: skip
 
 
-def test_finished_parts_refuse_a_linked_or_non_folder_place(tmp_path):
-    from experiments.lib.cli import UserError
-    from experiments.lib.output import FinishedParts
-
-    target = tmp_path / "theirs"
-    target.mkdir()
-    (tmp_path / "out").mkdir()
-    os.symlink(target, tmp_path / "out" / ".cells")
-    with pytest.raises(UserError, match=r"\.cells is a symbolic link, which is never followed"):
-        FinishedParts(tmp_path / "out" / ".cells")
-    (tmp_path / "out" / ".phases").write_text("a file")
-    with pytest.raises(UserError, match=r"\.phases is not a folder"):
-        FinishedParts(tmp_path / "out" / ".phases")
-    parts = FinishedParts(tmp_path / "out" / ".fresh")  # missing: made when a part is saved
-    os.symlink(target, tmp_path / "out" / ".fresh")  # planted after the run began
-    with pytest.raises(UserError, match="symbolic link"):
-        parts.save("cell", "f", {"x": 1.0})
-    assert list(target.iterdir()) == []
-
-
 @pytest.mark.parametrize(
     "module, args, folder",
     [

@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from experiments.lib import series
-from experiments.lib.results import RESULTS_FORMAT
+from foltr_jax.engine.results_files import RESULTS_FORMAT
 from tests import binaries
 
 SMALL = ("--synthetic_queries=30", "--nocheckpoint", "--rounds=2", "--chunk_rounds=2")

@@ -22,18 +22,12 @@ import numpy as np
 import pytest
 
 from experiments.lib.cli import UserError
-from experiments.lib.output import (
-    FinishedParts,
-    Output,
-    probe_output_file,
-    stop_cleanly,
-    unique_names,
-    write_output_file,
-)
+from experiments.lib.output import Output, unique_names
 from foltr_jax import FedIpsConfig, FpdgdConfig, Setting, data
 from foltr_jax.core import files
 from foltr_jax.engine import loop
 from foltr_jax.engine.config import ConfigError
+from foltr_jax.engine.results_files import OutputError, stop_cleanly
 from foltr_jax.methods.foltr_es import FoltrEsConfig
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.server import aggregators
@@ -133,7 +127,7 @@ def test_a_users_aggregator_returning_nan_is_never_a_result(tiny_split, nan_aggr
         federation.run(spec, arrays)
     assert caught.value.slots == [0, 1] and caught.value.round == 1
     # what a binary prints: one line naming the cell, repetition and round
-    with pytest.raises(UserError) as line, stop_cleanly(["perfect_eps0_delta0"], 2):
+    with pytest.raises(OutputError) as line, stop_cleanly(["perfect_eps0_delta0"], 2):
         raise caught.value
     message = str(line.value)
     assert message.startswith("cell perfect_eps0_delta0, repetition 0 (run slot 0) (and 1 more")
@@ -215,55 +209,6 @@ def test_binary_with_a_users_nan_aggregator_writes_nothing(tmp_path):
 # ---------------------------------------------------------------------------------------
 
 
-def test_a_planted_lock_symlink_is_never_followed(tmp_path):
-    out, victim = tmp_path / "out", tmp_path / "precious.txt"
-    out.mkdir()
-    victim.write_text("keep me")
-    (out / ".lock").symlink_to(victim)
-    with pytest.raises(UserError, match=r"^--output_dir: cannot lock .*symbolic link"):
-        Output(out)
-    assert victim.read_text() == "keep me"
-
-
-def test_a_fifo_as_lock_file_is_refused_without_waiting(tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
-    os.mkfifo(out / ".lock")
-    with pytest.raises(UserError, match="not a regular file"):
-        Output(out)
-
-
-def test_finishing_removes_only_what_the_run_named(tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
-    foreign = [
-        out / ".checkpoint-someone-else.npz",
-        out / ".notes.txt.abc.tmp",
-        out / "mine.npz",
-    ]
-    for path in foreign:
-        path.write_text("not the run's")
-    output = Output(out, checkpoints=True)
-    own = pathlib.Path(output.checkpoint("cell"))
-    own.write_text("the run's checkpoint")
-    leftover = out / ".results.json.x1y2.tmp"  # what a killed writer of results.json left
-    leftover.write_text("half")
-    output.write_json("results.json", {"x": 1})
-    output.finish()
-    assert not own.exists() and not leftover.exists()
-    assert all(path.read_text() == "not the run's" for path in foreign)
-    assert (out / "results.json").exists() and not (out / ".lock").exists()
-
-
-def test_clearing_finished_parts_leaves_other_files(tmp_path):
-    parts = FinishedParts(tmp_path / ".cells")
-    parts.save("mine", "f", {"x": np.arange(3.0)})
-    (tmp_path / ".cells" / "theirs.npz").write_text("someone else's")
-    parts.clear()
-    assert not (tmp_path / ".cells" / "mine.npz").exists()
-    assert (tmp_path / ".cells" / "theirs.npz").read_text() == "someone else's"
-
-
 @pytest.mark.parametrize("kind", ["folder", "fifo"])
 def test_a_special_file_where_the_checkpoint_goes_is_ignored_with_one_warning(kind, tmp_path):
     checkpoint = tmp_path / ".checkpoint.npz"
@@ -338,37 +283,6 @@ def test_the_python_api_refuses_labels_and_features_that_break_metrics(change, m
 # ---------------------------------------------------------------------------------------
 # 3. Every output path is claimed and probed before any work
 # ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("case", ["folder", "fifo", "parent_is_a_file", "read_only", "empty"])
-def test_an_unusable_output_file_is_refused_before_any_work(case, tmp_path):
-    target = tmp_path / "budget.json"
-    if case == "folder":
-        target.mkdir()
-    elif case == "fifo":
-        os.mkfifo(target)
-    elif case == "parent_is_a_file":
-        (tmp_path / "file").write_text("x")
-        target = tmp_path / "file" / "budget.json"
-    elif case == "read_only":
-        (tmp_path / "ro").mkdir()
-        os.chmod(tmp_path / "ro", 0o500)
-        target = tmp_path / "ro" / "budget.json"
-        if os.access(tmp_path / "ro", os.W_OK):
-            pytest.skip("running as a user who may write anywhere")
-    elif case == "empty":
-        target = ""
-    with pytest.raises(UserError) as caught:
-        probe_output_file(target, "output")
-    assert str(caught.value).startswith("--output: ") and "\n" not in str(caught.value)
-    assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob(".*probe*"))
-
-
-def test_a_writable_output_file_is_probed_without_leaving_anything(tmp_path):
-    target = probe_output_file(tmp_path / "new" / "suite.json", "suite_output")
-    assert target.parent.is_dir() and list(target.parent.iterdir()) == []
-    write_output_file(target, {"x": 1}, "suite_output")
-    assert json.loads(target.read_text()) == {"x": 1}
 
 
 @pytest.mark.slow
@@ -460,7 +374,7 @@ def test_a_failed_checkpoint_save_keeps_the_previous_one_and_ends_in_one_line(
         real(*args)
 
     monkeypatch.setattr(loop, "_save_checkpoint", disk_fills)
-    with pytest.raises(UserError) as caught, stop_cleanly():
+    with pytest.raises(OutputError) as caught, stop_cleanly():
         _toy(breaks_at=99, checkpoint=str(checkpoint))
     message = str(caught.value)
     assert message.startswith("--checkpoint: cannot save") and "No space left" in message
@@ -478,21 +392,11 @@ def test_a_failed_first_checkpoint_save_does_not_claim_one_is_kept(tmp_path, mon
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(loop, "_save_checkpoint", disk_full)
-    with pytest.raises(UserError) as caught, stop_cleanly():
+    with pytest.raises(OutputError) as caught, stop_cleanly():
         _toy(breaks_at=99, checkpoint=str(tmp_path / ".checkpoint.npz"))
     message = str(caught.value)
     assert "after round 3" in message and "is kept" not in message
     assert message.endswith("no checkpoint was saved before: the same command starts over")
-
-
-def test_a_finished_part_that_is_not_finite_is_run_again(tmp_path):
-    parts = FinishedParts(tmp_path / ".phases")
-    parts.save("honest", "f", {"curve": np.arange(3.0)})
-    path = tmp_path / ".phases" / "honest.npz"
-    header, _arrays = _stored(path)
-    _store(path, header, [np.array([0.0, np.nan, 1.0])])
-    with pytest.warns(UserWarning, match="not finite"):
-        assert parts.load("honest", "f") is None
 
 
 # ---------------------------------------------------------------------------------------
@@ -597,7 +501,7 @@ def test_a_privacy_grid_of_close_epsilons_writes_two_folders(tmp_path):
 
 def test_a_batch_counts_only_readable_results_of_this_format_as_done(tmp_path, capsys):
     from experiments.lib import runs
-    from experiments.lib.results import RESULTS_FORMAT
+    from foltr_jax.engine.results_files import RESULTS_FORMAT
 
     this_format = json.dumps({"results_format": RESULTS_FORMAT, "cells": []})
     run = tmp_path / "run"

@@ -17,7 +17,7 @@ import math
 import pathlib
 
 from experiments.lib.cli import UserError
-from experiments.lib.output import write_text_atomic
+from foltr_jax.engine.results_files import write_text_atomic
 
 NAME = "claims_invocations.json"
 _FIELDS = {"started": str, "source_version": str, "ran": bool, "runs": str, "jobs": int}

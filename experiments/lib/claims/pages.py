@@ -18,8 +18,8 @@ import sys
 
 from experiments.lib.claims.core import CONTRADICTED, INCONCLUSIVE
 from experiments.lib.claims.table import VERDICT_WORDS, findings, headline, runs_text, timing
-from experiments.lib.output import write_text_atomic
 from experiments.lib.paper_figures.summary import markdown_cell
+from foltr_jax.engine.results_files import write_text_atomic
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DOCS = REPO / "docs"
