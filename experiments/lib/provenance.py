@@ -22,6 +22,10 @@ batch, the claims check or a report reuses a finished run.
       "environment": {"JAX_ENABLE_X64": "1"}         # the variables that change numbers, as set
     }
 
+``record`` fills ``foltr_jax.engine.results_files.provenance_record`` (which hashes the data
+files and reads the versions, the device and the environment) with the binary's command line,
+flags, code version, plugins and flag files.
+
 ``same_run(recorded, argv)`` is the one judge of "same run": it says what differs between a
 results file's provenance and the command ``argv`` as it would run now, in this process's
 environment (``COMPARED`` lists what it compares, in order), or None when nothing does.
@@ -32,7 +36,6 @@ covers the same environment variables (``files.code_version``).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import pathlib
@@ -40,15 +43,13 @@ import sys
 
 from absl import flags
 
-import foltr_jax
 from foltr_jax.core import files
-from foltr_jax.data import dataset_cache as data_cache
+from foltr_jax.engine import results_files
 
 FLAGS = flags.FLAGS
 EXPERIMENTS_DIR = pathlib.Path(__file__).resolve().parents[1]  # experiments/
 
 _STATE: dict = {"program": None, "data": [], "arguments": None, "flag_files": []}
-_HASHES: dict = {}  # (path, device, inode, size, mtime) -> sha256: each file hashed once
 
 
 def start(program: str) -> None:
@@ -61,34 +62,13 @@ def start(program: str) -> None:
     _note_arguments()  # the flag files as the run read them
 
 
-def sha256_file(path) -> str:
-    """SHA-256 of the bytes of the regular file at ``path`` (OSError if it cannot be read),
-    remembered while the file keeps its identity, size and time of change."""
-    path = os.path.abspath(path)
-    if files.special_file(path):
-        raise OSError(f"{path} is {files.special_file(path)}, not a file")
-    info = os.stat(path)
-    key = (path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-    if key not in _HASHES:
-        known = data_cache.known_sha256(path)  # data.read_letor hashed it as it read it
-        if known is None:
-            digest = hashlib.sha256()
-            with open(path, "rb") as stream:
-                for block in iter(lambda: stream.read(1 << 22), b""):
-                    digest.update(block)
-            known = digest.hexdigest()
-        _HASHES[key] = known
-    return _HASHES[key]
-
-
 def note_data(*paths) -> None:
     """Records the data files a run reads (path, size and SHA-256 of their content)."""
     for path in paths:
         path = os.path.abspath(path)
         if any(entry["path"] == path for entry in _STATE["data"]):
             continue
-        digest = sha256_file(path)
-        _STATE["data"].append({"path": path, "bytes": os.stat(path).st_size, "sha256": digest})
+        _STATE["data"].append(results_files.data_file(path))
 
 
 def code() -> str:
@@ -156,7 +136,7 @@ def expand_flag_files(args) -> tuple[list, list]:
                 raise OSError(f"it is {files.special_file(path)}")
             with open(name) as stream:  # as absl opens it
                 text = stream.readlines()
-            read.append({"path": path, "sha256": sha256_file(path)})
+            read.append({"path": path, "sha256": results_files.sha256_file(path)})
         except (OSError, UnicodeDecodeError) as error:
             why = getattr(error, "strerror", None) or error
             raise FlagFileError(f"the flag file {path} cannot be read ({why})") from None
@@ -221,65 +201,6 @@ def flag_values() -> dict:
     return dict(sorted(found.items()))
 
 
-def dataset_cache() -> dict:
-    """The versions of the dataset cache's entries a run reads: their format and the parser
-    that writes them (an entry of another version is parsed again, never read)."""
-    from foltr_jax.data import dataset_cache as cache
-
-    return {"format": cache.CACHE_FORMAT_VERSION, "parser": cache.PARSER_VERSION}
-
-
-def runtime() -> dict:
-    """The versions of what computes a run's numbers besides the code: jax, jaxlib, numpy."""
-    import jax
-    import jaxlib.version
-    import numpy
-
-    return {"jax": jax.__version__, "jaxlib": jaxlib.version.__version__,
-            "numpy": numpy.__version__}  # fmt: skip
-
-
-_DEVICE_QUERY = "import jax; d = jax.local_devices()[0]; print(d.platform); print(d.device_kind)"
-_DEVICES: dict = {}  # (JAX_PLATFORMS, CUDA_VISIBLE_DEVICES) -> the answer of a fresh process
-
-
-def _backends_started() -> bool:
-    try:
-        from jax._src import xla_bridge
-
-        return bool(xla_bridge.backends_are_initialized())
-    except (ImportError, AttributeError):  # another jax: ask a fresh process
-        return False
-
-
-def device() -> dict:
-    """{"platform", "kind"} of the device a run computes on (its first local one): this
-    process's when its JAX backends have started or can only be the CPU; else a fresh
-    process is asked (once per process): starting an accelerator's backend here would hold
-    memory the runs this process starts need.  Unknown: {"platform": None, "kind": None}."""
-    platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
-    if _backends_started() or platforms == "cpu":
-        import jax
-
-        found = jax.local_devices()[0]
-        return {"platform": found.platform, "kind": found.device_kind}
-    key = (platforms, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    if key not in _DEVICES:
-        import subprocess
-
-        try:
-            done = subprocess.run([sys.executable, "-c", _DEVICE_QUERY], capture_output=True,
-                                  text=True, timeout=300, check=False)  # fmt: skip
-            lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
-        except (OSError, subprocess.TimeoutExpired):
-            lines = []
-        _DEVICES[key] = (
-            {"platform": lines[-2], "kind": lines[-1]} if len(lines) >= 2
-            else {"platform": None, "kind": None}
-        )  # fmt: skip
-    return dict(_DEVICES[key])
-
-
 def _arguments(args) -> tuple[list, list]:
     """(the arguments with their flag files read in, less --output_dir; the flag files)."""
     expanded, read = expand_flag_files(args)
@@ -294,20 +215,15 @@ def record() -> dict:
     program = _STATE["program"] or pathlib.Path(sys.argv[0]).stem
     if _STATE.get("arguments") is None:
         _note_arguments()
-    return {
-        "command": [program, *without_output_dir(sys.argv[1:])],
-        "arguments": list(_STATE["arguments"]),
-        "flags": flag_values(),
-        "code": code(),
-        "foltr_jax": foltr_jax.__version__,
-        "plugins": plugins.loaded(),
-        "data_files": [dict(entry) for entry in _STATE["data"]],
-        "flag_files": [dict(entry) for entry in _STATE["flag_files"]],
-        "dataset_cache": dataset_cache(),
-        "runtime": runtime(),
-        "device": device(),
-        "environment": files.numerics_environment(),
-    }
+    return results_files.provenance_record(
+        command=[program, *without_output_dir(sys.argv[1:])],
+        arguments=_STATE["arguments"],
+        flags=flag_values(),
+        code=code(),
+        plugins=plugins.loaded(),
+        data_files=_STATE["data"],
+        flag_files=_STATE["flag_files"],
+    )
 
 
 def _note_arguments() -> None:
@@ -434,11 +350,11 @@ def _mapping_differs(what: str, found, expected: dict, unset: str = "unset"):
 
 def _dataset_cache_differs(recorded, argv):
     return _mapping_differs("dataset cache versions", recorded.get("dataset_cache"),
-                            dataset_cache())  # fmt: skip
+                            results_files.dataset_cache())  # fmt: skip
 
 
 def _runtime_differs(recorded, argv):
-    return _mapping_differs("versions", recorded.get("runtime"), runtime())
+    return _mapping_differs("versions", recorded.get("runtime"), results_files.runtime())
 
 
 def _environment_differs(recorded, argv):
@@ -452,7 +368,7 @@ def _device_differs(recorded, argv):
     found = recorded.get("device")
     if not isinstance(found, dict):
         return "it records no device (an older version wrote it)"
-    now = device()
+    now = results_files.device()
     if now["kind"] is None:
         return "the device a run would compute on now cannot be told (JAX did not start)"
     return _mapping_differs("device", found, now, unset="unknown")
@@ -481,7 +397,7 @@ def _file_changed(entry, what: str) -> str | None:
     if not isinstance(path, str):
         return None if what == "plugin" else f"a {what} without a path"
     try:
-        now = sha256_file(path)
+        now = results_files.sha256_file(path)
     except OSError:
         return f"the {what} {path} cannot be read now"
     if now != entry.get("sha256"):

@@ -62,6 +62,7 @@ import contextlib
 import dataclasses
 import errno
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -69,6 +70,7 @@ import pathlib
 import platform
 import resource
 import stat
+import subprocess
 import sys
 import tempfile
 import warnings
@@ -77,6 +79,7 @@ import numpy as np
 
 from foltr_jax import data
 from foltr_jax.core import files
+from foltr_jax.data import dataset_cache as data_cache
 from foltr_jax.engine import loop
 
 # The version of results.json's structure (experiments/lib/results.schema.json describes it):
@@ -265,22 +268,28 @@ def write_results(
     source: dict | None = None,
     *,
     normalise: bool = True,
+    data_files=(),
     provenance: dict | None = None,
     name: str = "results.json",
 ) -> pathlib.Path:
     """Writes the results.json of a run (``results_file``) into ``folder``, as the binaries
     write it: the folder claimed first (``Output``: created, locked, never through a
     symbolic link), the file written strictly and atomically.  ``source`` says where the
-    data came from (default ``{"dataset": "custom"}``).  Returns the file's path;
-    OutputError when the folder cannot be used or a number is not finite.
+    data came from, as the binaries say it (``{"train_path": ..., "test_path": ...}``, or
+    ``{"synthetic": {"seed": 0, ...}}``; default: nothing but the splits' sizes).
+    ``provenance`` (default: this process's, ``provenance_record(data_files=data_files)``) says
+    what made it.  Returns the file's path; OutputError when the folder cannot be used or a
+    number is not finite.
 
     Example::
 
         result = foltr_jax.run_fpdgd(config, train, test)
         results_files.write_results("out", "fpdgd", config, result, train, test)
     """
+    if provenance is None:
+        provenance = provenance_record(data_files=data_files)
     payload = results_file(
-        method, config, result, train, test, {"dataset": "custom"} if source is None else source,
+        method, config, result, train, test, source or {},
         normalise=normalise, provenance=provenance,
     )  # fmt: skip
     output = Output(folder, (name,), checkpoints=False)
@@ -352,6 +361,130 @@ def versions() -> dict:
 def peak_rss_mb() -> float:
     """This process's peak resident memory in MB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+# What made a result: results.json's "provenance" ------------------------------------------
+
+_HASHES: dict = {}  # (path, device, inode, size, mtime) -> sha256: each file hashed once
+
+
+def provenance_record(
+    *,
+    command=None,
+    arguments=None,
+    flags: dict | None = None,
+    code: str | None = None,
+    plugins=(),
+    data_files=(),
+    flag_files=(),
+) -> dict:
+    """results.json's "provenance": what made a run.  A binary gives its command line less
+    --output_dir (``command``), its arguments with every flag file read in, its flags as
+    read, its code version (foltr_jax's and the binaries' sources), its plugins and the flag
+    files read (path and SHA-256).  A Python caller's defaults: this process's ``sys.argv``,
+    no flags, foltr_jax's code version (``files.source_version()``), no plugins.
+    ``data_files``: the files the run read, by path (their size and the SHA-256 of their
+    content are recorded) or as entries already made (``data_file``).  The rest is this
+    process's: the dataset cache's format and parser versions, the jax, jaxlib and numpy
+    versions, the kind of device and the environment variables that change numbers."""
+    argv = [str(a) for a in sys.argv]
+    return {
+        "command": list(argv if command is None else command),
+        "arguments": list(argv[1:] if arguments is None else arguments),
+        "flags": dict(flags or {}),
+        "code": files.source_version() if code is None else code,
+        "foltr_jax": sys.modules["foltr_jax"].__version__,
+        "plugins": [dict(entry) for entry in plugins],
+        "data_files": [
+            dict(entry) if isinstance(entry, dict) else data_file(entry) for entry in data_files
+        ],
+        "flag_files": [dict(entry) for entry in flag_files],
+        "dataset_cache": dataset_cache(),
+        "runtime": runtime(),
+        "device": device(),
+        "environment": files.numerics_environment(),
+    }
+
+
+def sha256_file(path) -> str:
+    """SHA-256 of the bytes of the regular file at ``path`` (OSError if it cannot be read),
+    remembered while the file keeps its identity, size and time of change."""
+    path = os.path.abspath(path)
+    if files.special_file(path):
+        raise OSError(f"{path} is {files.special_file(path)}, not a file")
+    info = os.stat(path)
+    key = (path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    if key not in _HASHES:
+        known = data_cache.known_sha256(path)  # data.read_letor hashed it as it read it
+        if known is None:
+            digest = hashlib.sha256()
+            with open(path, "rb") as stream:
+                for block in iter(lambda: stream.read(1 << 22), b""):
+                    digest.update(block)
+            known = digest.hexdigest()
+        _HASHES[key] = known
+    return _HASHES[key]
+
+
+def data_file(path) -> dict:
+    """A data file's entry in the provenance: its absolute path, size and SHA-256."""
+    path = os.path.abspath(path)
+    digest = sha256_file(path)
+    return {"path": path, "bytes": os.stat(path).st_size, "sha256": digest}
+
+
+def dataset_cache() -> dict:
+    """The versions of the dataset cache's entries a run reads: their format and the parser
+    that writes them (an entry of another version is parsed again, never read)."""
+    return {"format": data_cache.CACHE_FORMAT_VERSION, "parser": data_cache.PARSER_VERSION}
+
+
+def runtime() -> dict:
+    """The versions of what computes a run's numbers besides the code: jax, jaxlib, numpy."""
+    import jax
+    import jaxlib.version
+
+    return {"jax": jax.__version__, "jaxlib": jaxlib.version.__version__,
+            "numpy": np.__version__}  # fmt: skip
+
+
+_DEVICE_QUERY = "import jax; d = jax.local_devices()[0]; print(d.platform); print(d.device_kind)"
+_DEVICES: dict = {}  # (JAX_PLATFORMS, CUDA_VISIBLE_DEVICES) -> the answer of a fresh process
+
+
+def _backends_started() -> bool:
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):  # another jax: ask a fresh process
+        return False
+
+
+def device() -> dict:
+    """{"platform", "kind"} of the device a run computes on (its first local one): this
+    process's when its JAX backends have started or can only be the CPU; else a fresh
+    process is asked (once per process): starting an accelerator's backend here would hold
+    memory the runs this process starts need.  Unknown: {"platform": None, "kind": None}."""
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
+    if _backends_started() or platforms == "cpu":
+        import jax
+
+        found = jax.local_devices()[0]
+        return {"platform": found.platform, "kind": found.device_kind}
+    key = (platforms, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if key not in _DEVICES:
+        try:
+            done = subprocess.run([sys.executable, "-c", _DEVICE_QUERY], capture_output=True,
+                                  text=True, timeout=300, check=False)  # fmt: skip
+            lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
+        except (OSError, subprocess.TimeoutExpired):
+            lines = []
+        _DEVICES[key] = (
+            {"platform": lines[-2], "kind": lines[-1]} if len(lines) >= 2
+            else {"platform": None, "kind": None}
+        )  # fmt: skip
+    return dict(_DEVICES[key])
 
 
 def checkpoint_file(output_dir, part: str = "", enabled: bool = True) -> str | None:

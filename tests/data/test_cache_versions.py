@@ -68,12 +68,12 @@ def test_an_entry_an_older_parser_wrote_is_parsed_again_and_rewritten(tmp_path):
 
 
 def test_results_record_the_dataset_cache_s_versions():
-    from experiments.lib import provenance
+    from foltr_jax.engine import results_files
 
-    assert provenance.dataset_cache() == {
+    assert results_files.dataset_cache() == {
         "format": dataset_cache.CACHE_FORMAT_VERSION, "parser": dataset_cache.PARSER_VERSION,
     }  # fmt: skip
-    json.dumps(provenance.dataset_cache())
+    json.dumps(results_files.dataset_cache())
 
 
 def test_read_letor_remembers_the_sha256_of_the_bytes_it_read(tmp_path):

@@ -4,6 +4,7 @@ atomic results, finished parts kept without pickle, and results.json from the Py
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import pathlib
@@ -286,10 +287,12 @@ def test_write_results_writes_the_binaries_structure(tmp_path):
     assert path == tmp_path / "out" / "results.json"
     assert sorted(p.name for p in path.parent.iterdir()) == ["results.json"]  # lock gone
     written = json.loads(path.read_text())
-    assert written == json.loads(json.dumps(
-        results_files.results_file("fpdgd", config, result, train, test, {"name": "synthetic"})
-    ))  # fmt: skip
-    assert list(written)[:4] == ["results_format", "method", "versions", "config"]
+    expected = results_files.results_file(
+        "fpdgd", config, result, train, test, {"name": "synthetic"}, provenance={}
+    )
+    assert {**written, "provenance": {}} == json.loads(json.dumps(expected))
+    assert list(written)[:5] == ["results_format", "method", "versions", "provenance", "config"]
+    assert written["provenance"]["code"] == files.source_version()
     assert written["results_format"] == results_files.RESULTS_FORMAT
     assert written["config"] == dataclasses.asdict(config)
     assert written["data"]["name"] == "synthetic" and written["data"]["normalise"] is True
@@ -304,6 +307,19 @@ def test_write_results_writes_the_binaries_structure(tmp_path):
     assert results_files.curve_summary(written).startswith(
         "offline nDCG@10 (mean of 2 run(s)) initial: 0.0500, round 1:"
     )
+
+
+def test_a_python_callers_provenance_has_the_binaries_fields(tmp_path):
+    schema = json.loads((REPO_ROOT / "experiments" / "lib" / "results.schema.json").read_text())
+    train = tmp_path / "train.txt"
+    train.write_bytes(b"0 qid:1 1:0.5\n")
+    made = results_files.provenance_record(data_files=[train])
+    assert set(made) == set(schema["properties"]["provenance"]["required"])
+    assert made["command"] == sys.argv and made["flags"] == {} and made["plugins"] == []
+    digest = hashlib.sha256(train.read_bytes()).hexdigest()
+    assert made["data_files"] == [{"path": str(train), "bytes": 14, "sha256": digest}]
+    assert made["code"] == files.source_version() and made["device"]["platform"] is not None
+    json.dumps(made, allow_nan=False)
 
 
 def test_provenance_is_written_when_given_and_a_slice_picks_the_runs(tmp_path):
