@@ -13,10 +13,10 @@ from tests import binaries
 def fake_results(path, tag: str, finals=(0.2, 0.3)):
     """A readable results.json of one cell (fpdgd, perfect) whose provenance is ``{"tag": tag}``
     (no provenance the code records: made otherwise, unless a test says it is the same run)."""
-    from experiments.lib import results
+    from foltr_jax.engine import results_files
 
     curves = {"offline_ndcg": [[0.1, f] for f in finals]}
-    cell = results.cell("perfect", labels=results.labels("fpdgd", "perfect"),
+    cell = results_files.cell("perfect", labels=results_files.labels("fpdgd", "perfect"),
                         evaluated_rounds=[1, 2], curves=curves,
                         per_run={"final_offline_ndcg": list(finals)})  # fmt: skip
     payload = {"results_format": 2, "method": "fpdgd", "provenance": {"tag": tag},

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from experiments.lib import figures as report
-from experiments.lib import results as format2
 from experiments.lib import statistics
+from foltr_jax.engine import results_files as format2
 from tests import binaries
 
 DATA = {"synthetic": {"seed": 0, "queries": 30, "features": 8, "docs_per_query": 15.0}}

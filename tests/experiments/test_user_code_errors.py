@@ -63,10 +63,11 @@ def test_an_aggregator_of_the_wrong_shape_or_dtype_is_one_line(
 
 def _results(curve):
     from experiments.lib import results
+    from foltr_jax.engine import results_files
 
-    cell = results.cell(
+    cell = results_files.cell(
         "perfect",
-        labels=results.labels("fpdgd", "perfect"),
+        labels=results_files.labels("fpdgd", "perfect"),
         evaluated_rounds=[1, 2, 3],
         curves={"offline_ndcg": [curve], "online_ndcg": [curve]},
         per_run={"initial_offline_ndcg": [0.1], "final_offline_ndcg": [curve[-1]]},
