@@ -29,12 +29,12 @@ from absl import logging as absl_logging
 
 from tests.sample_data import REPO_ROOT
 
-SCHEMA = json.loads((REPO_ROOT / "experiments" / "lib" / "results.schema.json").read_text())
+SCHEMA = json.loads((REPO_ROOT / "foltr_jax" / "engine" / "results.schema.json").read_text())
 
 
 def check_results_files(args) -> None:
     """Every results.json under the run's --output_dir validates against the results
-    format's schema (experiments/lib/results.schema.json): each test that runs a binary
+    format's schema (foltr_jax/engine/results.schema.json): each test that runs a binary
     checks its output's structure too."""
     import jsonschema
 

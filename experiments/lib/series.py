@@ -290,12 +290,12 @@ def read_results(path: pathlib.Path, source: str) -> list[Series]:
         if what is not None:
             raise ReportError(
                 f"{path}: {what}: written by an older version of foltr_jax; this version "
-                f"reads results format {RESULTS_FORMAT} (experiments/lib/results.schema.json): "
+                f"reads results format {RESULTS_FORMAT} (foltr_jax/engine/results.schema.json): "
                 "run the binary again"
             )
         raise ReportError(
             f"{path}: results format {found!r}; this version reads format {RESULTS_FORMAT} "
-            "(experiments/lib/results.schema.json)"
+            "(foltr_jax/engine/results.schema.json)"
         )
     try:
         return cell_series(payload, source)

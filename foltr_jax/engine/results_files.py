@@ -38,8 +38,8 @@ results.json, format 2, is the one structure every results file holds:
       ...                               # the binary's own fields
     }
 
-experiments/lib/results.schema.json is its JSON Schema; experiments/lib/series.py reads it back
-(reports, tables, paper figures).
+Its JSON Schema is ``SCHEMA_PATH`` (results.schema.json beside this module; ``schema()``
+reads it); experiments/lib/series.py reads the files back (reports, tables, paper figures).
 
 The folder (``Output``) is claimed before any work: created, locked against a second run
 (``<folder>/.lock``, held with ``flock`` while the process lives), probed for writing,
@@ -82,10 +82,11 @@ from foltr_jax.core import files
 from foltr_jax.data import dataset_cache as data_cache
 from foltr_jax.engine import loop
 
-# The version of results.json's structure (experiments/lib/results.schema.json describes it):
+# The version of results.json's structure (``SCHEMA_PATH`` describes it):
 # a reader refuses another, so a changed structure never passes for the old one.
 RESULTS_FORMAT = 2
 HEADLINE_METRIC = "ndcg"  # nDCG@10
+SCHEMA_PATH = pathlib.Path(__file__).with_name("results.schema.json")  # JSON Schema 2020-12
 # The output folders this process holds (claimed, not yet released): an interrupt names
 # the checkpoints found there.
 CLAIMED: list = []
@@ -94,6 +95,11 @@ CLAIMED: list = []
 class OutputError(Exception):
     """A results folder or file that cannot be used or written, or a result that is not
     finite: one line, naming the flag (or argument) to change."""
+
+
+def schema() -> dict:
+    """results.json's JSON Schema (``SCHEMA_PATH``), e.g. for ``jsonschema.validate``."""
+    return json.loads(SCHEMA_PATH.read_text())
 
 
 def header(method: str, provenance: dict | None = None) -> dict:

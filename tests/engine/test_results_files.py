@@ -310,7 +310,7 @@ def test_write_results_writes_the_binaries_structure(tmp_path):
 
 
 def test_a_python_callers_provenance_has_the_binaries_fields(tmp_path):
-    schema = json.loads((REPO_ROOT / "experiments" / "lib" / "results.schema.json").read_text())
+    schema = results_files.schema()
     train = tmp_path / "train.txt"
     train.write_bytes(b"0 qid:1 1:0.5\n")
     made = results_files.provenance_record(data_files=[train])

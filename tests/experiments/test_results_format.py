@@ -1,5 +1,5 @@
 """One results format: every binary's results.json validates against
-experiments/lib/results.schema.json (tests/binaries.py checks each run's output), and readers
+foltr_jax/engine/results.schema.json (tests/binaries.py checks each run's output), and readers
 refuse another format version."""
 
 import json
