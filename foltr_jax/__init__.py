@@ -2,7 +2,8 @@
 
 The Python API: the config objects and one ``run_*`` per method (FPDGD and centralised
 PDGD, with non-IID client plans through ``clients=``; FOLtR-ES; FedIPS; the unlearning
-protocol), every one on ``engine.run`` and returning a ``RunResult``::
+protocol; the thesis's non-IID experiment), every one on ``engine.run`` and returning
+``RunResult``s::
 
     import foltr_jax
 
@@ -37,6 +38,7 @@ from foltr_jax.methods.fedips import FedIpsConfig
 from foltr_jax.methods.foltr_es import FoltrEsConfig
 from foltr_jax.methods.fpdgd.client_plan import ClientPlan
 from foltr_jax.methods.fpdgd.config import FpdgdConfig
+from foltr_jax.methods.fpdgd.noniid_experiment import NoniidConfig
 from foltr_jax.methods.unlearning import UnlearningConfig
 from foltr_jax.server import aggregators, attacks
 
@@ -213,6 +215,51 @@ def run_unlearning(
     return unlearning.run_protocol(config, train, test, progress)
 
 
+def run_noniid(
+    config: NoniidConfig,
+    train: data.RankingDataset | noniid.MultiIntentDataset,
+    test: data.RankingDataset | None = None,
+    *,
+    progress=None,
+    checkpoint_dir: str | None = None,
+):
+    """Runs the non-IID experiment of FPDGD (Wang's thesis, UQ 2024, ch. 4): a type of
+    non-IID data, its IID baseline and the remedies, one FPDGD run per cell
+    (``methods.fpdgd.noniid_experiment``).
+
+    Args:
+        config: the type (1 intents, 2 labels, 3 clicks, 4 quantity), the remedies
+            (fedprox, fedper, sharing) and their settings, and the federation's
+            ``FpdgdConfig`` (``n_clients``, ``local_updates`` 0: the type's defaults).
+        train: the training split (Types 2-4), or a ``noniid.MultiIntentDataset``
+            (Type 1 and Type 4 mixed with it; ``test`` is then not used).
+        test: the test split.
+        progress: called as ``progress(cell_name, rounds_done, rounds_total, seconds)``
+            after every chunk of every cell.
+        checkpoint_dir: a folder where every cell saves its state after every chunk; a
+            run started again with the same folder resumes from it (the files stay).
+
+    Returns:
+        A ``noniid_experiment.NoniidResult``: ``cells`` (each cell's name, FPDGD config,
+        data, client plan and description) and ``results[name]``, each cell's
+        ``RunResult``.
+
+    Example::
+
+        config = foltr_jax.NoniidConfig(
+            federation=foltr_jax.FpdgdConfig(n_clients=3, rounds=4, n_runs=2),
+            type=3, remedies=("fedprox",), prox_mu=(0.1,))  # 3 CCM clients
+        outcome = foltr_jax.run_noniid(config, train, test)
+        {name: r.offline_ndcg[:, -1] for name, r in outcome.results.items()}
+    """
+    from foltr_jax.methods.fpdgd import noniid_experiment
+
+    if not isinstance(train, noniid.MultiIntentDataset):
+        _check_splits(train, test if test is not None else train)
+    plan = noniid_experiment.plan_cells(config, train, test)
+    return noniid_experiment.run_cells(plan, progress=progress, checkpoint_dir=checkpoint_dir)
+
+
 def _run_fpdgd(config, train, test, *, progress=None, checkpoint=None):
     return run_fpdgd(config, train, test, progress=progress, checkpoint=checkpoint)
 
@@ -235,6 +282,7 @@ __all__ = [
     "FedIpsConfig",
     "FoltrEsConfig",
     "FpdgdConfig",
+    "NoniidConfig",
     "RunResult",
     "Setting",
     "UnlearningConfig",
@@ -249,5 +297,6 @@ __all__ = [
     "run_fedips",
     "run_foltr_es",
     "run_fpdgd",
+    "run_noniid",
     "run_unlearning",
 ]

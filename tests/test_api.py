@@ -295,8 +295,10 @@ def _docstring_example(function) -> str:
     return textwrap.dedent("\n".join(lines))
 
 
-@pytest.mark.slow  # four small compilations
-@pytest.mark.parametrize("name", ["run_fpdgd", "run_foltr_es", "run_fedips", "run_unlearning"])
+@pytest.mark.slow  # five small compilations
+@pytest.mark.parametrize(
+    "name", ["run_fpdgd", "run_foltr_es", "run_fedips", "run_unlearning", "run_noniid"]
+)
 def test_the_run_functions_examples_run(name, public_data):
     """The example in each ``run_*`` docstring (the API reference shows it) runs as written,
     given a small ``train, test``."""
@@ -333,6 +335,7 @@ RUN_FUNCTIONS = {  # each with the module whose build it starts: stopped there i
     "run_foltr_es": ("methods.foltr_es", "build", foltr_jax.FoltrEsConfig(n_clients=2, rounds=2)),
     "run_fedips": ("methods.fedips", "build", foltr_jax.FedIpsConfig(n_users=2, rounds=2)),
     "run_unlearning": ("methods.unlearning", "run_protocol", foltr_jax.UnlearningConfig()),
+    "run_noniid": ("methods.fpdgd.noniid_experiment", "plan_cells", foltr_jax.NoniidConfig()),
 }
 
 

@@ -66,7 +66,8 @@ PUBLIC_MODULES = (
     "engine.method_registry", "engine.results", "engine.results_files", "engine.runner",
     "engine.serving",
     "engine.shared_round", "methods", "methods.fpdgd", "methods.fpdgd.config",
-    "methods.fpdgd.client_plan", "methods.fpdgd.federation", "methods.foltr_es",
+    "methods.fpdgd.client_plan", "methods.fpdgd.federation",
+    "methods.fpdgd.noniid_experiment", "methods.foltr_es",
     "methods.fedips", "methods.fedips.config", "methods.unlearning",
 )
 
