@@ -37,7 +37,6 @@ import dataclasses
 import sys
 import time
 
-import numpy as np
 from absl import app, flags
 
 from experiments.lib import config_flags, program, results, shared_flags
@@ -66,7 +65,7 @@ def _help(name: str) -> str:
 
 
 flags.DEFINE_string("type", str(_DEFAULT.type), _help("type"))
-flags.DEFINE_list("remedies", ["none"], _help("remedies"))
+flags.DEFINE_list("remedies", list(_DEFAULT.remedies), _help("remedies"))
 flags.DEFINE_bool("iid", _DEFAULT.iid, _help("iid"))
 flags.DEFINE_integer("grades_per_client", _DEFAULT.grades_per_client, _help("grades_per_client"))
 flags.DEFINE_string("clicks", _DEFAULT.clicks, _help("clicks"))
@@ -192,25 +191,6 @@ def plan_cells(config: NoniidConfig) -> tuple[experiment.NoniidPlan, dict]:
     }
 
 
-def cell_labels(name: str, config: NoniidConfig, first) -> dict:
-    """How reports place a cell: a group per dataset, non-IID type and what sets its
-    figure apart in the thesis (ch. 4): #R and |C| (Type 2), the mix (Type 4), the
-    ranker and B (``first``: the first cell's FPDGD config), so every group has its own
-    IID baseline and non-IID cell, as in Figures 4.3-4.9; panels are the click model
-    (Type 3: the clients' CCM or PBM)."""
-    kind = config.type
-    parts = [f"non-IID type {kind}"]
-    if kind == 2:
-        parts.append(f"#R={config.grades_per_client}, |C|={first.n_clients}")
-    if kind == 4 and config.mix not in (None, "none"):
-        parts.append(f"mixed with type {config.mix}")
-    parts.append(f"{first.ranker} ranker")
-    if kind != 4:
-        parts.append(f"B={first.local_updates}")
-    panel = f"{str(config.clicks).upper()} clients" if kind == 3 else first.click_model
-    return results.labels(name, panel, group=", ".join(parts), config=False)
-
-
 def run_cell(cell: NoniidCell, output: Output, finished: FinishedParts, labels: dict) -> dict:
     """The cell's results (``labels``: its cell_labels): saved by an earlier, interrupted
     invocation, or computed now (resuming from the cell's checkpoint) and saved in
@@ -257,41 +237,9 @@ def compute_cell(cell: NoniidCell, spec, arrays, output: Output, labels: dict, s
             initial_params=initial,
             checkpoint=output.checkpoint(cell.name),
         )
-    final = result.offline_ndcg[:, -1]
-    performance = result.online_performance
-
-    def sd(x):
-        return float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
-
-    written = results.cell(
-        cell.name,
-        setting=cell.describe,
-        labels=labels,
-        evaluated_rounds=results.evaluated_rounds(cell.config, result),
-        curves={
-            "offline_ndcg": result.offline_ndcg.tolist(),
-            "online_ndcg": result.online_ndcg.tolist(),
-        },
-        per_run={
-            "initial_offline_ndcg": result.initial_offline_ndcg.tolist(),
-            "final_offline_ndcg": final.tolist(),
-            "online_performance": performance.tolist(),
-        },
-        summary={
-            "final_offline_ndcg_mean": float(final.mean()),
-            "final_offline_ndcg_sd": sd(final),
-            "online_performance_mean": float(performance.mean()),
-            "online_performance_sd": sd(performance),
-        },
-        n_clients=cell.config.n_clients,
-        local_updates=cell.config.local_updates,
-        interactions=result.interactions,
-        seconds=result.run_seconds,
-        compile_seconds=result.compile_seconds,
-        wall_seconds=time.perf_counter() - start,
-        timings=timings(log),
+    return experiment.results_cell(
+        cell, result, labels, wall_seconds=time.perf_counter() - start, timings=timings(log)
     )
-    return written
 
 
 def format_table(kind: int, cells) -> str:
@@ -319,7 +267,7 @@ def run() -> program.Done:
             file=sys.stderr,
         )
     results_cells = [
-        run_cell(cell, output, finished, cell_labels(cell.name, config, cells[0].config))
+        run_cell(cell, output, finished, experiment.cell_labels(config, cell.name, cells[0].config))
         for cell in cells
     ]
     written = results.document(
@@ -327,19 +275,7 @@ def run() -> program.Done:
         dataclasses.asdict(cells[0].config),
         source,
         results_cells,
-        noniid={
-            "type": kind,
-            "remedies": list(config.remedies),
-            "grades_per_client": config.grades_per_client,
-            "clicks": config.clicks,
-            "mix": config.mix,
-            "steps": list(config.steps),
-            "prox_mu": list(config.prox_mu),
-            "fedper_eval": config.fedper_eval,
-            "type1_iid_measure": config.type1_iid_measure,
-            "share_fraction": config.share_fraction,
-            "warmup_interactions": config.warmup_interactions,
-        },
+        noniid=experiment.settings_record(config),
         seconds=sum(c["seconds"] for c in results_cells),
         compile_seconds=sum(c["compile_seconds"] for c in results_cells),
     )

@@ -8,7 +8,6 @@ from absl import flags
 
 from experiments.lib import provenance
 from foltr_jax.engine import results_files
-from foltr_jax.engine.results_files import cell, evaluated_rounds, labels  # noqa: F401 (noniid's)
 
 FLAGS = flags.FLAGS
 

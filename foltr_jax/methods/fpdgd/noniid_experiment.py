@@ -4,8 +4,9 @@ non-IID data, their IID baselines and the remedies FedProx, FedPer and data shar
 ``NoniidConfig`` names the experiment (the type, the remedies and their settings, and the
 federation's ``FpdgdConfig``, whose ``n_clients`` and ``local_updates`` 0 take the type's
 defaults); ``plan_cells`` turns it and the data into the experiment's cells, each one
-FPDGD run (``NoniidCell``), and ``run_cells`` runs them (``foltr_jax.run_noniid``: both).
-The cells, in order:
+FPDGD run (``NoniidCell``), and ``run_cells`` runs them (``foltr_jax.run_noniid``: both);
+``results_cell``, ``cell_labels`` and ``settings_record`` are what results.json records of
+them (``engine.results_files``).  The cells, in order:
 
 - ``iid``: the type's IID baseline (unless ``iid`` is False);
 - ``noniid``: the non-IID data under FedAvg;
@@ -39,7 +40,7 @@ import numpy as np
 from foltr_jax.core import click_models
 from foltr_jax.core.registry import one_of
 from foltr_jax.data import RankingDataset, noniid
-from foltr_jax.engine import RunResult, loop
+from foltr_jax.engine import RunResult, loop, results_files
 from foltr_jax.engine.config import ConfigError, described, resolved
 from foltr_jax.engine.results_files import checkpoint_file
 from foltr_jax.methods.fpdgd import federation
@@ -52,9 +53,12 @@ __all__ = [
     "NoniidConfig",
     "NoniidPlan",
     "NoniidResult",
+    "cell_labels",
     "plan_cells",
+    "results_cell",
     "run_cell",
     "run_cells",
+    "settings_record",
 ]
 
 REMEDIES = ("none", "fedprox", "fedper", "sharing")
@@ -73,7 +77,9 @@ class NoniidConfig:
 
     federation: FpdgdConfig = dataclasses.field(default_factory=_thesis_federation)
     type: int = described(2, "Non-IID type: 1 (intents) | 2 (labels) | 3 (clicks) | 4 (quantity).")
-    remedies: tuple = described((), "Cells beyond the IID baseline: none,fedprox,fedper,sharing.")
+    remedies: tuple = described(
+        ("none",), "Cells beyond the IID baseline: none,fedprox,fedper,sharing."
+    )
     iid: bool = described(True, "Also run the type's IID baseline (--noiid to skip).")
     grades_per_client: int = described(1, "Type 2: #R, grades per client (1 or 2).")
     clicks: str = described("ccm", "Type 3: ccm (3 clients) | pbm (5 clients, η 0..2).")
@@ -459,3 +465,79 @@ def run_cells(
             warmup_checkpoint=checkpoint_file(checkpoint_dir, f"{cell.name}-warmup", enabled),
         )
     return NoniidResult(plan, results)
+
+
+def cell_labels(config: NoniidConfig, name: str, first: FpdgdConfig) -> dict:
+    """How reports place a cell (``results_files.labels``): a group per dataset, non-IID
+    type and what sets its figure apart in the thesis (ch. 4): #R and |C| (Type 2), the mix
+    (Type 4), the ranker and B (``first``: the first cell's FPDGD config), so every group
+    has its own IID baseline and non-IID cell, as in Figures 4.3-4.9; panels are the click
+    model (Type 3: the clients' CCM or PBM)."""
+    kind = config.type
+    parts = [f"non-IID type {kind}"]
+    if kind == 2:
+        parts.append(f"#R={config.grades_per_client}, |C|={first.n_clients}")
+    if kind == 4 and config.mix not in (None, "none"):
+        parts.append(f"mixed with type {config.mix}")
+    parts.append(f"{first.ranker} ranker")
+    if kind != 4:
+        parts.append(f"B={first.local_updates}")
+    panel = f"{str(config.clicks).upper()} clients" if kind == 3 else first.click_model
+    return results_files.labels(name, panel, group=", ".join(parts), config=False)
+
+
+def _sd(values) -> float:
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def results_cell(cell: NoniidCell, result: RunResult, labels: dict, **extra) -> dict:
+    """The cell of results.json (``results_files.cell``) of ``cell``'s run ``result``:
+    the offline and online nDCG curves, per run the initial and final offline nDCG@10
+    and the online performance, their means and sds, the cell's clients, B, interactions
+    and seconds; ``extra``: further fields (the binary's wall seconds and timings)."""
+    final = result.offline_ndcg[:, -1]
+    performance = result.online_performance
+    return results_files.cell(
+        cell.name,
+        setting=cell.describe,
+        labels=labels,
+        evaluated_rounds=results_files.evaluated_rounds(cell.config, result),
+        curves={
+            "offline_ndcg": result.offline_ndcg.tolist(),
+            "online_ndcg": result.online_ndcg.tolist(),
+        },
+        per_run={
+            "initial_offline_ndcg": result.initial_offline_ndcg.tolist(),
+            "final_offline_ndcg": final.tolist(),
+            "online_performance": performance.tolist(),
+        },
+        summary={
+            "final_offline_ndcg_mean": float(final.mean()),
+            "final_offline_ndcg_sd": _sd(final),
+            "online_performance_mean": float(performance.mean()),
+            "online_performance_sd": _sd(performance),
+        },
+        n_clients=cell.config.n_clients,
+        local_updates=cell.config.local_updates,
+        interactions=result.interactions,
+        seconds=result.run_seconds,
+        compile_seconds=result.compile_seconds,
+        **extra,
+    )
+
+
+def settings_record(config: NoniidConfig) -> dict:
+    """The experiment's own settings as results.json records them (its "noniid" field)."""
+    return {
+        "type": config.type,
+        "remedies": list(config.remedies),
+        "grades_per_client": config.grades_per_client,
+        "clicks": config.clicks,
+        "mix": config.mix,
+        "steps": list(config.steps),
+        "prox_mu": list(config.prox_mu),
+        "fedper_eval": config.fedper_eval,
+        "type1_iid_measure": config.type1_iid_measure,
+        "share_fraction": config.share_fraction,
+        "warmup_interactions": config.warmup_interactions,
+    }
