@@ -1,6 +1,6 @@
 """results.json files -> labelled Series (one setting, one click model, its runs).
 
-Every results.json has one structure (experiments/lib/results.py, format 2): each entry of its
+Every results.json has one structure (foltr_jax.engine.results_files, format 2): each entry of its
 "cells" becomes a Series, placed and named by the cell's "labels". A file of another
 format version is refused, naming the file. Labels name the method and the fields that
 differ within a group.
