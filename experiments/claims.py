@@ -208,11 +208,9 @@ def run() -> program.Done:
     todo = commands(catalogue.run_names(claims), results_dir, folds, FLAGS.n_runs, FLAGS.eval_every)
     print(f"[claims] {len(claims)} claim(s), {len(todo)} run(s)", file=sys.stderr)
     failed = []
-    invocation = None
+    invocation, code = None, provenance.code()
     if FLAGS.run:
-        invocation = ledger.Invocation(
-            results_dir, provenance.code(), True, todo, FLAGS.jobs, time.perf_counter
-        )
+        invocation = ledger.Invocation(results_dir, code, True, todo, FLAGS.jobs, time.perf_counter)
         failed = runs.run_missing(
             todo, FLAGS.jobs, "claims", below=results_dir, on_done=invocation.save
         )
@@ -236,7 +234,7 @@ def run() -> program.Done:
     seconds = time.perf_counter() - start
     data = runs.describe(data_root)
     payload = {"data": data, "seconds": seconds, "ran": FLAGS.run,
-               "source_version": provenance.code(), "verdicts": verdict_counts(rows),
+               "source_version": code, "verdicts": verdict_counts(rows),
                "n_runs": FLAGS.n_runs, "folds": [name for name, _ in folds],
                "fold_seed": runs.FOLD_SEED, "eval_every": FLAGS.eval_every, "jobs": FLAGS.jobs,
                "claims": rows}  # fmt: skip
