@@ -244,7 +244,7 @@ def claim_recipe_folder(folder: pathlib.Path, batch: dict) -> None:
     there: a recipe's report reads every run in its folder, so quick and full runs, or runs
     of two datasets, never share one.  A run of the same batch under other settings (e.g.
     --n_runs) is found by its provenance and runs again (``runs.complete``)."""
-    refuse_links(folder / "report", folder.parent, "results_dir")  # never through a link
+    refuse_links(folder / "report", folder.parent, "--results_dir")  # never through a link
     marker = folder / "batch.json"
     found = runs.read_object(marker)
     if os.path.lexists(marker) and found != batch:

@@ -126,7 +126,7 @@ def run_suite() -> int:
     cases = suite_cases()
     if not cases:
         raise UserError("--suite_rankers/--suite_variants: the suite has no case")
-    output = probe_output_file(FLAGS.suite_output, "suite_output")  # before any case
+    output = probe_output_file(FLAGS.suite_output, "--suite_output")  # before any case
     rows = []
     print(f"{'case':<34}{'interactions/s':>16}{'peak RSS':>11}{'compile':>9}", flush=True)
     for name, args in cases:
@@ -155,7 +155,7 @@ def run_suite() -> int:
         "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
         "versions": versions(),
     }
-    write_output_file(output, record, "suite_output")  # the table keeps the numbers
+    write_output_file(output, record, "--suite_output")  # the table keeps the numbers
     print(f"suite written to {FLAGS.suite_output}")
     if all("error" in row for row in rows):
         print(f"benchmark: every case of the suite failed ({len(rows)})", file=sys.stderr)

@@ -197,7 +197,7 @@ def run() -> program.Done:
     if FLAGS.write_docs:
         docs_data(data_root)
     results_dir = pathlib.Path(FLAGS.results_dir)
-    refuse_links(results_dir, flag="results_dir")  # never written through a link
+    refuse_links(results_dir, argument="--results_dir")  # never written through a link
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:

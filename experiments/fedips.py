@@ -25,11 +25,11 @@ from absl import app, flags
 from experiments.lib import config_flags, program, results, shared_flags
 from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
-from experiments.lib.output import claim_output
+from experiments.lib.output import claim_output, stop_cleanly
 from foltr_jax.core import rankers
 from foltr_jax.core.registry import one_of
 from foltr_jax.engine import results_files
-from foltr_jax.engine.results_files import curve_summary, stop_cleanly, timings
+from foltr_jax.engine.results_files import curve_summary, timings
 from foltr_jax.methods import fedips
 from foltr_jax.methods.fedips import lambdarank
 from foltr_jax.methods.fpdgd import federation

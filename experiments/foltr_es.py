@@ -22,9 +22,9 @@ from absl import app, flags
 from experiments.lib import config_flags, program, shared_flags
 from experiments.lib.cli import ProgressLog
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
-from experiments.lib.output import claim_output
+from experiments.lib.output import claim_output, stop_cleanly
 from experiments.lib.results import results_file
-from foltr_jax.engine.results_files import curve_summary, stop_cleanly
+from foltr_jax.engine.results_files import curve_summary
 from foltr_jax.methods import foltr_es
 from foltr_jax.methods.fpdgd import federation
 

@@ -28,10 +28,10 @@ from absl import app, flags
 from experiments.lib import config_flags, program, shared_flags
 from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.distributed import is_writer, on_every_process
-from experiments.lib.output import claim_output, refuse_repeats, unique_names
+from experiments.lib.output import claim_output, refuse_repeats, stop_cleanly, unique_names
 from experiments.lib.results import results_file
 from foltr_jax.core import click_models
-from foltr_jax.engine.results_files import curve_summary, stop_cleanly
+from foltr_jax.engine.results_files import curve_summary
 from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS

@@ -25,11 +25,11 @@ from absl import app, flags
 
 from experiments.lib import cli, config_flags, plugins, program, shared_flags
 from experiments.lib.cli import ProgressLog
-from experiments.lib.output import claim_output
+from experiments.lib.output import claim_output, stop_cleanly
 from experiments.lib.results import results_file
 from foltr_jax import engine
 from foltr_jax.core.registry import did_you_mean
-from foltr_jax.engine.results_files import curve_summary, stop_cleanly
+from foltr_jax.engine.results_files import curve_summary
 
 FLAGS = flags.FLAGS
 PROGRAM = "method"

@@ -43,11 +43,11 @@ from experiments.lib import config_flags, program, results, shared_flags
 from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
-from experiments.lib.output import FinishedParts, Output, claim_output
+from experiments.lib.output import FinishedParts, Output, claim_output, stop_cleanly
 from foltr_jax import data
 from foltr_jax.data import noniid
 from foltr_jax.engine.config import ConfigError, setting_help
-from foltr_jax.engine.results_files import dataset_summary, stop_cleanly, timings
+from foltr_jax.engine.results_files import dataset_summary, timings
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.methods.fpdgd import noniid_experiment as experiment
 from foltr_jax.methods.fpdgd.noniid_experiment import NoniidCell, NoniidConfig

@@ -309,7 +309,7 @@ def run() -> program.Done:
     if min(FLAGS.measure_chunk_rounds, FLAGS.measure_chunks, FLAGS.folds, FLAGS.n_runs) < 1:
         raise UserError("--measure_chunk_rounds, --measure_chunks, --folds, --n_runs >= 1")
     made = [p for p in pathlib.Path(FLAGS.output).absolute().parents if not p.exists()]
-    output = probe_output_file(FLAGS.output, "output")  # before any measurement
+    output = probe_output_file(FLAGS.output, "--output")  # before any measurement
     settings = {
         "chunk_rounds": FLAGS.measure_chunk_rounds,
         "chunks": FLAGS.measure_chunks,
@@ -338,7 +338,7 @@ def run() -> program.Done:
         "machine": {"cpus": os.cpu_count(), "processor": platform.machine()},
         "versions": versions(),
     }
-    write_output_file(output, record, "output")  # the table above keeps the measurements
+    write_output_file(output, record, "--output")  # the table above keeps the measurements
     return program.Done(message=f"written to {FLAGS.output}")
 
 

@@ -38,12 +38,11 @@ from experiments.lib import config_flags, program, results, series, shared_flags
 from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import is_writer, on_every_process
-from experiments.lib.output import claim_output, refuse_repeats
+from experiments.lib.output import claim_output, refuse_repeats, stop_cleanly
 from foltr_jax.core import click_models
 from foltr_jax.core.registry import one_of
 from foltr_jax.engine import results_files
 from foltr_jax.engine.config import ATTACKS, attack_names
-from foltr_jax.engine.results_files import stop_cleanly
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.server import aggregators
 

@@ -34,10 +34,10 @@ from experiments.lib import config_flags, program, results, shared_flags
 from experiments.lib.cli import ProgressLog, UserError, need_report_extra
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
-from experiments.lib.output import FinishedParts, Output, claim_output, refuse_repeats
+from experiments.lib.output import FinishedParts, Output, claim_output, refuse_repeats, stop_cleanly
 from foltr_jax.core import click_models
 from foltr_jax.engine import loop, results_files
-from foltr_jax.engine.results_files import stop_cleanly, timings
+from foltr_jax.engine.results_files import timings
 from foltr_jax.methods import unlearning
 from foltr_jax.methods.fpdgd import federation
 

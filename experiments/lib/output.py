@@ -24,10 +24,11 @@ def code() -> str:
 
 
 class FinishedParts(results_files.FinishedParts):
-    """``results_files.FinishedParts`` saved by the binaries' code version."""
+    """``results_files.FinishedParts`` saved by the binaries' code version, its errors
+    naming --output_dir."""
 
     def __init__(self, folder):
-        super().__init__(folder, code())
+        super().__init__(folder, code(), "--output_dir")
 
 
 class Output(results_files.Output):
@@ -39,7 +40,7 @@ class Output(results_files.Output):
         self, path, outputs=("results.json",), flag: str = "output_dir", checkpoints=None,
         below=None,
     ):  # fmt: skip
-        super().__init__(path, outputs, flag, checkpoints, below, code())
+        super().__init__(path, outputs, f"--{flag}", checkpoints, below, code())
 
     @property
     def keeps_checkpoints(self) -> bool:
@@ -50,6 +51,12 @@ class Output(results_files.Output):
     @property
     def keeps_parts(self) -> bool:
         return self.keeps_checkpoints and not is_distributed()
+
+
+def stop_cleanly(cells=(), n_runs: int = 1, what: str = "cell"):
+    """``results_files.stop_cleanly`` of a binary: a checkpoint that cannot be saved names
+    --checkpoint."""
+    return results_files.stop_cleanly(cells, n_runs, what, checkpoint="--checkpoint")
 
 
 def claim_output(outputs=("results.json",)):

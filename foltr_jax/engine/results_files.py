@@ -51,8 +51,8 @@ plain arrays and JSON, never pickle, checked before use), so that an interrupted
 started again skips what it already computed.
 
 A problem a user can fix (a folder that cannot be used or written, a result that is not
-finite) is an ``OutputError`` of one line; it names the binary's flag (``flag``, by default
-``output_dir``) that chose the folder.
+finite) is an ``OutputError`` of one line; it names the argument that chose the path
+(``argument``: ``"folder"`` by default; the binaries pass their flag, e.g. ``"--output_dir"``).
 """
 
 from __future__ import annotations
@@ -514,11 +514,12 @@ class FinishedParts:
     ``clear`` removes them once results.json is written.  With ``folder`` None
     (--nocheckpoint) nothing is saved or reused.  The folder is the run's own: a symbolic
     link or anything but a folder standing at its name is refused (OutputError naming
-    --output_dir), never followed, like the lock.
+    ``argument``, the folder's argument or flag), never followed, like the lock.
     """
 
-    def __init__(self, folder, code: str | None = None):
+    def __init__(self, folder, code: str | None = None, argument: str = "folder"):
         self.folder = None if folder is None else pathlib.Path(folder)
+        self.argument = argument
         # the code version a part must have been saved by (None: foltr_jax's, with the
         # user code and numerics environment; the binaries add their own sources)
         self.code = files.code_version() if code is None else code
@@ -529,18 +530,18 @@ class FinishedParts:
         """OutputError unless the folder is missing or a real folder (not a link to one)."""
         if self.folder is None:
             return
-        refuse_links(self.folder)
+        refuse_links(self.folder, argument=self.argument)
         try:
             mode = os.lstat(self.folder).st_mode
         except FileNotFoundError:
             return
         except OSError as error:
             raise OutputError(
-                f"--output_dir: cannot use {self.folder} ({error.strerror or error})"
+                f"{self.argument}: cannot use {self.folder} ({error.strerror or error})"
             ) from None
         if not stat.S_ISDIR(mode):
             raise OutputError(
-                f"--output_dir: {self.folder} is not a folder (the run keeps its finished "
+                f"{self.argument}: {self.folder} is not a folder (the run keeps its finished "
                 "parts there); remove it"
             )
 
@@ -632,17 +633,17 @@ class Output:
     """
 
     def __init__(
-        self, path, outputs=("results.json",), flag: str = "output_dir", checkpoints=True,
+        self, path, outputs=("results.json",), argument: str = "folder", checkpoints=True,
         below=None, code: str | None = None,
     ):  # fmt: skip
-        self.path, self.flag = pathlib.Path(path), flag
+        self.path, self.argument = pathlib.Path(path), argument
         self.checkpoints = checkpoints  # whether the run keeps checkpoints here
         self.code = code  # the code version its finished parts are saved by (FinishedParts)
         self._named = {self.path / name for name in outputs}  # what finish may tidy
         self._created: list[pathlib.Path] = []
         self._lock_fd: int | None = None
-        where = f"--{flag}: {self.path}"
-        refuse_links(self.path, below, flag)
+        where = f"{argument}: {self.path}"
+        refuse_links(self.path, below, argument)
         if self.path.exists() and not self.path.is_dir():
             raise OutputError(f"{where} exists and is not a folder")
         missing = [p for p in (self.path, *self.path.parents) if not p.exists()]
@@ -667,7 +668,7 @@ class Output:
                 problem = f"{target} is not a file"
             if problem:
                 self.release()
-                raise OutputError(f"--{flag}: {problem}, so {target} cannot be written")
+                raise OutputError(f"{self.argument}: {problem}, so {target} cannot be written")
         stale = sorted(self.path.glob(".checkpoint*.pkl")) + sorted(self.path.glob(".*/*.pkl"))
         if stale:
             warnings.warn(
@@ -685,11 +686,11 @@ class Output:
                 why = error.strerror or error
                 if error.errno == errno.ELOOP:
                     why = "it is a symbolic link, which is never followed; remove it"
-                raise OutputError(f"--{self.flag}: cannot lock {lock} ({why})") from None
+                raise OutputError(f"{self.argument}: cannot lock {lock} ({why})") from None
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 raise OutputError(
-                    f"--{self.flag}: cannot lock {lock}: it is not a regular file; remove it"
+                    f"{self.argument}: cannot lock {lock}: it is not a regular file; remove it"
                 )
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -697,7 +698,7 @@ class Output:
                 holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
                 os.close(fd)
                 raise OutputError(
-                    f"--{self.flag}: {self.path} is in use by another run (process {holder}); "
+                    f"{self.argument}: {self.path} is in use by another run (process {holder}); "
                     "wait for it to finish or choose another folder"
                 ) from None
             try:  # its last holder may have removed it meanwhile: lock the file on disk
@@ -717,7 +718,7 @@ class Output:
             os.unlink(probe)
         except OSError as error:
             raise OutputError(
-                f"--{self.flag}: cannot write into {self.path} ({error.strerror or error})"
+                f"{self.argument}: cannot write into {self.path} ({error.strerror or error})"
             ) from None
 
     @property
@@ -750,10 +751,12 @@ class Output:
         without checkpoints, and in a binary's --distributed run, where the other processes
         cannot read them, so every part runs on all of them and its own checkpoint, which
         process 0 reads and shares, returns a finished part at once)."""
-        return FinishedParts(self.path / folder if self.keeps_parts else None, self.code)
+        return FinishedParts(
+            self.path / folder if self.keeps_parts else None, self.code, self.argument
+        )
 
     def write_json(self, name, payload: dict) -> pathlib.Path:
-        """Writes ``<output_dir>/<name>`` as strict JSON; OutputError naming the flag if it
+        """Writes ``<output_dir>/<name>`` as strict JSON; OutputError naming ``argument`` if it
         cannot be written or holds a non-finite number (nothing is written then)."""
         target = self.path / name
         check_finite(payload, str(target))
@@ -770,7 +773,7 @@ class Output:
             write_bytes_atomic(target, payload)
         except OSError as error:
             raise OutputError(
-                f"--{self.flag}: cannot write {target} ({error.strerror or error}); the "
+                f"{self.argument}: cannot write {target} ({error.strerror or error}); the "
                 "checkpoints are kept: the same command finishes without computing again"
             ) from None
 
@@ -802,22 +805,24 @@ class Output:
         self._created = []
 
 
-def refuse_links(path, below=None, flag: str = "output_dir") -> None:
-    """``files.refuse_links`` as an OutputError naming ``--flag``."""
+def refuse_links(path, below=None, argument: str = "folder") -> None:
+    """``files.refuse_links`` as an OutputError naming ``argument`` (how the caller names
+    the path: an argument, or a binary's flag such as ``"--output_dir"``)."""
     try:
         files.refuse_links(path, below)
     except files.LinkedPathError as error:
-        raise OutputError(f"--{flag}: {error.strerror}") from None
+        raise OutputError(f"{argument}: {error.strerror}") from None
 
 
-def probe_output_file(path, flag: str) -> pathlib.Path:
-    """Checks, before any work, that the file ``path`` of ``--flag`` can be written: a
-    name that is not empty, not a folder or special file, in a folder that exists or can be
-    created and takes a new file (probed).  OutputError naming the flag otherwise."""
+def probe_output_file(path, argument: str) -> pathlib.Path:
+    """Checks, before any work, that the file ``path`` (given by ``argument``, e.g. a
+    binary's ``"--output"``) can be written: a name that is not empty, not a folder or
+    special file, in a folder that exists or can be created and takes a new file (probed).
+    OutputError naming ``argument`` otherwise."""
     if not str(path).strip():
-        raise OutputError(f"--{flag}: empty; name the file to write")
+        raise OutputError(f"{argument}: empty; name the file to write")
     target = pathlib.Path(path)
-    where = f"--{flag}: {target}"
+    where = f"{argument}: {target}"
     if target.name in ("", ".", ".."):
         raise OutputError(f"{where} names a folder, not a file")
     special = files.special_file(target)
@@ -833,13 +838,13 @@ def probe_output_file(path, flag: str) -> pathlib.Path:
     return target
 
 
-def write_output_file(path, payload: dict, flag: str) -> None:
+def write_output_file(path, payload: dict, argument: str) -> None:
     """``write_json_atomic`` of a file probed with ``probe_output_file``: a failure now
-    (a full disk, a folder removed meanwhile) is one OutputError naming the flag."""
+    (a full disk, a folder removed meanwhile) is one OutputError naming ``argument``."""
     try:
         write_json_atomic(pathlib.Path(path), payload)
     except OSError as error:
-        raise OutputError(f"--{flag}: cannot write {path} ({error.strerror or error})") from None
+        raise OutputError(f"{argument}: cannot write {path} ({error.strerror or error})") from None
 
 
 class ReadOnlyOutput:
@@ -872,19 +877,20 @@ class ReadOnlyOutput:
 
 
 @contextlib.contextmanager
-def stop_cleanly(cells=(), n_runs: int = 1, what: str = "cell"):
+def stop_cleanly(cells=(), n_runs: int = 1, what: str = "cell", checkpoint: str = "checkpoint"):
     """Around a run: turns its ``loop.NonFiniteModel`` (a model or server state with a
     NaN or an infinity) into an OutputError of one line naming the run slot, or with
     ``cells`` (the names of the program's settings, ``n_runs`` slots each) the cell and
     repetition, and the round; and a checkpoint that could not be saved
-    (``loop.CheckpointError``) into one line naming --checkpoint.  The binary then exits
+    (``loop.CheckpointError``) into one line naming ``checkpoint`` (the argument that asked
+    for checkpoints; the binaries pass ``"--checkpoint"``).  The binary then exits
     with status 2 and writes no results."""
     try:
         yield
     except loop.NonFiniteModel as error:
         raise OutputError(error.describe(slot_namer(cells, n_runs, what))) from None
     except loop.CheckpointError as error:
-        raise OutputError(f"--checkpoint: {error}") from None
+        raise OutputError(f"{checkpoint}: {error}") from None
 
 
 def slot_namer(cells=(), n_runs: int = 1, what: str = "cell"):
@@ -907,7 +913,7 @@ def check_finite(value, where: str) -> None:
         found, number = path
         raise OutputError(
             f"{where}: {found.lstrip('.') or 'value'} is {number}: the run produced a "
-            "non-finite number (a diverging model? try a smaller --learning_rate); not written"
+            "non-finite number (a diverging model? try a smaller learning rate); not written"
         )
 
 

@@ -15,6 +15,7 @@ import tempfile
 import numpy as np
 import pytest
 
+from experiments.lib import output
 from foltr_jax import FpdgdConfig, data
 from foltr_jax.core import files
 from foltr_jax.engine import RunResult, results_files
@@ -37,15 +38,15 @@ def test_output_dir_that_cannot_take_results_is_refused_before_work(tmp_path):
         (a_file, "exists and is not a folder"),
         (a_file / "sub", "cannot create it"),
     ]:
-        with pytest.raises(OutputError, match=f"^--output_dir: .*{problem}"):
+        with pytest.raises(OutputError, match=f"^folder: .*{problem}"):
             Output(path)
     (tmp_path / "out" / "results.json").mkdir(parents=True)
-    with pytest.raises(OutputError, match="^--output_dir: .*results.json is not a file"):
+    with pytest.raises(OutputError, match="^folder: .*results.json is not a file"):
         Output(tmp_path / "out")
     assert not (tmp_path / "out" / ".lock").exists()
     (tmp_path / "grid" / "cell").parent.mkdir()
     (tmp_path / "grid" / "cell").write_text("")  # a file where a grid cell's folder goes
-    with pytest.raises(OutputError, match="^--output_dir: .*cell is not a folder"):
+    with pytest.raises(OutputError, match="^folder: .*cell is not a folder"):
         Output(tmp_path / "grid", outputs=("cell/results.json",))
     Output(tmp_path / "new" / "deeper").release()  # a failed run: what it made goes
     assert not (tmp_path / "new").exists()
@@ -56,15 +57,19 @@ def test_unwritable_output_dir_is_refused_before_work(tmp_path, monkeypatch):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(tempfile, "mkstemp", refused)  # what Output probes with
-    with pytest.raises(OutputError, match="^--output_dir: cannot write into .*denied"):
+    with pytest.raises(OutputError, match="^folder: cannot write into .*denied"):
         Output(tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
-def test_the_flag_named_in_errors_is_the_callers(tmp_path):
+def test_the_argument_named_in_errors_is_the_callers(tmp_path):
     (tmp_path / "a_file").write_text("")
     with pytest.raises(OutputError, match="^--results_dir: .*exists and is not a folder"):
-        Output(tmp_path / "a_file", flag="results_dir")
+        Output(tmp_path / "a_file", argument="--results_dir")
+    with pytest.raises(OutputError, match="^folder: .*exists and is not a folder"):
+        Output(tmp_path / "a_file")  # a Python caller's error names no binary's flag
+    with pytest.raises(OutputError, match="^--output_dir: .*exists and is not a folder"):
+        output.Output(tmp_path / "a_file")  # the binaries' Output names their flag
 
 
 # 2. Two runs into one folder -------------------------------------------------------------
@@ -72,9 +77,7 @@ def test_the_flag_named_in_errors_is_the_callers(tmp_path):
 
 def test_second_run_into_the_same_output_dir_is_refused(tmp_path):
     first = Output(tmp_path / "out")
-    with pytest.raises(
-        OutputError, match=f"^--output_dir: .*in use by another run .*{os.getpid()}"
-    ):
+    with pytest.raises(OutputError, match=f"^folder: .*in use by another run .*{os.getpid()}"):
         Output(tmp_path / "out")
     first.finish()
     (tmp_path / "out" / ".lock").write_text("12345\n")  # left by a killed run: not held
@@ -106,7 +109,7 @@ def test_a_planted_lock_symlink_is_never_followed(tmp_path):
     out.mkdir()
     victim.write_text("keep me")
     (out / ".lock").symlink_to(victim)
-    with pytest.raises(OutputError, match=r"^--output_dir: cannot lock .*symbolic link"):
+    with pytest.raises(OutputError, match=r"^folder: cannot lock .*symbolic link"):
         Output(out)
     assert victim.read_text() == "keep me"
 
@@ -249,7 +252,7 @@ def test_an_unusable_output_file_is_refused_before_any_work(case, tmp_path):
     elif case == "empty":
         target = ""
     with pytest.raises(OutputError) as caught:
-        probe_output_file(target, "output")
+        probe_output_file(target, "--output")
     assert str(caught.value).startswith("--output: ") and "\n" not in str(caught.value)
     assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob(".*probe*"))
 

@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 
 from experiments.lib.cli import UserError
-from experiments.lib.output import Output, unique_names
+from experiments.lib.output import Output, stop_cleanly, unique_names
 from foltr_jax import FedIpsConfig, FpdgdConfig, Setting, data
 from foltr_jax.core import files
 from foltr_jax.engine import loop
 from foltr_jax.engine.config import ConfigError
-from foltr_jax.engine.results_files import OutputError, stop_cleanly
+from foltr_jax.engine.results_files import OutputError
 from foltr_jax.methods.foltr_es import FoltrEsConfig
 from foltr_jax.methods.fpdgd import federation
 from foltr_jax.server import aggregators

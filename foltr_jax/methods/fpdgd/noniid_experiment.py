@@ -135,13 +135,13 @@ class NoniidConfig:
             raise ConfigError("fedper_eval", one_of(PERSONAL_EVALUATIONS, self.fedper_eval))
         if "fedper" in self.remedies and self.federation.ranker != "neural":
             raise ConfigError(
-                "remedies", "fedper keeps the last layer personal: it needs --ranker=neural"
+                "remedies", "fedper keeps the last layer personal: it needs the neural ranker"
             )
         if "sharing" in self.remedies and not (
             self.type == 2 or (self.type == 4 and self.mix == "2")
         ):
             raise ConfigError(
-                "remedies", "sharing applies to Type 2 data (--type=2 or --type=4 --mix=2)"
+                "remedies", "sharing applies to Type 2 data (type 2, or type 4 with mix 2)"
             )
         if not 0 < self.share_fraction < 1:
             raise ConfigError("share_fraction", f"must be in (0, 1), got {self.share_fraction}")
@@ -241,7 +241,7 @@ def _partition(config: NoniidConfig, dataset, n_clients, shared=None):
     except noniid.PartitionError as error:
         raise ConfigError(
             "n_clients",
-            f"{error} (with --grades_per_client={config.grades_per_client}); "
+            f"{error} (with grades_per_client = {config.grades_per_client}); "
             "use fewer clients or more data",
         ) from None
     except ValueError as error:
@@ -271,7 +271,7 @@ def _clients(config: NoniidConfig, mix, mi, steps):
         if n_clients != len(clicks):
             raise ConfigError(
                 "n_clients",
-                f"--clicks={config.clicks} has one client per click model ({len(clicks)})",
+                f"clicks = {config.clicks} has one client per click model ({len(clicks)})",
             )
     return n_clients, clicks
 

@@ -33,7 +33,7 @@ def split():
     [
         ({"type": 5}, "type", "must be 1, 2, 3 or 4, got 5"),
         ({"remedies": ("fedavg",)}, "remedies", "must be among"),
-        ({"remedies": ("fedper",)}, "remedies", "needs --ranker=neural"),
+        ({"remedies": ("fedper",)}, "remedies", "needs the neural ranker"),
         ({"remedies": ("sharing",), "type": 3}, "remedies", "sharing applies to Type 2"),
         ({"grades_per_client": 3}, "grades_per_client", "must be 1 or 2, got 3"),
         ({"clicks": "dbn"}, "clicks", "must be ccm or pbm"),
