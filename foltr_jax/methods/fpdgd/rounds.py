@@ -17,7 +17,6 @@ import functools
 from typing import NamedTuple
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
@@ -225,37 +224,6 @@ def noise_once(
         and not attack_names
         and equal_weights
     )
-
-
-def server_update(
-    spec: FpdgdMethod,
-    global_params,
-    client_params,
-    settings: TracedSettings,
-    key,
-    client_weights=None,
-    server_state=None,
-):
-    """The server's side of a round for one run slot, every client at once:
-    attack → privacy → aggregation → server optimiser.
-
-    ``client_params`` have a leading client axis.  ``client_weights`` (float
-    [n_clients], default B each) are the FedAvg weights n_c, the clients' numbers of
-    local interactions (Type 4, thesis §4.5.2); absent clients weigh 0.
-    """
-    cfg = spec.config
-    flat_global, unravel = jax.flatten_util.ravel_pytree(global_params)
-    flat_clients = engine.flatten(client_params)
-    present = jnp.arange(cfg.n_clients) >= settings.n_absent
-    weights = _fedavg_weights(spec, present, client_weights)
-    updates = pipeline.ClientUpdates(
-        flat_clients, weights, flat_global, settings.n_malicious, flat_global
-    )
-    chain = pipeline.chain(*server_stages(spec, settings))
-    if server_state is None:
-        server_state = chain.init(flat_global)
-    updates, server_state = chain.update(server_state, updates, key)
-    return unravel(updates.aggregate), server_state
 
 
 def _fedavg_weights(spec: FpdgdMethod, present, client_weights):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import data
+from foltr_jax import data, engine
 from foltr_jax.core import click_models
 from foltr_jax.methods.fpdgd import federation, pdgd, rounds
 from foltr_jax.methods.fpdgd import lanes as fpdgd_lanes
@@ -73,20 +73,44 @@ def test_window_scoring_and_display_groups_do_not_change_results(synthetic_split
             )
 
 
-def test_server_update_fedavg_and_summed_updates(synthetic_split):
-    config = federation.FpdgdConfig(n_clients=3, local_updates=2)
-    spec, arrays = federation.build(config, *synthetic_split)
-    clients = {"w": jnp.asarray(np.random.default_rng(0).normal(size=(3, 8)), jnp.float32)}
-    start = {"w": jnp.ones(8)}
-    settings = jax.tree_util.tree_map(lambda x: x[0], arrays.settings)
-    key = jax.random.PRNGKey(0)
-    averaged, _ = rounds.server_update(spec, start, clients, settings, key)
-    np.testing.assert_allclose(averaged["w"], clients["w"].mean(axis=0), rtol=1e-6)
-    batch = dataclasses.replace(
-        spec, config=dataclasses.replace(config, aggregation="sum_of_updates")
-    )
-    summed, _ = rounds.server_update(batch, start, clients, settings, key)
-    np.testing.assert_allclose(summed["w"], 1 + (clients["w"] - 1).sum(axis=0), rtol=1e-6)
+@pytest.mark.parametrize("client_chunk", [0, 1])
+def test_a_rounds_server_side_is_fedavg_or_the_sum_of_updates(synthetic_split, client_chunk):
+    """The server's side of an FPDGD round as ``FpdgdMethod.round`` runs it: ``engine.serve``
+    of what three clients send (their models, weight B each) through the slot's pipeline
+    (``FpdgdMethod.stages`` of its settings) from its initial server state.  FedAvg gives the
+    models' mean; the 'batch' baseline's aggregation the start plus the sum of the clients'
+    updates.  A round streamed one client at a time gives the same up to float sums."""
+    rng = np.random.default_rng(0)
+    for aggregation in ("fedavg", "sum_of_updates"):
+        config = federation.FpdgdConfig(
+            n_clients=3, local_updates=2, n_runs=1, aggregation=aggregation
+        )
+        spec, arrays = federation.build(config, *synthetic_split)
+        d = engine.flatten(jax.vmap(spec.ranker.init)(jax.random.split(jax.random.PRNGKey(0), 1)))
+        start = jnp.asarray(rng.normal(size=d.shape), jnp.float32)  # [1 slot, d]
+        models = jnp.asarray(rng.normal(size=(1, 3, d.shape[1])), jnp.float32)
+        settings = arrays.settings  # one setting, one run: the slot's settings
+
+        def train(first, size, models=models):
+            chunk = jax.lax.dynamic_slice_in_dim(models, first, size, axis=1)
+            return engine.Sent(chunk, jnp.full(chunk.shape[:2], 2.0), {})
+
+        aggregate, _, _, _ = engine.serve(
+            train,
+            spec.stages,
+            settings,
+            start,
+            settings.n_malicious,
+            rounds.initial_server_state(spec, arrays, start),
+            jax.random.split(jax.random.PRNGKey(1), 1),
+            n_clients=3,
+            client_chunk=client_chunk,
+        )
+        if aggregation == "fedavg":
+            want = np.mean(np.asarray(models, np.float64), axis=1)
+        else:
+            want = np.asarray(start, np.float64) + np.sum(models - start[:, None], axis=1)
+        np.testing.assert_allclose(aggregate, want, rtol=1e-6, atol=1e-6, err_msg=aggregation)
 
 
 def test_centralised_forms():
