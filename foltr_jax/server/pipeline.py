@@ -285,11 +285,6 @@ def server_stages(
     return tuple(stages)
 
 
-def server_chain(**options) -> Stage:
-    """``chain(*server_stages(**options))``."""
-    return chain(*server_stages(**options))
-
-
 def streaming_split(stages) -> int:
     """Index of the aggregation stage of ``stages`` when the pipeline can run over the
     clients a chunk at a time: every stage before it changes each client's row on its

@@ -9,7 +9,7 @@ import numpy as np
 import optax
 import pytest
 
-from foltr_jax import data
+from foltr_jax import data, engine
 from foltr_jax.methods.fpdgd import federation, pdgd
 from foltr_jax.server import pipeline
 
@@ -50,11 +50,22 @@ def test_chain_runs_stages_in_order_with_their_own_keys():
     assert state == (1, 1) and seen == [1, 2]
 
 
-def _messages(models, global_model):
-    n, d = models.shape
-    return pipeline.ClientUpdates(
-        models, jnp.ones(n), global_model, jnp.int32(0), jnp.zeros(d, models.dtype)
+def _server_round(stages, state, models, global_model):
+    """The server's side of a round of one slot as every method's round runs it
+    (``engine.serve``): the clients send ``models`` [n, d], weight 1 each, and the slot's
+    pipeline ``stages`` aggregates them from ``global_model`` with its ``state``."""
+    n = models.shape[0]
+    aggregate, state, _, _ = engine.serve(
+        lambda start, size: engine.Sent(models[None], jnp.ones((1, n)), {}),
+        lambda settings: stages,
+        None,
+        global_model[None],
+        jnp.zeros(1, jnp.int32),
+        state,
+        jax.random.PRNGKey(0)[None],
+        n_clients=n,
     )
+    return aggregate[0], state
 
 
 def test_server_step_with_sgd_is_fedopt_and_carries_adam_state_across_rounds():
@@ -62,27 +73,27 @@ def test_server_step_with_sgd_is_fedopt_and_carries_adam_state_across_rounds():
     global_model = jnp.asarray(rng.normal(size=4), jnp.float32)
     rounds = [jnp.asarray(rng.normal(size=(5, 4)), jnp.float32) for _ in range(3)]
     # FedOpt with server SGD: θ + η_g (mean − θ).
-    fedopt = pipeline.server_chain(optimizer=optax.sgd(0.5))
-    out, _ = fedopt.update(
-        fedopt.init(global_model), _messages(rounds[0], global_model), jax.random.PRNGKey(0)
-    )
+    fedopt = pipeline.server_stages(optimizer=optax.sgd(0.5))
+    state = jax.vmap(pipeline.chain(*fedopt).init)(global_model[None])
+    out, _ = _server_round(fedopt, state, rounds[0], global_model)
     chex.assert_trees_all_close(
-        out.aggregate, global_model + 0.5 * (rounds[0].mean(axis=0) - global_model), rtol=1e-6
+        out, global_model + 0.5 * (rounds[0].mean(axis=0) - global_model), rtol=1e-6
     )
     # Adam as a stage: its state goes from round to round as the caller carries it, and the
     # steps are optax's Adam on the pseudo-gradients −Δ_t.
     adam = optax.adam(0.1)
-    chain = pipeline.server_chain(optimizer=adam)
-    state, theta = chain.init(global_model), global_model
+    stages = pipeline.server_stages(optimizer=adam)
+    state = jax.vmap(pipeline.chain(*stages).init)(global_model[None])
+    theta = global_model
     want_state, want = adam.init(global_model), global_model
     for models in rounds:
-        out, state = chain.update(state, _messages(models, theta), jax.random.PRNGKey(1))
-        theta = out.aggregate
+        theta, state = _server_round(stages, state, models, theta)
         step, want_state = adam.update(-(models.mean(axis=0) - want), want_state, want)
         want = want + step
         chex.assert_trees_all_close(theta, want, rtol=1e-6, atol=1e-7)
-    chex.assert_trees_all_equal_structs(state[-1], want_state)
-    chex.assert_trees_all_close(state[-1], want_state, rtol=1e-6)
+    state = jax.tree_util.tree_map(lambda x: x[0], state[-1])  # the slot's optimiser stage
+    chex.assert_trees_all_equal_structs(state, want_state)
+    chex.assert_trees_all_close(state, want_state, rtol=1e-6)
 
 
 @pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
