@@ -349,32 +349,18 @@ class RoundDetails(NamedTuple):
         return jnp.mean(self.client_gradients, axis=1)
 
 
-def es_round(
-    spec: FoltrEsMethod,
-    arrays: FoltrEsArrays,
-    flat_global,
-    run_keys,
-    round_index,
-    start=0,
-    size=None,
-) -> RoundDetails:
-    """Clients' side of a round for every run: FOLtR-ES's client update.
-
-    Args:
-        flat_global: float [R, P] each run's global weights φ.
-        run_keys: [R] PRNG keys, one per run.
-        round_index: int, the round t (keys are folded with it).
-        start, size: the clients at positions start .. start + size − 1 (default: all
-            N); client c's keys are fold_in(round key, c) wherever it is computed.
-    """
-    round_keys = engine.round_keys(run_keys, round_index)
-    return es_clients(spec, arrays, flat_global, round_keys, start, size)
-
-
 def es_clients(
     spec: FoltrEsMethod, arrays: FoltrEsArrays, flat_global, round_keys, start=0, size=None
 ):
-    """``es_round`` from the runs' keys of the round [R]."""
+    """Clients' side of a round for every run: FOLtR-ES's client update (``train_clients``
+    sends its gradient estimates).
+
+    Args:
+        flat_global: float [R, P] each run's global weights φ.
+        round_keys: [R] the runs' keys of the round (``engine.round_keys``).
+        start, size: the clients at positions start .. start + size − 1 (default: all
+            N); client c's keys are fold_in(round key, c) wherever it is computed.
+    """
     cfg = spec.config
     n_runs, b = flat_global.shape[0], cfg.local_updates
     n_clients = cfg.n_clients if size is None else size

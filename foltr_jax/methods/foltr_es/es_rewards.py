@@ -67,26 +67,14 @@ def interaction_signs(local_updates: int, antithetic: bool = True) -> np.ndarray
     return signs
 
 
-def es_gradient(noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigma) -> jax.Array:
-    """ĝ of thesis eq. 3.5 from the clients' messages (public code's estimator).
-
-    Args:
-        noise: float [N, P] each client's perturbation ε_c (already scaled by σ).
-        rewards: float [N, B] privatised reward values, interaction i served by φ + s_i ε_c.
-        signs: float [B] the s_i; mean_i(s_i f_ci) = ½(f⁺_c − f⁻_c) with antithetic pairs.
-        sigma: σ.
-    Returns:
-        float [P]: 1/(N σ²) Σ_c mean_i(s_i f_ci) ε_c, an ascent direction for the reward.
-    """
-    scores = jnp.mean(rewards * signs, axis=-1)
-    return scores @ noise / (noise.shape[0] * sigma**2)
-
-
 def client_gradient(
     noise: jax.Array, rewards: jax.Array, signs: jax.Array, sigma, sigma_squared=None
 ) -> jax.Array:
-    """float [N, P]: client c's term of ĝ, mean_i(s_i f_ci) ε_c / σ² (``es_gradient`` is
-    their mean).  The server's pipeline (attack, aggregator) runs over these messages.
+    """float [N, P]: client c's term of ĝ (thesis eq. 3.5; public code's estimator),
+    mean_i(s_i f_ci) ε_c / σ², with ε_c its perturbation (already scaled by σ), f_ci its
+    privatised reward values and s_i the ``interaction_signs`` (mean_i(s_i f_ci) =
+    ½(f⁺_c − f⁻_c) with antithetic pairs); ĝ, an ascent direction for the reward, is their
+    mean.  The server's pipeline (attack, aggregator) runs over these messages.
     ``sigma_squared``: σ² computed where σ is known exactly (a traced σ is float32), by
     default from ``sigma``."""
     scores = jnp.mean(rewards * signs, axis=-1)

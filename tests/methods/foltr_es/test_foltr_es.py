@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import data
+from foltr_jax import data, engine
 from foltr_jax.core import click_models
 from foltr_jax.engine import loop
 from foltr_jax.methods import foltr_es
@@ -121,7 +121,8 @@ def test_es_gradient_matches_numpy(antithetic):
     rewards = rng.integers(0, 11, (7, 4))
     values = np.asarray(es_rewards.reward_values(11))[rewards]
     signs = es_rewards.interaction_signs(4, antithetic)
-    got = es_rewards.es_gradient(jnp.asarray(noise), jnp.asarray(values), signs, 0.01)
+    # ĝ: the mean of the clients' messages, as the server's FedAvg takes it
+    got = es_rewards.client_gradient(jnp.asarray(noise), jnp.asarray(values), signs, 0.01).mean(0)
     want = reference_gradient(noise.astype(np.float64), rewards, 0.01, antithetic)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
@@ -134,7 +135,10 @@ def es_split():
 
 
 def test_one_round_matches_a_slow_numpy_implementation(es_split):
-    """Perturbations, ±pairs, deterministic top-k, MaxRR, privatised messages and ĝ.
+    """Perturbations, ±pairs, deterministic top-k, MaxRR, privatised messages and ĝ of the
+    clients' side of round 3 (``es_clients``, what the round's clients run, with the round's
+    keys), and the engine's round itself (``FoltrEsMethod.round``): its new models are φ plus
+    Adam's first step on ĝ written out in NumPy, φ + η ĝ / (|ĝ| + 1e-8).
 
     Clicks come from a deterministic model (click the first relevant document and
     stop), so the true rewards follow from the rankings alone.
@@ -147,13 +151,18 @@ def test_one_round_matches_a_slow_numpy_implementation(es_split):
         jnp.array([0.0, 1, 1, 1, 1]), jnp.ones(5), jnp.float32(0.0)
     )
     arrays = arrays._replace(click_model=first_relevant)
-    _, run_keys = loop.run_keys(config.seed, np.arange(config.n_runs))
+    init_keys, run_keys = loop.run_keys(config.seed, np.arange(config.n_runs))
     # Run 0 at the zero model (ranked by ±noise alone), run 1 at a random model.
     phi = np.stack([np.zeros(5), np.random.default_rng(1).normal(0, 0.02, 5)]).astype(np.float32)
-    details = jax.jit(foltr_es.es_round, static_argnums=0)(
-        spec, arrays, jnp.asarray(phi), run_keys, jnp.int32(3)
+    t = jnp.int32(3)
+    details = jax.jit(foltr_es.es_clients, static_argnums=0)(
+        spec, arrays, jnp.asarray(phi), engine.round_keys(run_keys, t)
     )
     details = jax.tree_util.tree_map(np.asarray, details)
+    consts, (_, server_state) = spec.init(arrays, init_keys)
+    (new_phi, _), round_metrics = jax.jit(spec.round)(
+        consts, (jnp.asarray(phi), server_state), run_keys, t, None
+    )
     noise = details.noise  # [R, N, P]
     assert noise.shape == (2, 5, 5) and abs(noise.std() / 0.01 - 1) < 0.3
 
@@ -178,6 +187,10 @@ def test_one_round_matches_a_slow_numpy_implementation(es_split):
             noise[r].astype(np.float64), details.private_reward[r], 0.01, antithetic=True
         )
         np.testing.assert_allclose(details.gradient[r], want, rtol=1e-5, atol=1e-5)
+        step = config.learning_rate * want / (np.abs(want) + 1e-8)  # Adam's first step
+        np.testing.assert_allclose(new_phi[r] - phi[r], step, rtol=1e-4, atol=1e-9)
+        assert np.all(np.abs(step) > 0.5 * config.learning_rate)  # every weight moved
+    np.testing.assert_allclose(round_metrics.online_ndcg, details.ndcg.mean(axis=(1, 2)), rtol=1e-6)
     # The −noise halves really rank differently from the +noise halves.
     assert mismatched_with_plus_only >= 5
     # p = 0.5: some rewards were changed, always to a different value.
