@@ -38,7 +38,6 @@ from foltr_jax.methods.unlearning.calibrated_replay import (  # the replay's nam
     calibrate,
     history_bytes,
     replay,
-    unlearning_round,
 )
 from foltr_jax.server import attacks
 
@@ -56,7 +55,6 @@ __all__ = [
     "run_protocol",
     "train",
     "training_settings",
-    "unlearning_round",
 ]
 
 NEGATION_Z = attacks.NEGATION_Z  # z of the malicious client to forget (§3.4)

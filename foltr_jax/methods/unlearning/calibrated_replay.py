@@ -50,18 +50,6 @@ def calibrate(new_updates: jax.Array, stored_updates: jax.Array) -> jax.Array:
     )
 
 
-def unlearning_round(global_model, new_updates, stored_updates, weights):
-    """M ← M + Σ_i w_i ΔM_i^unlearn / Σ_i w_i (eqs. 1-2); forgotten clients have w_i = 0.
-
-    One slot of the replay's server chain (``replay_stages``) on the models the clients
-    send (M + their new updates)."""
-    zeros = jnp.zeros_like(global_model)
-    sent = pipeline.ClientUpdates(global_model + new_updates, weights, zeros, 0, zeros)
-    chain = pipeline.chain(*replay_stages((stored_updates, global_model)))
-    out, _ = chain.update(chain.init(zeros), sent, jax.random.PRNGKey(0))
-    return global_model + out.aggregate
-
-
 class ReplayResult(engine.RunResult):
     """``engine.run``'s result for the replay, slot = cell index × n_runs + run; its
     extras: ``cells`` [(click model, n′, Δt) per cell] and ``rounds`` [n_cells] ⌈T/Δt⌉,

@@ -3,15 +3,19 @@
 import dataclasses
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from foltr_jax import data
+from foltr_jax import data, engine
+from foltr_jax.engine import loop
 from foltr_jax.methods import unlearning
 from foltr_jax.methods.fpdgd import federation
-from foltr_jax.server import attacks
+from foltr_jax.methods.unlearning import calibrated_replay
+from foltr_jax.server import attacks, pipeline
 from tests.binaries import call as run_binary
+from tests.methods.unlearning import reference
 
 TRAIN, TEST = data.synthetic_train_test(
     3, n_train_queries=40, n_test_queries=20, n_features=8, mean_docs_per_query=15
@@ -44,13 +48,84 @@ def test_calibrate_keeps_the_stored_norm_and_the_new_direction():
         np.testing.assert_allclose(out[i], expected, rtol=1e-5)
 
 
-def test_unlearning_round_is_fedavg_of_calibrated_updates_of_the_remaining_clients():
+@pytest.mark.parametrize("client_chunk", [0, 2])
+def test_a_replayed_rounds_server_side_is_fedavg_of_calibrated_updates(client_chunk):
+    """The replay's server chain (``replay_stages``: calibration, FedAvg) as its round runs it
+    (``engine.serve`` of the clients' models, the slot's stored rows and global model as its
+    settings, then M + the aggregate) equals eqs. 1-2 written out (``reference``), unchunked
+    and two clients at a time; the forgotten client (weight 0) does not count."""
     rng = np.random.default_rng(1)
-    model, new, stored = rng.normal(size=4), rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
-    weights = np.array([0.0, 5.0, 5.0])  # client 0 is forgotten
-    out = unlearning.unlearning_round(*(jnp.asarray(x) for x in (model, new, stored, weights)))
-    calibrated = [np.linalg.norm(stored[i]) * new[i] / np.linalg.norm(new[i]) for i in (1, 2)]
-    np.testing.assert_allclose(out, model + (calibrated[0] + calibrated[1]) / 2, rtol=1e-5)
+    n_slots, n, d = 2, 4, 5
+    model = jnp.asarray(rng.normal(size=(n_slots, d)), jnp.float32)
+    new = jnp.asarray(rng.normal(size=(n_slots, n, d)), jnp.float32)
+    stored = jnp.asarray(rng.normal(size=(n_slots, n, d)), jnp.float32)
+    weights = jnp.asarray([[0.0, 1.0, 1.0, 1.0]] * n_slots)  # position 0 is forgotten
+
+    def train(start, size):
+        rows = lambda x: jax.lax.dynamic_slice_in_dim(x, start, size, axis=1)
+        return engine.Sent(model[:, None] + rows(new), rows(weights), {})
+
+    zeros = jnp.zeros_like(model)
+    server = jax.vmap(pipeline.chain(*calibrated_replay.replay_stages((None, None))).init)(zeros)
+    aggregate, _, _, _ = engine.serve(
+        train,
+        calibrated_replay.replay_stages,
+        (stored, model),
+        zeros,  # the replay's clients send updates
+        jnp.zeros(n_slots, jnp.int32),
+        server,
+        jax.random.split(jax.random.PRNGKey(0), n_slots),
+        n_clients=n,
+        client_chunk=client_chunk,
+    )
+    for s in range(n_slots):
+        want = reference.unlearning_round(model[s], new[s], stored[s], weights[s])
+        np.testing.assert_allclose(model[s] + aggregate[s], want, rtol=1e-5, atol=1e-6)
+
+
+def fixed_update(positions, d: int):
+    """The new update ΔM′ of the clients at ``positions`` [size] in every replayed round:
+    sin(j + 1.7 (c + 1)) for weight j of client c, float32 [size, d]."""
+    return jnp.sin(jnp.arange(d)[None, :] + 1.7 * (positions[:, None] + 1.0))
+
+
+class FixedUpdates(calibrated_replay.Replay):
+    """The replay with each client's new update ``fixed_update`` instead of what its n′ PDGD
+    steps give; everything else (the clients' weights, the stored rows of each replayed
+    round, calibration, FedAvg, the rounds of each cell) is the replay's own."""
+
+    def clients(self, inputs, start, size: int) -> engine.Sent:
+        sent = super().clients(inputs, start, size)
+        global_models = engine.flatten(inputs[1].global_params)  # [n_slots, d]
+        new = fixed_update(start + jnp.arange(size), global_models.shape[1])
+        return sent._replace(models=global_models[:, None] + new[None])
+
+
+def test_the_replay_is_eqs_1_2_on_the_stored_history(monkeypatch):
+    """``unlearning.replay`` of the small grid, its clients' new updates fixed
+    (``FixedUpdates``), on a random history: every slot's final model is its initial one
+    after ⌈T/Δt⌉ rounds of eqs. 1-2 written out (``reference``), round s calibrating with
+    the stored updates of round 1 + s·Δt and the forgotten client (position 0) left out."""
+    spec, arrays = unlearning.build_training(CONFIG, TRAIN, TEST, "malicious")
+    history = np.random.default_rng(3).normal(size=(3, 12, 6, 8)).astype(np.float32)
+    monkeypatch.setattr(calibrated_replay, "Replay", FixedUpdates)
+    replayed = unlearning.replay(CONFIG, spec, arrays, history)
+    n_runs, store_every = FEDERATION.n_runs, CONFIG.store_every
+    repetitions = np.tile(np.arange(n_runs), len(replayed.cells))
+    init_keys, _ = loop.run_keys(FEDERATION.seed, repetitions)  # the replay's initial models
+    initial = np.asarray(engine.flatten(jax.vmap(spec.ranker.init)(init_keys)))
+    new = np.sin(np.arange(8)[None, :] + 1.7 * (np.arange(6)[:, None] + 1.0))
+    weights = np.array([0.0] + [1.0] * 5)
+    final = np.asarray(replayed.final_params["w"])
+    for cell, ((_, _, delta_t), rounds) in enumerate(zip(replayed.cells, replayed.rounds)):
+        for run in range(n_runs):
+            slot = cell * n_runs + run
+            model = initial[slot].astype(np.float64)
+            for s in range(rounds):
+                stored = history[run, s * delta_t // store_every]
+                model = reference.unlearning_round(model, new, stored, weights)
+            np.testing.assert_allclose(final[slot], model, rtol=1e-5, atol=1e-5)
+            assert np.linalg.norm(model - initial[slot]) > 0.1  # the replay moved it
 
 
 def test_scaled_negation_is_eq_3_and_its_update_is_eq_4():
