@@ -399,14 +399,6 @@ def user_gammas(config: FedIpsConfig, gamma_keys):
     )
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def run_keys_and_gammas(config: FedIpsConfig):
-    """(training keys [n_runs], user γ_s [n_runs, n_users]) from (seed, run), as ``run``
-    derives them."""
-    gamma_keys, train_keys = loop.run_keys(config.seed, jnp.arange(config.n_runs))
-    return train_keys, user_gammas(config, gamma_keys)
-
-
 def evaluate_runs(spec: FedIpsMethod, test: TestData, params):
     """Offline (NDCG@5, NDCG@10) of every run's ranker (leaves [R, ...]) on the test split
     (``engine.evaluate_slots``)."""

@@ -1,5 +1,7 @@
-"""FedIPS's click model and losses (FedIPS paper §3-5): PBM clicks (eq. 11), the IPS-weighted
-hinge loss (eqs. 3-4, 7) and federated regression-EM propensity estimation (§5)."""
+"""FedIPS's click model and loss (FedIPS paper §3-5): PBM clicks (eq. 11), the hinge bound
+of eq. 4 whose IPS-weighted steps the users take (eq. 7, ``fedips.local_sgd``) and the
+users' E-step of the federated regression-EM propensity estimation (§5; its rounds are
+``fedips_em``)."""
 
 from __future__ import annotations
 
@@ -54,22 +56,6 @@ def hinge_rank_bound(scores, valid, index):
     return jnp.sum(jnp.where(valid, jnp.maximum(margins, 0.0), 0.0), axis=-1)
 
 
-def ips_hinge_loss(params, features, valid, shown_index, clicks, propensities):
-    """Eq. 7 for one query: Σ_k c_k · h_{q,d_k}(w) / p_k over the shown positions k.
-
-    ``features`` [W, F] the query's candidates, ``shown_index`` [K] the candidate shown at each
-    position, ``clicks`` [K] (0/1), ``propensities`` [K] (all 1: the unweighted FedAvg loss).
-    """
-    h = hinge_rank_bound(features @ params["w"], valid, shown_index)
-    return jnp.sum(jnp.where(clicks > 0, clicks * h / propensities, 0.0))
-
-
-def full_information_loss(params, features, valid, shown_index, relevance):
-    """Eq. 8 with the hinge surrogate: Σ_k r_k · h_{q,d_k}(w) over the shown positions."""
-    h = hinge_rank_bound(features @ params["w"], valid, shown_index)
-    return jnp.sum(relevance * h)
-
-
 # Regression-EM propensity estimation (Wang et al. 2018, federated as in FedIPS §5)
 
 
@@ -118,31 +104,3 @@ def em_statistics(theta, rel_params, features, impressions, clicks) -> EmStatist
         jnp.sum(impressions, axis=axes),
         jax.grad(cross_entropy)(rel_params),
     )
-
-
-def regression_em(features, positions, clicks, n_positions: int, iterations: int, lr: float):
-    """Batch federated regression-EM over click logs of C clients (for checks and offline use).
-
-    ``features`` [C, N, F], ``positions`` int [C, N] (0-based), ``clicks`` [C, N].  Each
-    iteration: every client computes :func:`em_statistics`, the server sums them (M-step for θ)
-    and steps F by ``lr`` times the mean gradient.  Returns (θ [n_positions], F params).
-    """
-    one_hot = jax.nn.one_hot(positions, n_positions)  # [C, N, K]
-    impressions = one_hot
-    click_slots = one_hot * clicks[..., None]
-    slot_features = jnp.broadcast_to(features[:, :, None, :], one_hot.shape + (features.shape[-1],))
-
-    def step(state, _):
-        theta, rel = state
-        stats = jax.vmap(em_statistics, in_axes=(None, None, 0, 0, 0))(
-            theta, rel, slot_features, impressions, click_slots
-        )
-        theta = jnp.sum(stats.examined, 0) / jnp.maximum(jnp.sum(stats.impressions, 0), 1e-9)
-        rel = jax.tree_util.tree_map(
-            lambda p, g: p - lr * jnp.mean(g, 0), rel, stats.relevance_gradient
-        )
-        return (theta, rel), None
-
-    init = (jnp.full((n_positions,), 0.5, jnp.float32), init_relevance_model(features.shape[-1]))
-    (theta, rel), _ = jax.lax.scan(step, init, None, length=iterations)
-    return theta, rel

@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import types
 
 import jax
 import jax.numpy as jnp
@@ -12,10 +13,12 @@ import numpy as np
 import pytest
 
 from foltr_jax import data, engine
+from foltr_jax.engine import loop
 from foltr_jax.engine.config import ConfigError
 from foltr_jax.methods import fedips
-from foltr_jax.methods.fedips import ips
+from foltr_jax.methods.fedips import fedips_em, ips
 from tests.binaries import call, run_twice, without_timings
+from tests.methods.fedips import reference
 
 # --- (a) eq. 9: the IPS estimator is unbiased when clicks = examination × relevance ------------
 
@@ -51,14 +54,14 @@ def test_ips_loss_expectation_equals_full_information_loss_only_without_noise(no
     relevance = RELEVANT.astype(jnp.float32)
 
     def ips_loss(c):
-        loss = lambda p: ips.ips_hinge_loss(p, features, valid, shown_index, c, propensities)
+        loss = lambda p: reference.ips_hinge_loss(p, features, valid, shown_index, c, propensities)
         return loss(params), jax.grad(loss)(params)["w"]
 
     expected_loss, expected_grad = jax.jit(exact_expectation, static_argnums=0)(ips_loss, p_click)
-    full = lambda p: ips.full_information_loss(p, features, valid, shown_index, relevance)
+    full = lambda p: reference.full_information_loss(p, features, valid, shown_index, relevance)
     full_loss, full_grad = full(params), jax.grad(full)(params)["w"]
     # Independent of enumeration: E[c_k] / p_k = r_k + noise (1 - r_k) (linearity).
-    h = ips.hinge_rank_bound(features @ params["w"], valid, shown_index)
+    h = reference.hinge_bound(params, features, valid, shown_index)
     bias = noise * jnp.sum(jnp.where(RELEVANT, 0.0, h))
     np.testing.assert_allclose(expected_loss, full_loss + bias, rtol=1e-5)
     np.testing.assert_allclose(expected_loss, jnp.sum((p_click / propensities) * h), rtol=1e-5)
@@ -76,9 +79,9 @@ def test_ips_loss_monte_carlo_matches_full_information_loss():
     relevant = jnp.broadcast_to(RELEVANT, (n, 4))
     shown = jnp.broadcast_to(SHOWN, (n, 4))
     loss = jax.vmap(
-        lambda c: ips.ips_hinge_loss(params, features, valid, shown_index, c, propensities)
+        lambda c: reference.ips_hinge_loss(params, features, valid, shown_index, c, propensities)
     )
-    full = ips.full_information_loss(
+    full = reference.full_information_loss(
         params, features, valid, shown_index, RELEVANT.astype(jnp.float32)
     )
     for noise, biased in ((0.0, False), (0.1, True)):
@@ -90,6 +93,45 @@ def test_ips_loss_monte_carlo_matches_full_information_loss():
             assert mean - full > 10 * se
         else:
             assert abs(mean - full) < 4 * se, (mean, full, se)
+
+
+def test_a_users_local_sgd_steps_down_eq_7_click_by_click():
+    """The users' local SGD (``local_sgd``, what every round's users run) takes one step
+    w ← w − η ∇ L(w) per click record, in order, with L eq. 7's IPS-weighted hinge loss of
+    that click alone (``reference.ips_hinge_loss``); an invalid record (padding) does nothing."""
+    spec, arrays, prepared = tiny_experiment("known")
+    train, k = prepared.train, spec.config.top_k
+    propensities = ips.examination(jnp.float32(1.2), k)
+    records = [(0, 0, True), (3, 2, True), (0, 1, True), (5, 1, False), (2, 0, True)]
+    query, position, valid = (jnp.asarray([r[i] for r in records]) for i in range(3))
+    log = fedips.ClickLog(
+        queries=jnp.zeros(2, jnp.int32),
+        impressions=jnp.zeros((2, k)),
+        clicks=jnp.zeros((2, k)),
+        sessions=jnp.int32(1),
+        record_query=query.astype(jnp.int32),
+        record_position=position.astype(jnp.int32),
+        record_valid=valid,
+    )
+    start = {"w": jnp.asarray(np.random.default_rng(2).normal(size=4), jnp.float32)}
+    got = jax.jit(functools.partial(fedips.local_sgd, spec, arrays.train))(start, log, propensities)
+    want = start
+    for q, at, is_valid in records:
+        if not is_valid:
+            continue
+        begin, length = train.query_offsets[q], train.query_lengths[q]
+        features = jnp.asarray(train.features[begin : begin + length], jnp.float32)
+        gradient = jax.grad(reference.ips_hinge_loss)(
+            want,
+            features,
+            jnp.ones(length, bool),
+            arrays.train.shown_index[q],
+            jax.nn.one_hot(at, k),
+            propensities,
+        )
+        want = {"w": want["w"] - spec.config.local_lr * gradient["w"]}
+    np.testing.assert_allclose(got["w"], want["w"], rtol=1e-5, atol=1e-6)
+    assert np.max(np.abs(np.asarray(want["w"] - start["w"]))) > 1e-2  # the steps moved it
 
 
 # --- (b) eq. 11 click frequencies and the user's click log --------------------------------------
@@ -210,12 +252,14 @@ def random_start(ranker, n_runs=2, n_features=4, hidden=64):
 def test_federated_round_matches_numpy(propensity, ranker):
     spec, arrays, prepared = fedips.build(tiny_config(propensity, ranker=ranker), *tiny_data())
     cfg = spec.config
-    keys, gammas = fedips.run_keys_and_gammas(cfg)
+    init_keys, keys = loop.run_keys(cfg.seed, spec.repetitions())  # as engine.run derives them
+    consts, state = spec.init(arrays, init_keys)  # the users' γ_s, the server's state
+    gammas = consts[1]
     start = random_start(ranker)
-    state = fedips.initial_state(spec)._replace(params=start)
+    state = state._replace(params=start)
     t = jnp.int32(3)
     new_state, round_metrics = jax.jit(spec.round)(
-        (arrays, gammas), state, keys, t, None
+        consts, state, keys, t, None
     )  # the engine's round with FedIPS's hooks, and the users' clicks in it:
     logs = fedips.round_logs(spec, arrays, engine.round_keys(keys, t), gammas)
 
@@ -316,18 +360,67 @@ def simulated_em_log(n_clients=4, n=6000, k=5, eta=1.0, seed=0):
     return jnp.asarray(features), jnp.asarray(positions), jnp.asarray(clicks), theta
 
 
-def test_regression_em_recovers_propensities():
-    features, positions, clicks, theta = simulated_em_log()
-    estimated, _ = jax.jit(ips.regression_em, static_argnums=(3, 4))(
-        features, positions, clicks, 5, 400, 5.0
+def production_em_log(features, positions, clicks, k):
+    """The simulated log as the users' round logs the library's EM reads (``em_round``):
+    impression n of user c is a query of its own, c·N + n, with that document at every
+    position, shown once at its own position.  Returns (training data, logs)."""
+    c, n, f = features.shape
+    one_hot = jax.nn.one_hot(positions, k)
+    shown = jnp.broadcast_to(features.reshape(c * n, 1, f), (c * n, k, f))
+    logs = types.SimpleNamespace(
+        queries=jnp.arange(c * n).reshape(c, n),
+        impressions=one_hot,
+        clicks=one_hot * clicks[..., None],
     )
-    relative = np.asarray(estimated / estimated[0])
-    np.testing.assert_allclose(relative, theta, atol=0.05)
-    # Federated = centralised: the server's sums over equal-size clients equal one big client.
-    pooled, _ = jax.jit(ips.regression_em, static_argnums=(3, 4))(
-        features.reshape(1, -1, 3), positions.reshape(1, -1), clicks.reshape(1, -1), 5, 400, 5.0
+    return types.SimpleNamespace(shown_features=shown), logs
+
+
+def em_spec(n_users, k, scope):
+    """What the EM reads of a FedIPS method: its config and the number of features."""
+    config = fedips.FedIpsConfig(n_users=n_users, top_k=k, em_scope=scope, em_learning_rate=5.0)
+    return types.SimpleNamespace(config=config.validate(), n_features=3)
+
+
+@pytest.mark.parametrize("scope", ["user", "global"])
+def test_a_round_of_the_em_is_an_iteration_of_regression_em(scope):
+    """The library's EM round (``em_round``) from its initial state (θ = 0.5 everywhere, F = 0)
+    adds to the users' running sums exactly the E-step counts of the first iteration of
+    regression-EM written out (``reference.regression_em``: θ₁ = their ratio) and steps F as
+    it does."""
+    features, positions, clicks, _ = simulated_em_log()
+    spec = em_spec(4, 5, scope)
+    train, logs = production_em_log(features, positions, clicks, 5)
+    em = fedips_em.em_round(spec, train, fedips_em.init_em(spec), logs)
+    prior = spec.config.em_prior_count
+    examined = np.sum(np.asarray(em.examined, np.float64) - 0.5 * prior, axis=0)
+    shown = np.sum(np.asarray(em.impressions, np.float64) - prior, axis=0)
+    theta, (v, b) = reference.regression_em(features, positions, clicks, 5, 1, 5.0)
+    np.testing.assert_allclose(examined / shown, theta, rtol=1e-5)
+    np.testing.assert_allclose(em.relevance["v"], v, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(em.relevance["b"], b, rtol=1e-5, atol=1e-6)
+
+
+def test_the_em_recovers_the_propensities():
+    """Regression-EM recovers (1/rank)^η: written out in batch (``reference``, 400
+    iterations) and the library's online EM (``em_round`` once a round on the same log,
+    pooled over the users, then ``estimated_propensities``), whose running sums approach it
+    more slowly (1,000 rounds) and get closer with more rounds."""
+    features, positions, clicks, truth = simulated_em_log()
+    theta, _ = reference.regression_em(features, positions, clicks, 5, 400, 5.0)
+    np.testing.assert_allclose(theta / theta[0], truth, atol=0.01)
+    spec = em_spec(4, 5, "global")
+    train, logs = production_em_log(features, positions, clicks, 5)
+    step = lambda em, _: (fedips_em.em_round(spec, train, em, logs), None)
+    rounds_of_em = jax.jit(
+        lambda em, n: jax.lax.scan(step, em, None, length=n)[0], static_argnums=1
     )
-    np.testing.assert_allclose(estimated, pooled, rtol=1e-4, atol=1e-5)
+    estimates = {}
+    for rounds in (100, 1000):
+        em = rounds_of_em(fedips_em.init_em(spec), rounds)
+        estimates[rounds] = np.asarray(fedips_em.estimated_propensities(spec, em)[0])
+    np.testing.assert_allclose(estimates[1000], truth, atol=0.04)
+    error = {r: np.max(np.abs(e - truth)) for r, e in estimates.items()}
+    assert error[1000] < 0.6 * error[100], error
 
 
 # --- config and binary ---------------------------------------------------------------------------
