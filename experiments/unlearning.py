@@ -30,7 +30,7 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from experiments.lib import config_flags, program, results, shared_flags
+from experiments.lib import config_flags, program, provenance, shared_flags
 from experiments.lib.cli import ProgressLog, UserError, need_report_extra
 from experiments.lib.config_flags import user_error
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
@@ -92,12 +92,6 @@ def unlearning_config() -> unlearning.UnlearningConfig:
         raise user_error(error, _FLAG_OF) from None
 
 
-def _stats(values) -> dict:
-    values = np.asarray(values, np.float64)
-    sd = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-    return {"mean": float(values.mean()), "sd": sd}
-
-
 def run_experiment(config, output: Output, finished: FinishedParts) -> dict:
     """The results file; the trainings finished by an earlier, interrupted invocation
     come from ``finished``, the others run (resuming from their checkpoints) and are
@@ -122,38 +116,19 @@ def run_experiment(config, output: Output, finished: FinishedParts) -> dict:
                 progress=logs[-1] if writer else None, checkpoint=output.checkpoint("replay")
             )
 
-    trained, replayed = unlearning.run_protocol(
+    protocol = unlearning.run_protocol(
         config,
         train,
         test,
         train_one=functools.partial(_train_one, config, labels, output, finished, logs),
         replay_one=replay_one,
     )
-    seconds = {kind: result.run_seconds for kind, result in trained.items()}
-    history = trained["malicious"].history
-    cells = _training_cells(config, labels, trained) + _unlearning_cells(config, labels, replayed)
-    return results.document(
-        "fpdgd/unlearning",
-        {
-            **dataclasses.asdict(cfg),
-            "click_models": list(config.click_models),
-            "forget_clients": list(config.forget_clients),
-            "delta_t": list(config.delta_t),
-            "unlearn_local_updates": list(config.unlearn_local_updates),
-            "z": unlearning.NEGATION_Z,
-        },
+    return unlearning.results_document(
+        config,
+        protocol,
         results_files.data_summary(source, train, test),
-        cells,
-        labels=labels,
-        history=_history(config, history),
-        wall_seconds=_wall_seconds(config, seconds, replayed),
         timings=timings(*logs),
-        interactions={
-            "retraining_from_scratch": trained["retrained"].interactions
-            * (cfg.n_clients - config.n_forget)
-            // cfg.n_clients,
-            "unlearning_grid": replayed.interactions,
-        },
+        provenance=provenance.record(),
     )
 
 
@@ -183,100 +158,6 @@ def _train_one(config, labels, output, finished, logs, kind, spec, arrays):
         checkpoints=(output.checkpoint(kind),),
         label=labels[kind],
     )
-
-
-def _training_cells(config, labels, trained) -> list[dict]:
-    """A cell per trained configuration and click model (paper Figure 2, drawn in every
-    figure): curves and final nDCG@10."""
-    cells = []
-    for kind in ("honest", "malicious", "retrained"):
-        result = trained[kind]
-        curves = result.per_setting(result.offline_ndcg, len(config.click_models))
-        for c, click in enumerate(config.click_models):
-            final = curves[c, :, -1]
-            cells.append(
-                results_files.cell(
-                    f"{labels[kind]} {click}",
-                    setting={"configuration": labels[kind], "click_model": click},
-                    labels=results_files.labels(
-                        labels[kind], click, group="unlearning", figure=None, config=False
-                    ),
-                    evaluated_rounds=results_files.evaluated_rounds(config.federation, result),
-                    curves={"offline_ndcg": curves[c].tolist()},
-                    per_run={"final_offline_ndcg": final.tolist()},
-                    summary={f"final_{k}": v for k, v in _stats(final).items()},
-                )
-            )
-    return cells
-
-
-def _unlearning_cells(config, labels, replayed) -> list[dict]:
-    """A cell per unlearning cell (click model, n′, Δt; paper Figure 3 and Table 3, a
-    figure per Δt): curves, final nDCG@10, efficiency."""
-    finals = replayed.final_offline_ndcg()
-    curves = replayed.offline_ndcg.reshape(len(replayed.cells), config.federation.n_runs, -1)
-    name = labels["unlearned"]
-    cells = []
-    for i, (click, steps, delta) in enumerate(replayed.cells):
-        rounds = int(replayed.rounds[i])
-        cells.append(
-            results_files.cell(
-                f"{name} {click} n′={steps} Δt={delta}",
-                setting={
-                    "configuration": name,
-                    "click_model": click,
-                    "unlearn_local_updates": steps,
-                    "delta_t": delta,
-                },
-                labels=results_files.labels(
-                    name,
-                    click,
-                    group="unlearning",
-                    figure=f"Δt={delta}",
-                    fields={"n′": steps, "Δt": delta},
-                    always=("method", "n′", "Δt"),
-                    config=False,
-                ),
-                evaluated_rounds=range(1, rounds + 1),
-                curves={"offline_ndcg": curves[i, :, :rounds].tolist()},
-                per_run={"final_offline_ndcg": finals[i].tolist()},
-                summary={f"final_{k}": v for k, v in _stats(finals[i]).items()},
-                efficiency=unlearning.efficiency(config, steps, delta),
-            )
-        )
-    return cells
-
-
-def _history(config, history) -> dict:
-    """The stored update history: its shape and bytes per run (and with 1000 clients)."""
-    cfg, n_params = config.federation, history.shape[-1]
-    return {
-        "store_every": config.store_every,
-        "shape_per_run": list(history.shape[1:]),
-        "bytes_per_run": unlearning.history_bytes(
-            cfg.rounds, config.store_every, cfg.n_clients, n_params
-        ),
-        "bytes_per_run_1000_clients": unlearning.history_bytes(
-            cfg.rounds, config.store_every, 1000, n_params
-        ),
-    }
-
-
-def _wall_seconds(config, seconds, replayed) -> dict:
-    """Each training's and the unlearning grid's wall time."""
-    cfg = config.federation
-    return {
-        "honest_training": seconds["honest"],
-        "malicious_training_with_history": seconds["malicious"],
-        "retraining_from_scratch": seconds["retrained"],
-        "unlearning_grid": replayed.run_seconds,
-        "unlearning_compile": replayed.compile_seconds,
-        "note": (
-            f"each figure covers {len(config.click_models)} click model(s) x {cfg.n_runs} "
-            f"run(s); the grid replays {len(replayed.cells)} cells, each padded to the longest "
-            f"(Δt = {min(config.delta_t)})"
-        ),
-    }
 
 
 def _plain(result: federation.RunResult) -> dict:

@@ -17,7 +17,8 @@ in one vmapped program: the history is stored every gcd(Δt) rounds and each
 cell reads every (Δt / gcd)-th entry, idling once its ⌈T/Δt⌉ rounds are done.
 
 This module is the protocol (its config, the three trainings, the efficiency and
-``run_protocol``); the replay is ``calibrated_replay`` (its names are here too).
+``run_protocol``); the replay is ``calibrated_replay`` (its names are here too); what
+results.json records of it is ``experiment`` (its ``results_document`` is here too).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
     "efficiency",
     "history_bytes",
     "replay",
+    "results_document",
     "run_protocol",
     "train",
     "training_settings",
@@ -255,3 +257,7 @@ def run_protocol(
     history = trained["malicious"].history
     replayed = replay_one(functools.partial(replay, config, *malicious, history))
     return ProtocolResult(trained, replayed)
+
+
+# What results.json records of the protocol; it reads the names above.
+from foltr_jax.methods.unlearning.experiment import results_document

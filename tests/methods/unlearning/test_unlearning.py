@@ -2,17 +2,19 @@
 
 import dataclasses
 import json
+import types
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import foltr_jax
 from foltr_jax import data, engine
-from foltr_jax.engine import loop
+from foltr_jax.engine import loop, results_files
 from foltr_jax.methods import unlearning
 from foltr_jax.methods.fpdgd import federation
-from foltr_jax.methods.unlearning import calibrated_replay
+from foltr_jax.methods.unlearning import calibrated_replay, experiment
 from foltr_jax.server import attacks, pipeline
 from tests.binaries import call as run_binary
 from tests.methods.unlearning import reference
@@ -170,6 +172,7 @@ def test_bad_settings_are_refused_naming_the_field(change, field, message):
     with pytest.raises(federation.ConfigError, match=message) as error:
         dataclasses.replace(CONFIG, **change).validate()
     assert error.value.field == field
+    assert "--" not in str(error.value)  # the library names fields, never a binary's flags
 
 
 # ------------------------------------------------------------------ history and replay
@@ -307,8 +310,23 @@ def test_forgetting_two_malicious_clients_recovers_the_retrained_model(protocol)
 # ------------------------------------------------------------------ the binary
 
 
-@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
-def test_binary_writes_the_table_3_grid_and_refuses_bad_settings(tmp_path):
+# The binary's small run: 4 clients, client 3 forgotten, Δt 2 and 4, n′ 1, synthetic data.
+BINARY_CONFIG = unlearning.UnlearningConfig(
+    federation=federation.FpdgdConfig(
+        n_clients=4, local_updates=2, rounds=4, chunk_rounds=4, n_runs=2
+    ),
+    click_models=("perfect",),
+    forget_clients=(3,),
+    delta_t=(2, 4),
+    unlearn_local_updates=(1,),
+)
+
+
+@pytest.fixture(scope="module")
+def binary_run(tmp_path_factory):
+    """(exit status and output, results.json, its folder) of the binary's run of
+    ``BINARY_CONFIG`` on 20 synthetic queries."""
+    tmp_path = tmp_path_factory.mktemp("unlearning")
     out = tmp_path / "out"
     result = run_binary(
         "unlearning",
@@ -328,7 +346,12 @@ def test_binary_writes_the_table_3_grid_and_refuses_bad_settings(tmp_path):
         cache_dir=tmp_path / "cache",
     )
     assert result.returncode == 0, result.stderr
-    results = json.loads((out / "results.json").read_text())
+    return result, json.loads((out / "results.json").read_text()), out
+
+
+@pytest.mark.slow  # tens of seconds of compilation; smaller fast tests cover the module
+def test_binary_writes_the_table_3_grid_and_refuses_bad_settings(binary_run, tmp_path):
+    result, results, out = binary_run
     training, cells = results["cells"][:3], results["cells"][3:]
     assert [c["setting"]["configuration"] for c in training] == ["4H-0M", "3H-1M", "3H-0M"]
     assert np.shape(training[0]["curves"]["offline_ndcg"]) == (2, 4)
@@ -361,6 +384,58 @@ def test_binary_writes_the_table_3_grid_and_refuses_bad_settings(tmp_path):
         assert bad.returncode == 2 and message in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.slow  # the binary's run (above): tens of seconds of compilation
+def test_the_api_writes_what_the_binary_writes(binary_run):
+    """``foltr_jax.run_unlearning`` and ``results_document`` of the binary's settings and
+    data give its results.json, field for field, but for what describes the run (its
+    provenance, wall seconds and timings)."""
+    _, written, _ = binary_run
+    train, test = data.synthetic_train_test(
+        0, n_train_queries=20, n_test_queries=10, n_features=4, mean_docs_per_query=10
+    )
+    protocol = foltr_jax.run_unlearning(BINARY_CONFIG, train, test)
+    source = {k: v for k, v in written["data"].items() if k not in ("train", "test")}
+    ours = unlearning.results_document(
+        BINARY_CONFIG, protocol, results_files.data_summary(source, train, test)
+    )
+    assert ours["data"] == written["data"]  # the same splits
+    run_fields = {"provenance", "versions", "timings", "wall_seconds"}
+    assert list(ours) == [k for k in written if k != "provenance"]
+    for key in ours.keys() - run_fields:
+        assert ours[key] == written[key], key
+    assert ours["config"] == experiment.config_record(BINARY_CONFIG)
+    assert ours["config"]["z"] == 2 and ours["config"]["delta_t"] == [2, 4]
+    assert ours["wall_seconds"].keys() == written["wall_seconds"].keys()
+    assert ours["wall_seconds"]["note"] == written["wall_seconds"]["note"]
+    assert ours["timings"]["resumed_at_round"] == {}  # nothing resumed
+    # the replay's cells come after the three trainings', with their efficiency
+    assert ours["cells"][3:] == experiment.unlearning_cells(BINARY_CONFIG, protocol.replayed)
+    assert ours["cells"][3]["efficiency"] == unlearning.efficiency(BINARY_CONFIG, 1, 2)
+
+
+def test_results_document_refuses_a_protocol_of_another_config():
+    """The cells and trainings must be the config's: a document never labels one grid's
+    numbers with another's settings."""
+    replayed = types.SimpleNamespace(cells=(("perfect", 1, 2),))
+    trained = dict.fromkeys(unlearning.KINDS)
+    with pytest.raises(ValueError, match="not those of the config"):
+        unlearning.results_document(BINARY_CONFIG, unlearning.ProtocolResult(trained, replayed), {})
+    with pytest.raises(ValueError, match="not those of the config"):  # a training missing
+        unlearning.results_document(
+            dataclasses.replace(BINARY_CONFIG, delta_t=(2,)),
+            unlearning.ProtocolResult({"honest": None}, replayed),
+            {},
+        )
+
+
+def test_stats_and_config_record():
+    assert experiment.stats([1.0, 3.0]) == {"mean": 2.0, "sd": float(np.sqrt(2.0))}
+    assert experiment.stats([0.5]) == {"mean": 0.5, "sd": 0.0}
+    record = experiment.config_record(BINARY_CONFIG)
+    assert record["n_clients"] == 4 and record["forget_clients"] == [3]
+    assert record["unlearn_local_updates"] == [1] and record["click_models"] == ["perfect"]
 
 
 def test_replay_rejects_a_history_from_another_config(trained):
