@@ -22,11 +22,14 @@ TRAIN = {"mslr_sample": "/d/mslr_sample/train.txt",
          "mslr_sample_fold2": "/c/folds-x-seed0-v1/mslr_sample_fold2/train.txt"}  # fmt: skip
 
 
-def _write(root, fold, run, values):
-    """A results.json of one cell (perfect clicks) with these final nDCG@10 values."""
+def _write(root, fold, run, values, **config):
+    """A results.json of one cell (perfect clicks) with these final nDCG@10 values, made
+    with the seed the claims give the fold (seed + FOLD_SEED_STRIDE per fold after the
+    first), and ``config`` beside it."""
+    seed = claim_runs.FOLD_SEED_STRIDE * FOLDS.index(fold)
     payload = {
         "results_format": RESULTS_FORMAT,
-        "config": {"seed": 0, "n_runs": len(values)},
+        "config": {"seed": seed, "n_runs": len(values), **config},
         "data": {"train_path": TRAIN[fold], "test_path": TRAIN[fold].replace("train", "test")},
         "metric": "ndcg",
         "cells": [{
@@ -67,6 +70,21 @@ def test_a_run_is_its_folds_runs_fold_after_fold(tmp_path):
     results = _results(tmp_path)
     np.testing.assert_allclose(results.final("a"), A["mslr_sample"] + A["mslr_sample_fold2"])
     assert results.series("a").fold_names == FOLDS
+
+
+def test_a_runs_folds_pool_whatever_their_seeds_but_other_settings_stay_apart(tmp_path):
+    """Each fold runs with its own seed (the claims' folds): the seed is not part of the
+    setting, so the folds pool into one series; a fold whose config differs otherwise
+    (here its learning rate) is another setting and is never pooled with them."""
+    for fold in FOLDS:
+        _write(tmp_path, fold, "a", A[fold], learning_rate=0.1)
+    _write(tmp_path, "mslr_sample_fold2", "b", B["mslr_sample_fold2"], learning_rate=0.1)
+    _write(tmp_path, "mslr_sample", "b", B["mslr_sample"], learning_rate=0.5)
+    results = core.Results(tmp_path)
+    assert results.series("a").fold_names == FOLDS
+    assert len(results.pool.find(run="b")) == 2
+    with pytest.raises(core.MissingResults, match="2 series"):
+        results.series("b")
 
 
 def test_pooling_pairs_runs_within_their_fold_whatever_the_reading_order(tmp_path):

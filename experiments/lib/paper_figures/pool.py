@@ -13,6 +13,10 @@ from experiments.lib import figures
 from experiments.lib.paper_figures.structure import CLICKS
 
 EXCERPT = "MSLR-WEB10K excerpt"  # experiments/excerpt.py's folders are named mslr_sample
+# Config fields a run's folds may differ in and still be one setting: each fold runs with
+# its own seed (the claims' fold k: seed + 1,000 x (k - 1)), so that no two folds share
+# their random streams.
+FOLD_FIELDS = ("seed",)
 
 
 def dataset_of(series: figures.Series) -> str:
@@ -51,7 +55,8 @@ def _concat(arrays):
 
 
 class Pool:
-    """Every Series of a recipe's results, pooled across folds, found by run and fields.
+    """Every Series of a recipe's results, pooled across folds, found by run and fields
+    (a run's folds pool when their fields agree but for ``FOLD_FIELDS``: the seed).
 
     A pooled Series holds its folds' runs fold after fold, the folds in the order of their
     names and each fold's runs in their order, whatever the order the Series came in: two
@@ -62,7 +67,8 @@ class Pool:
         labels = {run.name: run.label for run in getattr(recipe, "runs", ())}
         merged = {}
         for s in series:
-            fields = json.dumps(s.fields, sort_keys=True, default=str)
+            setting = {k: v for k, v in s.fields.items() if k not in FOLD_FIELDS}
+            fields = json.dumps(setting, sort_keys=True, default=str)
             key = (run_of(s), dataset_of(s), s.panel, fields)
             merged.setdefault(key, []).append(s)
         self.series = []
