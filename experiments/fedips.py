@@ -16,26 +16,22 @@ metric; the same values as the ``...ndcg5`` keys); the ``...ndcg10`` keys hold N
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 
 from absl import app, flags
 
-from experiments.lib import config_flags, program, results, shared_flags
+from experiments.lib import config_flags, program, provenance, shared_flags
 from experiments.lib.cli import ProgressLog, UserError
 from experiments.lib.distributed import check_same_everywhere, is_writer, on_every_process
 from experiments.lib.output import claim_output, stop_cleanly
-from foltr_jax.core import rankers
 from foltr_jax.core.registry import one_of
-from foltr_jax.engine import results_files
 from foltr_jax.engine.results_files import curve_summary, timings
 from foltr_jax.methods import fedips
-from foltr_jax.methods.fedips import lambdarank
+from foltr_jax.methods.fedips import experiment
 from foltr_jax.methods.fpdgd import federation
 
 FLAGS = flags.FLAGS
-NO_CLICK_MODEL = "(no click_model)"  # a report's panel for the FedIPS users' clicks
 shared_flags.define_data_flags()
 shared_flags.define_checkpoint_flag()
 shared_flags.define_distributed_flags()
@@ -85,126 +81,50 @@ def run_experiment(config, checkpoint: str | None = None) -> dict:
     except ValueError as error:
         raise UserError(str(error)) from None
     method = method_name(config)
-    data = results_files.data_summary(
-        source,
-        prepared.train,
-        prepared.test,
-        dropped_single_label_queries={
-            "train": prepared.dropped_train,
-            "test": prepared.dropped_test,
-        },
-        relevant_from=spec.relevant_from,
-        normalise=FLAGS.normalise,
-    )
-    extra = {
-        "logging_policy": {
-            "queries": prepared.logging_queries.tolist(),
-            "learning_rate": config.logging_learning_rate,
-            "steps": config.logging_steps,
-            "offline_ndcg5": prepared.logging_ndcg5,
-            "offline_ndcg10": prepared.logging_ndcg10,
-        },
-    }
-    if prepared.validation_queries is not None:  # the offline metrics are on these
-        extra["validation"] = {
-            "fraction": config.validation_fraction,
-            "queries": prepared.validation_queries.tolist(),
-        }
-    labels = results_files.labels(method, NO_CLICK_MODEL)  # the users' clicks: one panel
-
-    def document(cell: dict, **rest) -> dict:
-        """The results file: NDCG@5 the headline metric (the paper's), NDCG@10 beside it."""
-        one = results_files.cell(method, labels=labels, **cell)
-        config_fields = dataclasses.asdict(config)
-        return results.document(method, config_fields, data, [one], "ndcg5", **extra, **rest)
-
-    if method == "lambdarank":
-        cell, rest = run_lambdarank(prepared, arrays)
-        return document(cell, **rest)
-    check_same_everywhere(spec, arrays)
-    writer = is_writer()
-    if writer:
-        print(
-            f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x {config.n_users} users "
-            f"x {config.queries_per_user} queries, m = {config.clicks_per_user} clicks, "
-            f"K = {config.top_k}, γ = {config.gamma}, {prepared.train.n_queries} training "
-            f"queries; f₀ NDCG@5 {prepared.logging_ndcg5:.4f}"
-            + (
-                f"; offline metrics on {prepared.test.n_queries} held-out training queries "
-                "(validation), not the test split"
-                if prepared.validation_queries is not None
-                else ""
-            ),
-            file=sys.stderr,
-        )
-    log = ProgressLog(method)
-    with stop_cleanly():
-        result = fedips.run(spec, arrays, progress=log if writer else None, checkpoint=checkpoint)
-    n5, n10 = result.offline_ndcg5, result.offline_ndcg10
-    propensities = result.estimated_propensities
-    return document(
-        {
-            "evaluated_rounds": results_files.evaluated_rounds(config, result, n5.shape[-1]),
-            "curves": {"offline_ndcg5": n5.tolist(), "offline_ndcg10": n10.tolist()},
-            "per_run": {
-                "initial_offline_ndcg5": result.initial_offline_ndcg5.tolist(),
-                "initial_offline_ndcg10": result.initial_offline_ndcg10.tolist(),
-                "final_offline_ndcg5": n5[:, -1].tolist(),
-                "final_offline_ndcg10": n10[:, -1].tolist(),
-                "clicks_per_user": (result.clicks / config.n_users).tolist(),
-                "sessions_per_user": (result.sessions / config.n_users).tolist(),
-                "user_gamma_mean": result.user_gammas.mean(axis=1).tolist(),
-            },
-            "estimated_propensities": None if propensities is None else propensities.tolist(),
-        },
-        interactions=result.interactions,
-        clicks=int(result.clicks.sum()),
-        seconds=result.run_seconds,
-        compile_seconds=result.compile_seconds,
-        interactions_per_second=result.interactions_per_second,
-        timings=timings(log),
-    )
-
-
-def run_lambdarank(prepared: fedips.Prepared, arrays: fedips.FedIpsArrays) -> tuple[dict, dict]:
-    """The λLinear baseline, full-batch linear LambdaRank on every training query's labels:
-    (its cell's curves and values, the file's fields)."""
-    steps, lr = FLAGS.lambdarank_steps, FLAGS.lambdarank_learning_rate
     writer = is_writer()  # process 0 of a --distributed run prints and writes
-    if writer:
-        print(
-            f"lambdarank: {steps} full-batch steps, learning rate {lr}, "
-            f"{prepared.train.n_queries} training queries",
-            file=sys.stderr,
-        )
-    run = lambdarank.lambdarank_run(prepared.train, lr, steps, arrays.test)
-    n5, n10 = run.offline_ndcg5[0], run.offline_ndcg10[0]
-    initial5, initial10 = lambdarank.evaluate(
-        rankers.LinearRanker(prepared.train.n_features).init(None), arrays.test
-    )
-    if writer:
-        print(
-            f"[lambdarank] {steps} steps, {run.run_seconds:.1f} s "
-            f"(compiled in {run.compile_seconds:.1f} s)",
-            file=sys.stderr,
-        )
-    cell = {
-        "evaluated_rounds": range(1, len(n5) + 1),
-        "curves": {"offline_ndcg5": [n5.tolist()], "offline_ndcg10": [n10.tolist()]},
-        "per_run": {
-            "initial_offline_ndcg5": [float(initial5)],
-            "initial_offline_ndcg10": [float(initial10)],
-            "final_offline_ndcg5": [float(n5[-1])],
-            "final_offline_ndcg10": [float(n10[-1])],
-        },
-    }
-    return cell, {
-        "lambdarank": {"learning_rate": lr, "steps": steps},
-        "interactions": 0,
-        "seconds": run.run_seconds,
-        "compile_seconds": run.compile_seconds,
-        "interactions_per_second": 0.0,
-    }
+    if method == "lambdarank":
+        steps, lr = FLAGS.lambdarank_steps, FLAGS.lambdarank_learning_rate
+        if writer:
+            print(
+                f"lambdarank: {steps} full-batch steps, learning rate {lr}, "
+                f"{prepared.train.n_queries} training queries",
+                file=sys.stderr,
+            )
+        cell, fields = experiment.lambdarank_baseline(prepared, arrays.test, lr, steps)
+        if writer:
+            print(
+                f"[lambdarank] {steps} steps, {fields['seconds']:.1f} s "
+                f"(compiled in {fields['compile_seconds']:.1f} s)",
+                file=sys.stderr,
+            )
+    else:
+        check_same_everywhere(spec, arrays)
+        if writer:
+            print(
+                f"{method}: {config.n_runs} run(s) x {config.rounds} rounds x "
+                f"{config.n_users} users x {config.queries_per_user} queries, "
+                f"m = {config.clicks_per_user} clicks, K = {config.top_k}, γ = {config.gamma}, "
+                f"{prepared.train.n_queries} training queries; "
+                f"f₀ NDCG@5 {prepared.logging_ndcg5:.4f}"
+                + (
+                    f"; offline metrics on {prepared.test.n_queries} held-out training queries "
+                    "(validation), not the test split"
+                    if prepared.validation_queries is not None
+                    else ""
+                ),
+                file=sys.stderr,
+            )
+        log = ProgressLog(method)
+        with stop_cleanly():
+            result = fedips.run(
+                spec, arrays, progress=log if writer else None, checkpoint=checkpoint
+            )
+        cell, fields = experiment.run_record(config, result)
+        fields["timings"] = timings(log)
+    return experiment.results_document(
+        config, method, spec, prepared, source, cell,
+        normalise=FLAGS.normalise, provenance=provenance.record(), **fields,
+    )  # fmt: skip
 
 
 def summary(results: dict) -> str:

@@ -69,7 +69,7 @@ PUBLIC_MODULES = (
     "methods.fpdgd.client_plan", "methods.fpdgd.federation",
     "methods.fpdgd.noniid_experiment", "methods.foltr_es",
     "methods.fedips", "methods.fedips.config", "methods.unlearning",
-    "methods.unlearning.experiment",
+    "methods.unlearning.experiment", "methods.fedips.experiment",
 )
 
 

@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import math
 import types
 
 import jax
@@ -16,7 +17,7 @@ from foltr_jax import data, engine
 from foltr_jax.engine import loop
 from foltr_jax.engine.config import ConfigError
 from foltr_jax.methods import fedips
-from foltr_jax.methods.fedips import fedips_em, ips
+from foltr_jax.methods.fedips import experiment, fedips_em, ips
 from tests.binaries import call, run_twice, without_timings
 from tests.methods.fedips import reference
 
@@ -481,6 +482,11 @@ SMALL = [
 ]
 
 
+_SMALL_DATA = data.synthetic_train_test(
+    0, n_train_queries=30, n_test_queries=15, n_features=8, mean_docs_per_query=15
+)  # SMALL's data, as the binary makes it
+
+
 def run_binary(*args, cache_dir):
     return call("fedips", *args, cache_dir=cache_dir)
 
@@ -522,6 +528,62 @@ def test_binary_lambdarank_baseline(tmp_path):
     assert np.asarray(results["cells"][0]["curves"]["offline_ndcg5"]).shape == (1, 5)
     # compiling is timed apart from the steps (engine.run's seconds)
     assert results["compile_seconds"] > 0 and results["seconds"] > 0
+    # the library's baseline and document are the file, but for what describes the run
+    config = fedips.FedIpsConfig(n_users=20, rounds=6, chunk_rounds=3, logging_steps=0)
+    ours = _api_document(
+        config, results, lambda spec, a, p: experiment.lambdarank_baseline(p, a.test, 0.1, 5)
+    )
+    assert ours["lambdarank"] == {"learning_rate": 0.1, "steps": 5} and ours["interactions"] == 0
+    _assert_same_but_the_run(ours, results)
+
+
+def _api_document(config, written, run) -> dict:
+    """results.json from the library: ``run(spec, arrays, prepared) -> (cell, fields)`` on
+    ``SMALL``'s synthetic data, the data's source as ``written`` records it."""
+    spec, arrays, prepared = fedips.build(config, *_SMALL_DATA)
+    cell, fields = run(spec, arrays, prepared)
+    source = {"synthetic": written["data"]["synthetic"]}
+    return experiment.results_document(
+        config, written["method"], spec, prepared, source, cell, **fields
+    )
+
+
+def _assert_same_but_the_run(ours: dict, written: dict) -> None:
+    run_fields = {"provenance", "versions", "seconds", "compile_seconds", "timings"}
+    run_fields |= {"interactions_per_second"}
+    assert [k for k in ours if k not in run_fields] == [k for k in written if k not in run_fields]
+    for key in ours.keys() - run_fields:
+        assert ours[key] == written[key], key
+
+
+@pytest.mark.slow  # a binary's run and the library's, compiled once in this process
+def test_the_api_writes_what_the_binary_writes(tmp_path):
+    result = run_binary(
+        *SMALL, "--propensity=estimated", f"--output_dir={tmp_path}", cache_dir=tmp_path / "cache"
+    )
+    assert result.returncode == 0, result.stderr
+    written = json.loads((tmp_path / "results.json").read_text())
+    config = fedips.FedIpsConfig(
+        n_users=20, rounds=6, chunk_rounds=3, logging_steps=10, propensity="estimated"
+    )
+
+    def run(spec, arrays, prepared):
+        return experiment.run_record(config, fedips.run(spec, arrays))
+
+    ours = _api_document(config, written, run)
+    assert ours["method"] == "fedips/estimated" and ours["clicks"] > 0
+    assert ours["cells"][0]["estimated_propensities"] is not None
+    _assert_same_but_the_run(ours, written)
+
+
+def test_the_lambdarank_baseline_refuses_bad_arguments_naming_them():
+    """A learning rate or step count out of range is refused before any work, naming the
+    argument (not a binary's flag)."""
+    for lr, steps, named in [(0.0, 5, "learning_rate"), (math.inf, 5, "learning_rate")]:
+        with pytest.raises(ValueError, match=f"^{named} must be positive and finite"):
+            experiment.lambdarank_baseline(None, None, lr, steps)
+    with pytest.raises(ValueError, match="^steps must be at least 1, got 0"):
+        experiment.lambdarank_baseline(None, None, 0.1, 0)
 
 
 def test_binary_takes_the_ranker(tmp_path):
