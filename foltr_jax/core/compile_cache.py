@@ -194,7 +194,8 @@ def _whole_entries() -> None:
 # ---------------------------------------------------------------------------------------
 
 PROGRAMS = "programs"  # the subfolder of whole programs in the cache folder
-_PROGRAM_FORMAT = "foltr_jax program 2"  # 1 kept programs JAX had read back
+_PROGRAM_FORMAT = "foltr_jax program 3"  # 1 kept programs JAX had read back; 2 rebuilt
+# the outputs' named tuples as new classes, which a chunk's next call refused
 
 
 _IN_PROCESS: dict[str, Any] = {}  # entry path -> program, the ones this process used last
@@ -560,14 +561,36 @@ def _tree_to_json(tree):
     if kind is dict and all(isinstance(k, str) for k in data):
         return {"dict": list(data), "children": children}
     if isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields"):
-        return {"namedtuple": kind.__name__, "fields": list(kind._fields), "children": children}
+        where = f"{kind.__module__}:{kind.__qualname__}"
+        if _named_tuple(where, list(kind._fields)) is not kind:
+            raise Uncacheable(f"an output named tuple {where} that cannot be imported by name")
+        return {"namedtuple": where, "fields": list(kind._fields), "children": children}
     raise Uncacheable(f"an output node {kind!r}")
 
 
+def _named_tuple(where: str, fields: list):
+    """The named tuple class ``module:qualname`` with these fields, imported (None when
+    there is none: a class made in a function, a module renamed).  A program's outputs are
+    rebuilt with the program's own classes: its state goes back in as the next chunk's
+    input, whose tree must be the one the program was compiled with."""
+    import importlib
+
+    module_name, _, qualname = where.partition(":")
+    try:
+        found = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError, ValueError):
+        return None
+    is_named_tuple = isinstance(found, type) and issubclass(found, tuple)
+    if is_named_tuple and list(getattr(found, "_fields", ())) == fields:
+        return found
+    return None
+
+
 def _tree_from_json(form):
-    """The tree ``_tree_to_json`` wrote (named tuples as new classes of the same name and
-    fields)."""
-    import collections
+    """The tree ``_tree_to_json`` wrote (named tuples as their own classes, imported by
+    name; ValueError when one is gone or has other fields)."""
 
     def build(node):
         if node == "*":
@@ -580,7 +603,9 @@ def _tree_from_json(form):
             return [build(c) for c in node["list"]]
         if "dict" in node:
             return dict(zip(node["dict"], (build(c) for c in node["children"])))
-        kind = collections.namedtuple(node["namedtuple"], node["fields"])
+        kind = _named_tuple(node["namedtuple"], node["fields"])
+        if kind is None:
+            raise ValueError(f"the outputs' named tuple {node['namedtuple']} is gone")
         return kind(*(build(c) for c in node["children"]))
 
     return jax.tree_util.tree_structure(build(form))

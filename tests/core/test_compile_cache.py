@@ -12,7 +12,9 @@ import pathlib
 import subprocess
 import sys
 import threading
+import time
 import types
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -377,12 +379,37 @@ def test_a_static_value_is_named_by_its_contents_or_not_cached(monkeypatch, main
         _key()
 
 
+class Carry(NamedTuple):  # a state a program returns and takes back (module level: importable)
+    count: jax.Array
+    total: jax.Array
+
+
 def test_an_outputs_tree_is_written_as_json_and_read_back():
-    metrics = collections.namedtuple("RoundMetrics", ["offline", "online"])
-    outputs = ((1, {"b": None, "a": [2, 3]}), metrics(4, (5,)))
+    outputs = ((1, {"b": None, "a": [2, 3]}), Carry(4, (5,)))
     tree = jax.tree_util.tree_structure(outputs)
     form = json.loads(json.dumps(compile_cache._tree_to_json(tree)))
-    assert str(compile_cache._tree_from_json(form)) == str(tree)
+    assert compile_cache._tree_from_json(form) == tree  # Carry itself, not a look-alike
+    local = collections.namedtuple("RoundMetrics", ["offline", "online"])  # not importable
+    with pytest.raises(compile_cache.Uncacheable, match="cannot be imported by name"):
+        compile_cache._tree_to_json(jax.tree_util.tree_structure(local(1, 2)))
+
+
+def test_a_program_read_back_takes_its_own_outputs_as_inputs(tmp_path):
+    """A run feeds each chunk's state to the next chunk: a program read back must accept
+    the named tuple it returns (its outputs once came back as a look-alike class, and the
+    second chunk's call failed: 'their Python types differ')."""
+    unique = float(time.time_ns() % 1_000_003)  # a new program: never JAX's cached one
+
+    def step(state):
+        return Carry(state.count + 1, state.total + state.count + unique)
+
+    start = Carry(jnp.int32(0), jnp.float32(0))
+    path = tmp_path / "step-0.bin"
+    compile_cache._store_program(path, jax.jit(step).lower(start).compile())
+    program = compile_cache._load_program(path, (start,))
+    state = program(program(program(start)))
+    assert type(state) is Carry
+    assert int(state.count) == 3 and float(state.total) == 3 + 3 * unique
 
 
 def test_an_unreadable_program_is_compiled_again(tmp_path):
