@@ -562,8 +562,8 @@ def _tree_to_json(tree):
         return {"dict": list(data), "children": children}
     if isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields"):
         where = f"{kind.__module__}:{kind.__qualname__}"
-        if _named_tuple(where, list(kind._fields)) is not kind:
-            raise Uncacheable(f"an output named tuple {where} that cannot be imported by name")
+        if _named_tuple(where, list(kind._fields)) is not kind:  # made in a function
+            where = kind.__name__  # read back as a look-alike: never an input again
         return {"namedtuple": where, "fields": list(kind._fields), "children": children}
     raise Uncacheable(f"an output node {kind!r}")
 
@@ -589,8 +589,10 @@ def _named_tuple(where: str, fields: list):
 
 
 def _tree_from_json(form):
-    """The tree ``_tree_to_json`` wrote (named tuples as their own classes, imported by
-    name; ValueError when one is gone or has other fields)."""
+    """The tree ``_tree_to_json`` wrote: named tuples as their own classes, imported by
+    name (ValueError when one is gone or has other fields), or, for one made in a function
+    (not importable: a round's metrics), a new class of its name and fields."""
+    import collections
 
     def build(node):
         if node == "*":
@@ -603,9 +605,13 @@ def _tree_from_json(form):
             return [build(c) for c in node["list"]]
         if "dict" in node:
             return dict(zip(node["dict"], (build(c) for c in node["children"])))
-        kind = _named_tuple(node["namedtuple"], node["fields"])
-        if kind is None:
-            raise ValueError(f"the outputs' named tuple {node['namedtuple']} is gone")
+        where = node["namedtuple"]
+        if ":" in where:  # the class itself, imported by name
+            kind = _named_tuple(where, node["fields"])
+            if kind is None:
+                raise ValueError(f"the outputs' named tuple {where} is gone")
+        else:  # a class made in a function (metrics): a new class of its name and fields
+            kind = collections.namedtuple(where, node["fields"])
         return kind(*(build(c) for c in node["children"]))
 
     return jax.tree_util.tree_structure(build(form))
