@@ -569,19 +569,17 @@ def _tree_to_json(tree):
 
 
 def _named_tuple(where: str, fields: list):
-    """The named tuple class ``module:qualname`` with these fields, imported (None when
-    there is none: a class made in a function, a module renamed).  A program's outputs are
-    rebuilt with the program's own classes: its state goes back in as the next chunk's
-    input, whose tree must be the one the program was compiled with."""
-    import importlib
+    """The named tuple class ``module:qualname`` with these fields, from a module this
+    process has loaded (None when there is none: a class made in a function, a module not
+    loaded or renamed).  Never imports: a name read from the cache runs no code.  A
+    program's outputs are rebuilt with the program's own classes: its state goes back in as
+    the next chunk's input, whose tree must be the one the program was compiled with."""
+    import sys
 
     module_name, _, qualname = where.partition(":")
-    try:
-        found = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError, ValueError):
-        return None
+    found = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
     is_named_tuple = isinstance(found, type) and issubclass(found, tuple)
     if is_named_tuple and list(getattr(found, "_fields", ())) == fields:
         return found
